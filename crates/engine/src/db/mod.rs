@@ -1,0 +1,798 @@
+//! # The `Db` shell
+//!
+//! One handle over a database directory, whatever its index family:
+//!
+//! | file                   | what                                                               |
+//! |------------------------|--------------------------------------------------------------------|
+//! | `LOCK`                 | exclusive lock, held while a handle is open                        |
+//! | `MANIFEST`             | index kind, key and value types, page size, options (`manifest`)   |
+//! | `data.pages`           | the index's page file (`storage::page_file`)                       |
+//! | `wal-NNNNNNNNNNNNNNNN.log` | write-ahead log, one record per batch (`wal`)                  |
+//!
+//! ## Write path and durability
+//! A batch is validated, gets the next sequence number, is appended to the WAL (buffered, written or synced
+//! as its [`Durability`] requires) and then applied to the index under the index's write lock, so readers see
+//! all of it or none of it. Writers are serialised by one mutex, so WAL order is apply order.
+//! When the WAL exceeds `Options::checkpoint_wal_bytes`, the index is checkpointed with the last sequence number
+//! and a new WAL file replaces the old ones. A clean close checkpoints too.
+//!
+//! ## Recovery
+//! Open = lock, read the manifest, open the index at its last checkpoint, replay WAL records with a higher
+//! sequence number in order (stopping at the first torn or corrupt record, whose file is truncated there; later
+//! WAL files are then discarded so that the result is a prefix of the acknowledged writes), checkpoint if
+//! anything was replayed, and start a fresh WAL file.
+//!
+//! ## Failures
+//! If a write fails after it started changing state (WAL append or index apply), the handle is *poisoned*:
+//! every later call returns [`Error::Poisoned`] and nothing wrong is ever served; reopening recovers the last
+//! durable state. A read that fails (e.g. a damaged page) is reported and the handle stays usable.
+
+mod manifest;
+mod typed;
+mod wal;
+
+pub use manifest::{FORMAT_VERSION, Manifest};
+pub use typed::{Batch, Db, Iter};
+
+use crate::error::{Error, Result};
+use crate::index::btree::BTree;
+use crate::index::{CheckReport, Direction, IndexStats, KeyRange, OrderedIndex, WriteOp};
+use crate::storage::{
+    IoSnapshot, IoStats, LogWriter, OpenOptions, PageFile, PageFileOptions, StdVfs, Vfs, VfsLock,
+    recover_log,
+};
+use crate::types::{Durability, MAX_VALUE_LEN, TypeKind};
+use parking_lot::Mutex;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+const PAGES: &str = "data.pages";
+const LOCK: &str = "LOCK";
+/// A `Durability::None` WAL buffer is written out when it grows past this.
+const WAL_BUFFER_LIMIT: usize = 1 << 20;
+
+/// Which index family a database uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum IndexKind {
+    /// B+-tree with subtree counts (`index::btree`).
+    BTree,
+}
+
+impl IndexKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            IndexKind::BTree => "btree",
+        }
+    }
+}
+
+impl std::str::FromStr for IndexKind {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "btree" => Ok(IndexKind::BTree),
+            other => Err(Error::invalid(format!(
+                "unknown index kind {other:?} (available: btree)"
+            ))),
+        }
+    }
+}
+
+/// Settings fixed when a database is created (recorded in its manifest).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    pub index: IndexKind,
+    pub key: TypeKind,
+    pub value: TypeKind,
+    /// Page size in bytes: a power of two from 4096 to 65536.
+    pub page_size: usize,
+    /// Default durability of writes (overridable per handle and per batch).
+    pub durability: Durability,
+    /// Read and write pages with O_DIRECT, bypassing the OS page cache.
+    pub direct_io: bool,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            index: IndexKind::BTree,
+            key: TypeKind::U64,
+            value: TypeKind::U64,
+            page_size: 4096,
+            durability: Durability::Flush,
+            direct_io: false,
+        }
+    }
+}
+
+/// Settings of one open handle (not recorded on disk).
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// File system backend.
+    pub vfs: Arc<dyn Vfs>,
+    /// Buffer pool budget in bytes.
+    pub cache_bytes: usize,
+    /// Overrides the manifest's default durability for this handle.
+    pub durability: Option<Durability>,
+    /// Checkpoint when the WAL grows past this many bytes.
+    pub checkpoint_wal_bytes: u64,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            vfs: Arc::new(StdVfs),
+            cache_bytes: 64 << 20,
+            durability: None,
+            checkpoint_wal_bytes: 64 << 20,
+        }
+    }
+}
+
+/// What recovery did when the handle was opened.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct RecoveryInfo {
+    /// WAL records replayed on top of the checkpoint.
+    pub replayed_records: u64,
+    /// Bytes cut from a torn or corrupt WAL tail.
+    pub truncated_bytes: u64,
+    /// WAL files discarded because they followed a damaged one.
+    pub discarded_wal_files: u64,
+}
+
+/// Statistics of a database.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct DbStats {
+    pub index: &'static str,
+    pub key: &'static str,
+    pub value: &'static str,
+    pub records: u64,
+    pub tree: IndexStats,
+    pub io: IoSnapshot,
+    pub wal_bytes: u64,
+    pub disk_bytes: u64,
+    pub recovery: RecoveryInfo,
+}
+
+struct Writer {
+    wal: LogWriter,
+    wal_number: u64,
+    next_seqno: u64,
+    /// Writes since the last checkpoint.
+    dirty: bool,
+    scratch: Vec<u8>,
+}
+
+struct DbInner {
+    dir: PathBuf,
+    vfs: Arc<dyn Vfs>,
+    manifest: Manifest,
+    index: Box<dyn OrderedIndex>,
+    stats: Arc<IoStats>,
+    writer: Mutex<Writer>,
+    poisoned: AtomicBool,
+    poison_reason: Mutex<String>,
+    durability: Durability,
+    checkpoint_wal_bytes: u64,
+    recovery: RecoveryInfo,
+    _lock: Box<dyn VfsLock>,
+}
+
+/// An untyped handle: keys and values as encoded bytes (see `types`). Cheap to clone; the database closes
+/// when the last clone (and iterator) is dropped.
+#[derive(Clone)]
+pub struct RawDb {
+    inner: Arc<DbInner>,
+}
+
+impl std::fmt::Debug for RawDb {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RawDb")
+            .field("dir", &self.inner.dir)
+            .field("manifest", &self.inner.manifest)
+            .finish()
+    }
+}
+
+impl RawDb {
+    /// Creates a database in `dir` (created if missing; must not already hold a database).
+    pub fn create(dir: impl AsRef<Path>, config: &Config, options: &Options) -> Result<RawDb> {
+        let dir = dir.as_ref();
+        crate::storage::page::validate_page_size(config.page_size)?;
+        let vfs = options.vfs.clone();
+        vfs.create_dir_all(dir)?;
+        let lock = vfs.lock(&dir.join(LOCK))?;
+        if vfs.exists(&dir.join(manifest::MANIFEST)) {
+            return Err(Error::invalid(format!(
+                "{} already holds a database",
+                dir.display()
+            )));
+        }
+        let stats = Arc::new(IoStats::new());
+        let m = Manifest {
+            format_version: FORMAT_VERSION,
+            index: config.index,
+            key: config.key,
+            value: config.value,
+            page_size: config.page_size,
+            durability: config.durability,
+            direct_io: config.direct_io,
+        };
+        let index = open_index(&vfs, dir, &m, options, &stats, true)?;
+        // The manifest is written last: a directory without one is not a database, so a crash during
+        // creation leaves nothing half-made that could be opened.
+        m.write(vfs.as_ref(), dir, &stats)?;
+        Self::start(
+            dir,
+            vfs,
+            m,
+            index,
+            stats,
+            lock,
+            options,
+            0,
+            RecoveryInfo::default(),
+            &[],
+        )
+    }
+
+    /// Opens an existing database and recovers it.
+    pub fn open(dir: impl AsRef<Path>, options: &Options) -> Result<RawDb> {
+        let dir = dir.as_ref();
+        let vfs = options.vfs.clone();
+        if !vfs.exists(dir) {
+            return Err(Error::invalid(format!("{} does not exist", dir.display())));
+        }
+        let lock = vfs.lock(&dir.join(LOCK))?;
+        let stats = Arc::new(IoStats::new());
+        let m = Manifest::read(vfs.as_ref(), dir, &stats)?;
+        let index = open_index(&vfs, dir, &m, options, &stats, false)?;
+        // Replay the WAL on top of the checkpoint.
+        let mut wals: Vec<u64> = vfs
+            .list_dir(dir)?
+            .iter()
+            .filter_map(|n| wal::parse_wal_name(n))
+            .collect();
+        wals.sort_unstable();
+        let mut info = RecoveryInfo::default();
+        let mut last = index.checkpointed_seqno();
+        for (n, &number) in wals.iter().enumerate() {
+            let path = dir.join(wal::wal_name(number));
+            let rec = recover_log(&vfs, &path, stats.clone(), &mut |payload, offset| {
+                let (seqno, ops) = wal::decode(payload)
+                    .map_err(|d| Error::corruption(&path, offset, format!("WAL record: {d}")))?;
+                if seqno <= last {
+                    return Ok(());
+                }
+                if seqno != last + 1 {
+                    return Err(Error::corruption(
+                        &path,
+                        offset,
+                        format!("WAL record {seqno} follows {last}: records are missing"),
+                    ));
+                }
+                index.apply(&ops)?;
+                last = seqno;
+                info.replayed_records += 1;
+                Ok(())
+            })?;
+            if rec.truncated_bytes > 0 {
+                info.truncated_bytes += rec.truncated_bytes;
+                info.discarded_wal_files = (wals.len() - n - 1) as u64;
+                wals.truncate(n + 1);
+                break;
+            }
+        }
+        if info.replayed_records > 0 {
+            index.checkpoint(last)?;
+        }
+        Self::start(dir, vfs, m, index, stats, lock, options, last, info, &wals)
+    }
+
+    /// Creates the database if `dir` has no manifest, else opens it (the config must then match).
+    pub fn open_or_create(
+        dir: impl AsRef<Path>,
+        config: &Config,
+        options: &Options,
+    ) -> Result<RawDb> {
+        let dir = dir.as_ref();
+        if options.vfs.exists(&dir.join(manifest::MANIFEST)) {
+            let db = Self::open(dir, options)?;
+            db.expect_types(config.index, config.key, config.value)?;
+            Ok(db)
+        } else {
+            Self::create(dir, config, options)
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn start(
+        dir: &Path,
+        vfs: Arc<dyn Vfs>,
+        manifest: Manifest,
+        index: Box<dyn OrderedIndex>,
+        stats: Arc<IoStats>,
+        lock: Box<dyn VfsLock>,
+        options: &Options,
+        last_seqno: u64,
+        recovery: RecoveryInfo,
+        old_wals: &[u64],
+    ) -> Result<RawDb> {
+        let number = old_wals.iter().max().map_or(1, |n| n + 1);
+        let wal = LogWriter::create(&vfs, &dir.join(wal::wal_name(number)), stats.clone())?;
+        vfs.sync_dir(dir)?;
+        for &old in old_wals {
+            vfs.remove_file(&dir.join(wal::wal_name(old)))?;
+        }
+        // Remove WAL files left behind after a damaged one (recovery stopped before them).
+        for name in vfs.list_dir(dir)? {
+            if wal::parse_wal_name(&name).is_some_and(|n| n < number) {
+                vfs.remove_file(&dir.join(&name))?;
+            }
+        }
+        let durability = options.durability.unwrap_or(manifest.durability);
+        Ok(RawDb {
+            inner: Arc::new(DbInner {
+                dir: dir.to_path_buf(),
+                vfs,
+                manifest,
+                index,
+                stats,
+                writer: Mutex::new(Writer {
+                    wal,
+                    wal_number: number,
+                    next_seqno: last_seqno + 1,
+                    dirty: false,
+                    scratch: Vec::new(),
+                }),
+                poisoned: AtomicBool::new(false),
+                poison_reason: Mutex::new(String::new()),
+                durability,
+                checkpoint_wal_bytes: options.checkpoint_wal_bytes,
+                recovery,
+                _lock: lock,
+            }),
+        })
+    }
+
+    /// Fails with `Error::Incompatible` unless the database has this index kind and these types.
+    pub fn expect_types(&self, index: IndexKind, key: TypeKind, value: TypeKind) -> Result<()> {
+        let m = &self.inner.manifest;
+        if m.index != index || m.key != key || m.value != value {
+            return Err(Error::Incompatible(format!(
+                "database at {} is a {} index with {} keys and {} values; asked for a {} index with {} keys and {} values",
+                self.inner.dir.display(),
+                m.index.name(),
+                m.key.name(),
+                m.value.name(),
+                index.name(),
+                key.name(),
+                value.name()
+            )));
+        }
+        Ok(())
+    }
+
+    /// The manifest (index kind, types, page size, options).
+    pub fn manifest(&self) -> &Manifest {
+        &self.inner.manifest
+    }
+
+    /// The directory of the database.
+    pub fn path(&self) -> &Path {
+        &self.inner.dir
+    }
+
+    /// Largest key accepted, in encoded bytes.
+    pub fn max_key_len(&self) -> usize {
+        self.inner.index.max_key_len()
+    }
+
+    /// The durability writes get unless a batch says otherwise.
+    pub fn durability(&self) -> Durability {
+        self.inner.durability
+    }
+
+    fn check_poison(&self) -> Result<()> {
+        if self.inner.poisoned.load(Ordering::Acquire) {
+            return Err(Error::Poisoned(self.inner.poison_reason.lock().clone()));
+        }
+        Ok(())
+    }
+
+    fn poison(&self, e: &Error) {
+        *self.inner.poison_reason.lock() = e.to_string();
+        self.inner.poisoned.store(true, Ordering::Release);
+    }
+
+    /// Checks one encoded key against the database's key type and limits.
+    pub fn validate_key(&self, key: &[u8]) -> Result<()> {
+        match self.inner.manifest.key.fixed_width() {
+            Some(w) if key.len() != w => Err(Error::invalid(format!(
+                "key of {} bytes for a database of {} keys ({w} bytes)",
+                key.len(),
+                self.inner.manifest.key.name()
+            ))),
+            _ if key.len() > self.max_key_len() => Err(Error::invalid(format!(
+                "key of {} bytes exceeds the limit of {} bytes for this page size",
+                key.len(),
+                self.max_key_len()
+            ))),
+            _ => Ok(()),
+        }
+    }
+
+    fn validate_value(&self, value: &[u8]) -> Result<()> {
+        match self.inner.manifest.value.fixed_width() {
+            Some(w) if value.len() != w => Err(Error::invalid(format!(
+                "value of {} bytes for a database of {} values ({w} bytes)",
+                value.len(),
+                self.inner.manifest.value.name()
+            ))),
+            _ if value.len() > MAX_VALUE_LEN => Err(Error::invalid(format!(
+                "value of {} bytes exceeds the limit of {MAX_VALUE_LEN} bytes",
+                value.len()
+            ))),
+            _ => Ok(()),
+        }
+    }
+
+    /// Applies a batch atomically with the handle's durability, or `durability` if given.
+    pub fn write(&self, ops: &[WriteOp], durability: Option<Durability>) -> Result<()> {
+        self.check_poison()?;
+        for op in ops {
+            self.validate_key(op.key())?;
+            if let WriteOp::Put { value, .. } = op {
+                self.validate_value(value)?;
+            }
+        }
+        if ops.is_empty() {
+            return Ok(());
+        }
+        let durability = durability.unwrap_or(self.inner.durability);
+        let mut w = self.inner.writer.lock();
+        self.check_poison()?;
+        let seqno = w.next_seqno;
+        let result = (|| {
+            let w = &mut *w;
+            wal::encode(seqno, ops, &mut w.scratch);
+            w.wal.append(&w.scratch)?;
+            match durability {
+                Durability::None if w.wal.buffered_bytes() < WAL_BUFFER_LIMIT => {}
+                Durability::None | Durability::Flush => w.wal.flush()?,
+                Durability::Sync => w.wal.sync()?,
+            }
+            self.inner.index.apply(ops)
+        })();
+        if let Err(e) = result {
+            self.poison(&e);
+            return Err(e);
+        }
+        w.next_seqno += 1;
+        w.dirty = true;
+        if w.wal.len() > self.inner.checkpoint_wal_bytes
+            && let Err(e) = self.checkpoint_locked(&mut w)
+        {
+            self.poison(&e);
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    /// Inserts or overwrites one record.
+    pub fn insert(&self, key: &[u8], value: &[u8]) -> Result<()> {
+        self.write(
+            &[WriteOp::Put {
+                key: key.to_vec(),
+                value: value.to_vec(),
+            }],
+            None,
+        )
+    }
+
+    /// Removes one record (no effect if absent).
+    pub fn delete(&self, key: &[u8]) -> Result<()> {
+        self.write(&[WriteOp::Delete { key: key.to_vec() }], None)
+    }
+
+    /// Looks a key up; on a hit, the value replaces `out`'s contents.
+    pub fn get_into(&self, key: &[u8], out: &mut Vec<u8>) -> Result<bool> {
+        self.check_poison()?;
+        self.validate_key(key)?;
+        self.inner.index.get(key, out)
+    }
+
+    /// Looks a key up.
+    pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        let mut out = Vec::new();
+        Ok(self.get_into(key, &mut out)?.then_some(out))
+    }
+
+    /// Appends up to `max` records of `range` in `dir` order to `out`.
+    pub fn scan_into(
+        &self,
+        range: &KeyRange,
+        dir: Direction,
+        max: usize,
+        out: &mut Vec<(Vec<u8>, Vec<u8>)>,
+    ) -> Result<()> {
+        self.check_poison()?;
+        self.inner.index.scan(range, dir, max, out)
+    }
+
+    /// An ordered iterator over `range`. It reads in chunks and does not hold locks between chunks: writes
+    /// made while it runs may or may not be seen, but every record it returns was live when read and keys are
+    /// strictly ordered.
+    pub fn range(&self, range: KeyRange, dir: Direction) -> RawIter {
+        RawIter {
+            db: self.clone(),
+            range,
+            dir,
+            buf: Vec::new(),
+            pos: 0,
+            done: false,
+        }
+    }
+
+    /// Number of live records.
+    pub fn len(&self) -> u64 {
+        self.inner.index.len()
+    }
+
+    /// True when the database holds no records.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn sampling(&self) -> Result<&dyn crate::index::SamplingIndex> {
+        self.inner.index.as_sampling().ok_or_else(|| {
+            Error::invalid(format!(
+                "the {} index does not support range counting or sampling",
+                self.inner.manifest.index.name()
+            ))
+        })
+    }
+
+    /// Number of live records in `range`.
+    pub fn count_range(&self, range: &KeyRange) -> Result<u64> {
+        self.check_poison()?;
+        self.sampling()?.count_range(range)
+    }
+
+    /// `k` independent uniform samples, with replacement, of the live records in `range`; empty if the range
+    /// is empty.
+    pub fn sample_range(
+        &self,
+        range: &KeyRange,
+        k: usize,
+        rng: &mut dyn rand::RngCore,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        self.check_poison()?;
+        let mut out = Vec::new();
+        self.sampling()?.sample_range(range, k, rng, &mut out)?;
+        Ok(out)
+    }
+
+    /// Makes every write so far durable (WAL written and fsynced).
+    pub fn flush(&self) -> Result<()> {
+        self.check_poison()?;
+        let mut w = self.inner.writer.lock();
+        if let Err(e) = w.wal.sync() {
+            self.poison(&e);
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    /// Writes the index state to its page file and starts a new WAL.
+    pub fn checkpoint(&self) -> Result<()> {
+        self.check_poison()?;
+        let mut w = self.inner.writer.lock();
+        if let Err(e) = self.checkpoint_locked(&mut w) {
+            self.poison(&e);
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    fn checkpoint_locked(&self, w: &mut Writer) -> Result<()> {
+        self.inner.checkpoint(w)
+    }
+
+    /// Loads records given in strictly increasing key order into an empty database, bypassing the WAL, and
+    /// checkpoints. Much faster than inserting them one by one; the pages come out full. A record that fails
+    /// validation (or is out of order) stops the load with that error and leaves the database empty.
+    pub fn bulk_load(&self, records: &mut dyn Iterator<Item = (Vec<u8>, Vec<u8>)>) -> Result<u64> {
+        self.check_poison()?;
+        let w = self.inner.writer.lock();
+        let mut checked = records.map(|(k, v)| {
+            self.validate_key(&k)?;
+            self.validate_value(&v)?;
+            Ok((k, v))
+        });
+        let result = self.inner.index.bulk_load(&mut checked, w.next_seqno - 1);
+        if let Err(e) = &result
+            && !e.is_invalid_argument()
+        {
+            self.poison(e);
+        }
+        result
+    }
+
+    /// Verifies every checksum and structural invariant of the index.
+    pub fn check(&self) -> Result<CheckReport> {
+        self.check_poison()?;
+        self.inner.index.check()
+    }
+
+    /// The I/O counters of this handle's files since it was opened.
+    pub fn io(&self) -> IoSnapshot {
+        self.inner.stats.snapshot()
+    }
+
+    /// Statistics, including I/O counters and bytes on disk.
+    pub fn stats(&self) -> Result<DbStats> {
+        let m = &self.inner.manifest;
+        let wal_bytes = self.inner.writer.lock().wal.len();
+        let mut disk_bytes = 0;
+        for name in self.inner.vfs.list_dir(&self.inner.dir)? {
+            if let Ok(f) = self
+                .inner
+                .vfs
+                .open(&self.inner.dir.join(&name), OpenOptions::default())
+            {
+                disk_bytes += f.len().unwrap_or(0);
+            }
+        }
+        Ok(DbStats {
+            index: m.index.name(),
+            key: m.key.name(),
+            value: m.value.name(),
+            records: self.len(),
+            tree: self.inner.index.stats(),
+            io: self.io(),
+            wal_bytes,
+            disk_bytes,
+            recovery: self.inner.recovery.clone(),
+        })
+    }
+
+    /// What recovery did when this handle opened the database.
+    pub fn recovery(&self) -> &RecoveryInfo {
+        &self.inner.recovery
+    }
+
+    /// Checkpoints and closes, reporting any error (dropping the last handle does the same silently).
+    pub fn close(self) -> Result<()> {
+        self.check_poison()?;
+        let mut w = self.inner.writer.lock();
+        if w.dirty {
+            self.checkpoint_locked(&mut w)?;
+        } else {
+            w.wal.sync()?;
+        }
+        Ok(())
+    }
+}
+
+impl DbInner {
+    fn checkpoint(&self, w: &mut Writer) -> Result<()> {
+        self.index.checkpoint(w.next_seqno - 1)?;
+        let number = w.wal_number + 1;
+        let wal = LogWriter::create(
+            &self.vfs,
+            &self.dir.join(wal::wal_name(number)),
+            self.stats.clone(),
+        )?;
+        self.vfs.sync_dir(&self.dir)?;
+        w.wal = wal;
+        let old = std::mem::replace(&mut w.wal_number, number);
+        self.vfs.remove_file(&self.dir.join(wal::wal_name(old)))?;
+        w.dirty = false;
+        Ok(())
+    }
+}
+
+impl Drop for DbInner {
+    fn drop(&mut self) {
+        if self.poisoned.load(Ordering::Acquire) {
+            return;
+        }
+        let mut w = self.writer.lock();
+        // Best effort: `RawDb::close` reports these errors; recovery covers a failure here.
+        let _ = if w.dirty {
+            self.checkpoint(&mut w)
+        } else {
+            w.wal.sync()
+        };
+    }
+}
+
+/// Creates or opens the index family named by the manifest on the directory's page file.
+fn open_index(
+    vfs: &Arc<dyn Vfs>,
+    dir: &Path,
+    m: &Manifest,
+    options: &Options,
+    stats: &Arc<IoStats>,
+    create: bool,
+) -> Result<Box<dyn OrderedIndex>> {
+    let path = dir.join(PAGES);
+    let page_options = PageFileOptions {
+        page_size: m.page_size,
+        direct: m.direct_io,
+    };
+    let file = if create {
+        PageFile::create(vfs, &path, page_options, stats.clone())?
+    } else {
+        PageFile::open(vfs, &path, page_options, stats.clone())?
+    };
+    let (key_width, value_width) = (m.key.fixed_width(), m.value.fixed_width());
+    Ok(match m.index {
+        IndexKind::BTree => {
+            let open = if create { BTree::create } else { BTree::open };
+            Box::new(open(
+                file,
+                key_width,
+                value_width,
+                options.cache_bytes,
+                stats.clone(),
+            )?)
+        }
+    })
+}
+
+/// Chunk size of iterators.
+const ITER_CHUNK: usize = 256;
+
+/// Ordered iterator over encoded records (see [`RawDb::range`]).
+pub struct RawIter {
+    db: RawDb,
+    range: KeyRange,
+    dir: Direction,
+    buf: Vec<(Vec<u8>, Vec<u8>)>,
+    pos: usize,
+    done: bool,
+}
+
+impl Iterator for RawIter {
+    type Item = Result<(Vec<u8>, Vec<u8>)>;
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.pos == self.buf.len() {
+            if self.done {
+                return None;
+            }
+            if let Some((last, _)) = self.buf.last() {
+                let after = std::ops::Bound::Excluded(last.clone());
+                match self.dir {
+                    Direction::Forward => self.range.lo = after,
+                    Direction::Reverse => self.range.hi = after,
+                }
+            }
+            self.buf.clear();
+            self.pos = 0;
+            if let Err(e) = self
+                .db
+                .scan_into(&self.range, self.dir, ITER_CHUNK, &mut self.buf)
+            {
+                self.done = true;
+                return Some(Err(e));
+            }
+            if self.buf.len() < ITER_CHUNK {
+                self.done = true;
+            }
+            if self.buf.is_empty() {
+                return None;
+            }
+        }
+        let item = std::mem::take(&mut self.buf[self.pos]);
+        self.pos += 1;
+        if self.pos == self.buf.len() {
+            // Keep the last key for the next chunk's start.
+            self.buf[self.pos - 1].0 = item.0.clone();
+        }
+        Some(Ok(item))
+    }
+}

@@ -1,0 +1,254 @@
+//! The typed handle `Db<K, V>`: encodes keys and values (see `types`) and decodes results.
+
+use super::{Config, DbStats, Options, RawDb, RawIter};
+use crate::error::Result;
+use crate::index::{CheckReport, Direction, KeyRange, WriteOp};
+use crate::storage::IoSnapshot;
+use crate::types::{Durability, Key, Value};
+use std::marker::PhantomData;
+use std::ops::{Bound, RangeBounds};
+use std::path::Path;
+
+/// A database with keys of type `K` and values of type `V`.
+///
+/// ```
+/// # let dir = tempfile::tempdir().unwrap();
+/// use strata::{Db, db::Config, Options};
+/// let db = Db::<u64, u64>::create(dir.path().join("db"), &Config::default(), &Options::default()).unwrap();
+/// db.insert(&7, &70).unwrap();
+/// assert_eq!(db.get(&7).unwrap(), Some(70));
+/// assert_eq!(db.count_range(0..=10).unwrap(), 1);
+/// ```
+pub struct Db<K: Key, V: Value> {
+    raw: RawDb,
+    _types: PhantomData<fn(K, V)>,
+}
+
+impl<K: Key, V: Value> Clone for Db<K, V> {
+    fn clone(&self) -> Self {
+        Db {
+            raw: self.raw.clone(),
+            _types: PhantomData,
+        }
+    }
+}
+
+impl<K: Key, V: Value> std::fmt::Debug for Db<K, V> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.raw.fmt(f)
+    }
+}
+
+fn enc<T: Value>(t: &T) -> Vec<u8> {
+    let mut v = Vec::with_capacity(t.encoded_len());
+    t.encode_into(&mut v);
+    v
+}
+
+fn bound_enc<K: Key>(b: Bound<&K>) -> Bound<Vec<u8>> {
+    match b {
+        Bound::Included(k) => Bound::Included(enc(k)),
+        Bound::Excluded(k) => Bound::Excluded(enc(k)),
+        Bound::Unbounded => Bound::Unbounded,
+    }
+}
+
+fn key_range<K: Key>(r: impl RangeBounds<K>) -> KeyRange {
+    KeyRange {
+        lo: bound_enc(r.start_bound()),
+        hi: bound_enc(r.end_bound()),
+    }
+}
+
+fn decode_pair<K: Key, V: Value>((k, v): (Vec<u8>, Vec<u8>)) -> Result<(K, V)> {
+    Ok((K::decode(&k)?, V::decode(&v)?))
+}
+
+impl<K: Key, V: Value> Db<K, V> {
+    /// Creates a database in `dir`; the key and value types of `config` are taken from `K` and `V`.
+    pub fn create(dir: impl AsRef<Path>, config: &Config, options: &Options) -> Result<Self> {
+        let config = Config {
+            key: K::KIND,
+            value: V::KIND,
+            ..config.clone()
+        };
+        Self::from_raw(RawDb::create(dir, &config, options)?)
+    }
+
+    /// Opens an existing database; its key and value types must be `K` and `V`.
+    pub fn open(dir: impl AsRef<Path>, options: &Options) -> Result<Self> {
+        Self::from_raw(RawDb::open(dir, options)?)
+    }
+
+    /// Wraps an untyped handle, checking its types.
+    pub fn from_raw(raw: RawDb) -> Result<Self> {
+        raw.expect_types(raw.manifest().index, K::KIND, V::KIND)?;
+        Ok(Db {
+            raw,
+            _types: PhantomData,
+        })
+    }
+
+    /// The untyped handle.
+    pub fn raw(&self) -> &RawDb {
+        &self.raw
+    }
+
+    pub fn get(&self, key: &K) -> Result<Option<V>> {
+        let mut out = Vec::new();
+        if self.raw.get_into(&enc(key), &mut out)? {
+            Ok(Some(V::decode(&out)?))
+        } else {
+            Ok(None)
+        }
+    }
+
+    /// Inserts or overwrites.
+    pub fn insert(&self, key: &K, value: &V) -> Result<()> {
+        let op = WriteOp::Put {
+            key: enc(key),
+            value: enc(value),
+        };
+        self.raw.write(std::slice::from_ref(&op), None)
+    }
+
+    /// Removes (no effect if absent).
+    pub fn delete(&self, key: &K) -> Result<()> {
+        self.raw.write(&[WriteOp::Delete { key: enc(key) }], None)
+    }
+
+    /// Applies a batch atomically.
+    pub fn write(&self, batch: Batch<K, V>) -> Result<()> {
+        self.raw.write(&batch.ops, batch.durability)
+    }
+
+    /// Ascending iterator over a key range.
+    pub fn range(&self, range: impl RangeBounds<K>) -> Iter<K, V> {
+        self.iter_dir(range, Direction::Forward)
+    }
+
+    /// Iterator over a key range in either direction.
+    pub fn iter_dir(&self, range: impl RangeBounds<K>, dir: Direction) -> Iter<K, V> {
+        Iter {
+            raw: self.raw.range(key_range(range), dir),
+            _types: PhantomData,
+        }
+    }
+
+    pub fn len(&self) -> u64 {
+        self.raw.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.raw.is_empty()
+    }
+
+    /// Number of records in a key range, in O(log n).
+    pub fn count_range(&self, range: impl RangeBounds<K>) -> Result<u64> {
+        self.raw.count_range(&key_range(range))
+    }
+
+    /// `k` independent uniform samples (with replacement) of the records in `[lo, hi]`.
+    pub fn sample_range(
+        &self,
+        lo: &K,
+        hi: &K,
+        k: usize,
+        rng: &mut impl rand::RngCore,
+    ) -> Result<Vec<(K, V)>> {
+        self.raw
+            .sample_range(&KeyRange::inclusive(enc(lo), enc(hi)), k, rng)?
+            .into_iter()
+            .map(decode_pair)
+            .collect()
+    }
+
+    /// Loads sorted records into an empty database (see [`RawDb::bulk_load`]).
+    pub fn bulk_load(&self, records: impl IntoIterator<Item = (K, V)>) -> Result<u64> {
+        self.raw
+            .bulk_load(&mut records.into_iter().map(|(k, v)| (enc(&k), enc(&v))))
+    }
+
+    pub fn flush(&self) -> Result<()> {
+        self.raw.flush()
+    }
+
+    pub fn checkpoint(&self) -> Result<()> {
+        self.raw.checkpoint()
+    }
+
+    pub fn check(&self) -> Result<CheckReport> {
+        self.raw.check()
+    }
+
+    pub fn stats(&self) -> Result<DbStats> {
+        self.raw.stats()
+    }
+
+    pub fn io(&self) -> IoSnapshot {
+        self.raw.io()
+    }
+
+    /// Checkpoints and closes, reporting errors.
+    pub fn close(self) -> Result<()> {
+        self.raw.close()
+    }
+}
+
+/// A group of writes applied atomically, optionally with its own durability.
+pub struct Batch<K: Key, V: Value> {
+    ops: Vec<WriteOp>,
+    durability: Option<Durability>,
+    _types: PhantomData<fn(K, V)>,
+}
+
+impl<K: Key, V: Value> Default for Batch<K, V> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<K: Key, V: Value> Batch<K, V> {
+    pub fn new() -> Self {
+        Batch {
+            ops: Vec::new(),
+            durability: None,
+            _types: PhantomData,
+        }
+    }
+    pub fn insert(&mut self, key: &K, value: &V) -> &mut Self {
+        self.ops.push(WriteOp::Put {
+            key: enc(key),
+            value: enc(value),
+        });
+        self
+    }
+    pub fn delete(&mut self, key: &K) -> &mut Self {
+        self.ops.push(WriteOp::Delete { key: enc(key) });
+        self
+    }
+    /// Durability for this batch instead of the handle's.
+    pub fn durability(&mut self, d: Durability) -> &mut Self {
+        self.durability = Some(d);
+        self
+    }
+    pub fn len(&self) -> usize {
+        self.ops.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.ops.is_empty()
+    }
+}
+
+/// Typed ordered iterator.
+pub struct Iter<K, V> {
+    raw: RawIter,
+    _types: PhantomData<fn(K, V)>,
+}
+
+impl<K: Key, V: Value> Iterator for Iter<K, V> {
+    type Item = Result<(K, V)>;
+    fn next(&mut self) -> Option<Self::Item> {
+        self.raw.next().map(|r| r.and_then(decode_pair))
+    }
+}

@@ -1,0 +1,700 @@
+//! Slotted node formats for variable-length keys or values: a slot array of u16 cell offsets after the node
+//! header, cells growing down from the page end, dead bytes counted and reclaimed by compaction. Byte layouts
+//! and invariants: see the parent module.
+
+use super::{
+    CELL_BYTES_AT, FRAG_AT, LEVEL_AT, NODE_HEADER_LEN, PageId, PageType, ValueRef,
+    balanced_split_point, binary_search_by, entry_count, get_u16, get_u32, get_u64, init_node,
+    put_u16, put_u32, put_u64, set_entry_count,
+};
+use crate::storage::page::MAX_PAGE_SIZE;
+use crate::types::MAX_KEY_LEN;
+use std::ops::Range;
+
+/// Bytes per slot.
+const SLOT: usize = 2;
+/// Leaf cell header: key length u16, value length u16 (or `OVERFLOW_TAG`).
+const LEAF_CELL_HEADER: usize = 4;
+/// Payload of an overflow reference: total length u32, first page u64.
+const OVERFLOW_REF_LEN: usize = 12;
+/// Value-length tag of a cell whose value lives in overflow pages.
+const OVERFLOW_TAG: usize = 0xFFFF;
+/// Inner cell header: key length u16, child u64, count u64.
+const INNER_CELL_HEADER: usize = 18;
+/// Size of an inner entry (slot + cell) beyond its separator.
+pub(super) const INNER_ENTRY_OVERHEAD: usize = SLOT + INNER_CELL_HEADER;
+
+/// Size of the largest leaf entry (slot + cell) beyond its key that must always fit: an overflow reference,
+/// or a value of the fixed width.
+pub(super) fn leaf_entry_overhead(value_width: Option<usize>) -> usize {
+    SLOT + LEAF_CELL_HEADER + value_width.unwrap_or(OVERFLOW_REF_LEN)
+}
+
+/// Length of the cell at `off`, from its header.
+type CellLen = fn(&[u8], usize) -> usize;
+
+// ---- slot array and cell area, shared by leaves and inner nodes ----
+
+#[inline]
+fn slot_at(i: usize) -> usize {
+    NODE_HEADER_LEN + SLOT * i
+}
+
+#[inline]
+fn slot(page: &[u8], i: usize) -> usize {
+    get_u16(page, slot_at(i))
+}
+
+#[inline]
+fn set_slot(page: &mut [u8], i: usize, off: usize) {
+    put_u16(page, slot_at(i), off);
+}
+
+#[inline]
+fn cell_bytes(page: &[u8]) -> usize {
+    get_u16(page, CELL_BYTES_AT)
+}
+
+#[inline]
+fn frag(page: &[u8]) -> usize {
+    get_u16(page, FRAG_AT)
+}
+
+fn add_frag(page: &mut [u8], bytes: usize) {
+    let f = frag(page) + bytes;
+    put_u16(page, FRAG_AT, f);
+}
+
+/// Free bytes between the slot array and the cells.
+#[inline]
+fn contiguous_free(page: &[u8]) -> usize {
+    page.len() - cell_bytes(page) - slot_at(entry_count(page))
+}
+
+/// Free bytes after a compaction.
+#[inline]
+fn total_free(page: &[u8]) -> usize {
+    contiguous_free(page) + frag(page)
+}
+
+/// Rewrites the live cells contiguously at the page end, in slot order, dropping the dead bytes.
+fn compact(page: &mut [u8], cell_len: CellLen) {
+    // A scratch buffer of the page's size on the stack (zeroing 64 KiB for a 4 KiB page would dominate).
+    match page.len() {
+        4096 => compact_with(page, cell_len, &mut [0u8; 4096]),
+        8192 => compact_with(page, cell_len, &mut [0u8; 8192]),
+        16384 => compact_with(page, cell_len, &mut [0u8; 16384]),
+        32768 => compact_with(page, cell_len, &mut [0u8; 32768]),
+        _ => compact_with(page, cell_len, &mut [0u8; MAX_PAGE_SIZE]),
+    }
+}
+
+fn compact_with(page: &mut [u8], cell_len: CellLen, scratch: &mut [u8]) {
+    let ps = page.len();
+    let start = ps - cell_bytes(page);
+    let scratch = &mut scratch[..ps];
+    scratch[start..].copy_from_slice(&page[start..]);
+    let mut end = ps;
+    for i in 0..entry_count(page) {
+        let off = slot(page, i);
+        let len = cell_len(scratch, off);
+        end -= len;
+        page[end..end + len].copy_from_slice(&scratch[off..off + len]);
+        set_slot(page, i, end);
+    }
+    put_u16(page, CELL_BYTES_AT, ps - end);
+    put_u16(page, FRAG_AT, 0);
+}
+
+/// Allocates a cell of `size` bytes (compacting if needed) with room for one more slot; returns its offset.
+fn reserve(page: &mut [u8], size: usize, cell_len: CellLen) -> usize {
+    if contiguous_free(page) < size + SLOT && frag(page) > 0 {
+        compact(page, cell_len);
+    }
+    assert!(
+        contiguous_free(page) >= size + SLOT,
+        "node has no room for a cell of {size} bytes"
+    );
+    let cb = cell_bytes(page) + size;
+    put_u16(page, CELL_BYTES_AT, cb);
+    page.len() - cb
+}
+
+/// Inserts slot `i` pointing at `off`; slots i.. shift right.
+fn insert_slot(page: &mut [u8], i: usize, off: usize) {
+    let n = entry_count(page);
+    page.copy_within(slot_at(i)..slot_at(n), slot_at(i + 1));
+    set_slot(page, i, off);
+    set_entry_count(page, n + 1);
+}
+
+/// Removes entry `i`: its cell becomes dead bytes (or is given back if it is the lowest cell).
+fn remove_slot(page: &mut [u8], i: usize, cell_len: CellLen) {
+    let n = entry_count(page);
+    let off = slot(page, i);
+    let len = cell_len(page, off);
+    let cb = cell_bytes(page);
+    if n == 1 {
+        put_u16(page, CELL_BYTES_AT, 0);
+        put_u16(page, FRAG_AT, 0);
+    } else if off == page.len() - cb {
+        put_u16(page, CELL_BYTES_AT, cb - len);
+    } else {
+        add_frag(page, len);
+    }
+    page.copy_within(slot_at(i + 1)..slot_at(n), slot_at(i));
+    set_entry_count(page, n - 1);
+}
+
+/// Appends copies of the cells of `src`'s entries `range` to `dst`, a node with room for them.
+fn copy_cells(src: &[u8], range: Range<usize>, dst: &mut [u8], cell_len: CellLen) {
+    for j in range {
+        let off = slot(src, j);
+        let len = cell_len(src, off);
+        let at = reserve(dst, len, cell_len);
+        dst[at..at + len].copy_from_slice(&src[off..off + len]);
+        insert_slot(dst, entry_count(dst), at);
+    }
+}
+
+/// Bitmap of the page bytes claimed by cells, to detect overlapping cells without allocating.
+struct Claims([u64; MAX_PAGE_SIZE / 64]);
+
+impl Claims {
+    /// Marks bytes `a..b`; false if any of them was already marked.
+    fn claim(&mut self, a: usize, b: usize) -> bool {
+        let mut fresh = true;
+        let mut i = a;
+        while i < b {
+            let bit = i % 64;
+            let span = (64 - bit).min(b - i);
+            let mask = if span == 64 {
+                u64::MAX
+            } else {
+                ((1u64 << span) - 1) << bit
+            };
+            fresh &= self.0[i / 64] & mask == 0;
+            self.0[i / 64] |= mask;
+            i += span;
+        }
+        fresh
+    }
+}
+
+/// Checks the header and the extent of every cell (inside the cell area, pairwise disjoint, with the dead
+/// byte count exact), then calls `check(i, off, len)` for each entry in slot order.
+fn validate_cells(
+    page: &[u8],
+    what: &str,
+    header_len: usize,
+    cell_len: CellLen,
+    mut check: impl FnMut(usize, usize, usize) -> Result<(), String>,
+) -> Result<(), String> {
+    let ps = page.len();
+    let n = entry_count(page);
+    let cb = cell_bytes(page);
+    let fr = frag(page);
+    if slot_at(n) + cb > ps {
+        return Err(format!(
+            "{what}: {n} slots and {cb} bytes of cells exceed the page size {ps}"
+        ));
+    }
+    if fr > cb {
+        return Err(format!(
+            "{what}: {fr} fragmented bytes but only {cb} bytes of cells"
+        ));
+    }
+    let start = ps - cb;
+    let mut claims = Claims([0; MAX_PAGE_SIZE / 64]);
+    let mut live = 0;
+    for i in 0..n {
+        let off = slot(page, i);
+        if off < start || off + header_len > ps {
+            return Err(format!(
+                "{what} entry {i}: cell offset {off} outside the cell area {start}..{ps}"
+            ));
+        }
+        let len = cell_len(page, off);
+        if off + len > ps {
+            return Err(format!(
+                "{what} entry {i}: cell of {len} bytes at offset {off} runs past the page end"
+            ));
+        }
+        if !claims.claim(off, off + len) {
+            return Err(format!(
+                "{what} entry {i}: cell at offset {off} overlaps another cell"
+            ));
+        }
+        live += len;
+        check(i, off, len)?;
+    }
+    if live + fr != cb {
+        return Err(format!(
+            "{what}: {cb} bytes of cells, but {live} live and {fr} fragmented"
+        ));
+    }
+    Ok(())
+}
+
+// ---- leaves ----
+
+fn leaf_cell_len(page: &[u8], off: usize) -> usize {
+    let klen = get_u16(page, off);
+    let tag = get_u16(page, off + 2);
+    LEAF_CELL_HEADER
+        + klen
+        + if tag == OVERFLOW_TAG {
+            OVERFLOW_REF_LEN
+        } else {
+            tag
+        }
+}
+
+fn payload_len(value: ValueRef<'_>) -> usize {
+    match value {
+        ValueRef::Inline(v) => v.len(),
+        ValueRef::Overflow { .. } => OVERFLOW_REF_LEN,
+    }
+}
+
+/// Writes the value-length tag and the value part of the leaf cell at `off` with a key of `klen` bytes.
+fn write_value(page: &mut [u8], off: usize, klen: usize, value: ValueRef<'_>) {
+    let at = off + LEAF_CELL_HEADER + klen;
+    match value {
+        ValueRef::Inline(v) => {
+            put_u16(page, off + 2, v.len());
+            page[at..at + v.len()].copy_from_slice(v);
+        }
+        ValueRef::Overflow { len, first_page } => {
+            put_u16(page, off + 2, OVERFLOW_TAG);
+            put_u32(page, at, len as usize);
+            put_u64(page, at + 4, first_page);
+        }
+    }
+}
+
+/// Slotted leaf.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct SlottedLeaf {
+    key_width: Option<usize>,
+    value_width: Option<usize>,
+    max_key_len: usize,
+    /// Largest entry (slot + cell).
+    budget: usize,
+}
+
+impl SlottedLeaf {
+    pub(super) fn new(
+        key_width: Option<usize>,
+        value_width: Option<usize>,
+        max_key_len: usize,
+        budget: usize,
+    ) -> SlottedLeaf {
+        SlottedLeaf {
+            key_width,
+            value_width,
+            max_key_len,
+            budget,
+        }
+    }
+
+    /// Whether an entry with an inline value fits the per-entry budget.
+    pub(super) fn inline_fits(&self, key_len: usize, value_len: usize) -> bool {
+        SLOT + LEAF_CELL_HEADER + key_len + value_len <= self.budget
+    }
+
+    #[inline]
+    pub(super) fn key<'a>(&self, page: &'a [u8], i: usize) -> &'a [u8] {
+        let off = slot(page, i);
+        let klen = get_u16(page, off);
+        &page[off + LEAF_CELL_HEADER..off + LEAF_CELL_HEADER + klen]
+    }
+
+    pub(super) fn value<'a>(&self, page: &'a [u8], i: usize) -> ValueRef<'a> {
+        let off = slot(page, i);
+        let klen = get_u16(page, off);
+        let tag = get_u16(page, off + 2);
+        let at = off + LEAF_CELL_HEADER + klen;
+        if tag == OVERFLOW_TAG {
+            ValueRef::Overflow {
+                len: get_u32(page, at) as u32,
+                first_page: get_u64(page, at + 4),
+            }
+        } else {
+            ValueRef::Inline(&page[at..at + tag])
+        }
+    }
+
+    #[inline]
+    pub(super) fn search(&self, page: &[u8], key: &[u8]) -> Result<usize, usize> {
+        binary_search_by(entry_count(page), |i| self.key(page, i).cmp(key))
+    }
+
+    pub(super) fn has_room(&self, page: &[u8], key_len: usize, value: ValueRef<'_>) -> bool {
+        SLOT + LEAF_CELL_HEADER + key_len + payload_len(value) <= total_free(page)
+    }
+
+    /// Panics unless the value has the layout's width and stays within the per-entry budget with a key of
+    /// `klen` bytes.
+    fn check_value(&self, klen: usize, value: ValueRef<'_>) {
+        match value {
+            ValueRef::Inline(v) => {
+                if let Some(w) = self.value_width {
+                    assert_eq!(v.len(), w, "value width");
+                }
+                assert!(
+                    self.inline_fits(klen, v.len()),
+                    "inline value of {} bytes with a {klen}-byte key exceeds the entry budget",
+                    v.len()
+                );
+            }
+            ValueRef::Overflow { len, .. } => {
+                assert!(
+                    self.value_width.is_none(),
+                    "fixed-width values are always stored inline"
+                );
+                assert!(len > 0, "overflow values are not empty");
+            }
+        }
+    }
+
+    pub(super) fn insert(&self, page: &mut [u8], i: usize, key: &[u8], value: ValueRef<'_>) {
+        match self.key_width {
+            Some(w) => assert_eq!(key.len(), w, "key width"),
+            None => assert!(
+                key.len() <= self.max_key_len,
+                "key of {} bytes is too long",
+                key.len()
+            ),
+        }
+        self.check_value(key.len(), value);
+        let n = entry_count(page);
+        assert!(i <= n, "leaf_insert at {i} beyond {n} entries");
+        let size = LEAF_CELL_HEADER + key.len() + payload_len(value);
+        assert!(
+            SLOT + size <= total_free(page),
+            "leaf_insert into a leaf without room"
+        );
+        let off = reserve(page, size, leaf_cell_len);
+        put_u16(page, off, key.len());
+        page[off + LEAF_CELL_HEADER..off + LEAF_CELL_HEADER + key.len()].copy_from_slice(key);
+        write_value(page, off, key.len(), value);
+        insert_slot(page, i, off);
+    }
+
+    pub(super) fn can_replace(&self, page: &[u8], i: usize, value: ValueRef<'_>) -> bool {
+        let off = slot(page, i);
+        let new = LEAF_CELL_HEADER + get_u16(page, off) + payload_len(value);
+        new <= leaf_cell_len(page, off) + total_free(page)
+    }
+
+    pub(super) fn replace(&self, page: &mut [u8], i: usize, value: ValueRef<'_>) {
+        assert!(
+            i < entry_count(page),
+            "leaf_replace of entry {i} beyond the end"
+        );
+        let off = slot(page, i);
+        let klen = get_u16(page, off);
+        self.check_value(klen, value);
+        let old = leaf_cell_len(page, off);
+        let new = LEAF_CELL_HEADER + klen + payload_len(value);
+        if new <= old {
+            write_value(page, off, klen, value);
+            add_frag(page, old - new);
+        } else if contiguous_free(page) >= new {
+            let cb = cell_bytes(page) + new;
+            put_u16(page, CELL_BYTES_AT, cb);
+            let to = page.len() - cb;
+            page.copy_within(off..off + LEAF_CELL_HEADER + klen, to);
+            write_value(page, to, klen, value);
+            set_slot(page, i, to);
+            add_frag(page, old);
+        } else {
+            assert!(
+                new <= old + total_free(page),
+                "leaf_replace in a leaf without room"
+            );
+            let mut key = [0u8; MAX_KEY_LEN];
+            key[..klen]
+                .copy_from_slice(&page[off + LEAF_CELL_HEADER..off + LEAF_CELL_HEADER + klen]);
+            self.remove(page, i);
+            self.insert(page, i, &key[..klen], value);
+        }
+    }
+
+    pub(super) fn remove(&self, page: &mut [u8], i: usize) {
+        assert!(
+            i < entry_count(page),
+            "leaf_remove of entry {i} beyond the end"
+        );
+        remove_slot(page, i, leaf_cell_len);
+    }
+
+    pub(super) fn split(&self, left: &mut [u8], right: &mut [u8]) -> usize {
+        let n = entry_count(left);
+        let page: &[u8] = left;
+        let k = balanced_split_point(n, |i| SLOT + leaf_cell_len(page, slot(page, i)), |_| 0);
+        init_node(right, PageType::BTreeLeaf);
+        copy_cells(left, k..n, right, leaf_cell_len);
+        set_entry_count(left, k);
+        compact(left, leaf_cell_len);
+        k
+    }
+
+    pub(super) fn validate(&self, page: &[u8]) -> Result<(), String> {
+        let mut prev: Option<Range<usize>> = None;
+        validate_cells(
+            page,
+            "leaf",
+            LEAF_CELL_HEADER,
+            leaf_cell_len,
+            |i, off, len| {
+                let klen = get_u16(page, off);
+                let tag = get_u16(page, off + 2);
+                match self.key_width {
+                    Some(w) if klen != w => {
+                        return Err(format!("leaf entry {i}: key length {klen}, expected {w}"));
+                    }
+                    None if klen > self.max_key_len => {
+                        return Err(format!(
+                            "leaf entry {i}: key length {klen} exceeds {}",
+                            self.max_key_len
+                        ));
+                    }
+                    _ => {}
+                }
+                if tag == OVERFLOW_TAG {
+                    if let Some(w) = self.value_width {
+                        return Err(format!(
+                            "leaf entry {i}: overflow value in a tree of {w}-byte values"
+                        ));
+                    }
+                    if get_u32(page, off + LEAF_CELL_HEADER + klen) == 0 {
+                        return Err(format!("leaf entry {i}: overflow value of length 0"));
+                    }
+                } else if let Some(w) = self.value_width
+                    && tag != w
+                {
+                    return Err(format!("leaf entry {i}: value length {tag}, expected {w}"));
+                }
+                if SLOT + len > self.budget {
+                    return Err(format!(
+                        "leaf entry {i}: entry of {} bytes exceeds the per-entry limit {}",
+                        SLOT + len,
+                        self.budget
+                    ));
+                }
+                let key = off + LEAF_CELL_HEADER..off + LEAF_CELL_HEADER + klen;
+                if let Some(p) = prev.take()
+                    && page[p] >= page[key.clone()]
+                {
+                    return Err(format!(
+                        "leaf entry {i}: key is not greater than the key before it"
+                    ));
+                }
+                prev = Some(key);
+                Ok(())
+            },
+        )
+    }
+}
+
+// ---- inner nodes ----
+
+fn inner_cell_len(page: &[u8], off: usize) -> usize {
+    INNER_CELL_HEADER + get_u16(page, off)
+}
+
+/// Slotted inner node. Child 0's cell has an empty key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct SlottedInner {
+    max_key_len: usize,
+    /// Largest entry (slot + cell).
+    budget: usize,
+}
+
+impl SlottedInner {
+    pub(super) fn new(max_key_len: usize, budget: usize) -> SlottedInner {
+        SlottedInner {
+            max_key_len,
+            budget,
+        }
+    }
+
+    fn write_cell(page: &mut [u8], off: usize, sep: &[u8], child: PageId, count: u64) {
+        put_u16(page, off, sep.len());
+        put_u64(page, off + 2, child);
+        put_u64(page, off + 10, count);
+        page[off + INNER_CELL_HEADER..off + INNER_CELL_HEADER + sep.len()].copy_from_slice(sep);
+    }
+
+    pub(super) fn init(&self, page: &mut [u8], level: u8, child: PageId, count: u64) {
+        init_node(page, PageType::BTreeInner);
+        page[LEVEL_AT] = level;
+        let off = reserve(page, INNER_CELL_HEADER, inner_cell_len);
+        Self::write_cell(page, off, &[], child, count);
+        insert_slot(page, 0, off);
+    }
+
+    #[inline]
+    pub(super) fn child(&self, page: &[u8], i: usize) -> PageId {
+        debug_assert!(i < entry_count(page));
+        get_u64(page, slot(page, i) + 2)
+    }
+
+    pub(super) fn set_child(&self, page: &mut [u8], i: usize, child: PageId) {
+        assert!(
+            i < entry_count(page),
+            "inner_set_child of child {i} beyond the end"
+        );
+        let off = slot(page, i);
+        put_u64(page, off + 2, child);
+    }
+
+    #[inline]
+    pub(super) fn count(&self, page: &[u8], i: usize) -> u64 {
+        debug_assert!(i < entry_count(page));
+        get_u64(page, slot(page, i) + 10)
+    }
+
+    pub(super) fn set_count(&self, page: &mut [u8], i: usize, count: u64) {
+        assert!(
+            i < entry_count(page),
+            "inner_set_count of child {i} beyond the end"
+        );
+        let off = slot(page, i);
+        put_u64(page, off + 10, count);
+    }
+
+    #[inline]
+    pub(super) fn key<'a>(&self, page: &'a [u8], i: usize) -> &'a [u8] {
+        debug_assert!(i >= 1, "child 0 has no separator");
+        let off = slot(page, i);
+        let klen = get_u16(page, off);
+        &page[off + INNER_CELL_HEADER..off + INNER_CELL_HEADER + klen]
+    }
+
+    #[inline]
+    pub(super) fn search(&self, page: &[u8], key: &[u8]) -> usize {
+        let n = entry_count(page);
+        match binary_search_by(n - 1, |j| self.key(page, j + 1).cmp(key)) {
+            Ok(j) => j + 1,
+            Err(j) => j,
+        }
+    }
+
+    pub(super) fn has_room(&self, page: &[u8], key_len: usize) -> bool {
+        INNER_ENTRY_OVERHEAD + key_len <= total_free(page)
+    }
+
+    pub(super) fn insert(&self, page: &mut [u8], i: usize, sep: &[u8], child: PageId, count: u64) {
+        let n = entry_count(page);
+        assert!((1..=n).contains(&i), "inner_insert at {i} outside 1..={n}");
+        assert!(
+            sep.len() <= self.max_key_len,
+            "separator of {} bytes is too long",
+            sep.len()
+        );
+        let size = INNER_CELL_HEADER + sep.len();
+        assert!(
+            SLOT + size <= total_free(page),
+            "inner_insert into a node without room"
+        );
+        let off = reserve(page, size, inner_cell_len);
+        Self::write_cell(page, off, sep, child, count);
+        insert_slot(page, i, off);
+    }
+
+    pub(super) fn remove(&self, page: &mut [u8], i: usize) {
+        let n = entry_count(page);
+        let i = if i == 0 {
+            assert!(n >= 2, "inner_remove(0) needs two children");
+            let (child, count) = (self.child(page, 1), self.count(page, 1));
+            self.set_child(page, 0, child);
+            self.set_count(page, 0, count);
+            1
+        } else {
+            assert!(i < n, "inner_remove of child {i} beyond {n} children");
+            i
+        };
+        remove_slot(page, i, inner_cell_len);
+    }
+
+    pub(super) fn split(&self, left: &mut [u8], right: &mut [u8]) -> Vec<u8> {
+        let n = entry_count(left);
+        assert!(n >= 2, "inner_split needs two children");
+        let page: &[u8] = left;
+        // Child k becomes right's child 0 and loses its separator.
+        let k = balanced_split_point(
+            n,
+            |i| SLOT + inner_cell_len(page, slot(page, i)),
+            |k| get_u16(page, slot(page, k)),
+        );
+        let sep = self.key(left, k).to_vec();
+        self.init(
+            right,
+            left[LEVEL_AT],
+            self.child(left, k),
+            self.count(left, k),
+        );
+        copy_cells(left, k + 1..n, right, inner_cell_len);
+        set_entry_count(left, k);
+        compact(left, inner_cell_len);
+        sep
+    }
+
+    pub(super) fn validate(&self, page: &[u8]) -> Result<(), String> {
+        if page[LEVEL_AT] == 0 {
+            return Err("inner node: level 0".into());
+        }
+        if entry_count(page) == 0 {
+            return Err("inner node without children".into());
+        }
+        let mut prev: Option<Range<usize>> = None;
+        let mut total = Some(0u64);
+        validate_cells(
+            page,
+            "inner node",
+            INNER_CELL_HEADER,
+            inner_cell_len,
+            |i, off, len| {
+                let klen = get_u16(page, off);
+                if i == 0 && klen != 0 {
+                    return Err(format!(
+                        "inner node: child 0 has a separator of {klen} bytes"
+                    ));
+                }
+                if klen > self.max_key_len {
+                    return Err(format!(
+                        "inner separator {i}: key length {klen} exceeds {}",
+                        self.max_key_len
+                    ));
+                }
+                if SLOT + len > self.budget {
+                    return Err(format!(
+                        "inner entry {i}: entry of {} bytes exceeds the per-entry limit {}",
+                        SLOT + len,
+                        self.budget
+                    ));
+                }
+                total = total.and_then(|t| t.checked_add(get_u64(page, off + 10)));
+                let key = off + INNER_CELL_HEADER..off + INNER_CELL_HEADER + klen;
+                if let Some(p) = prev.take()
+                    && page[p] >= page[key.clone()]
+                {
+                    return Err(format!(
+                        "inner separator {i}: key is not greater than the key before it"
+                    ));
+                }
+                if i >= 1 {
+                    prev = Some(key);
+                }
+                Ok(())
+            },
+        )?;
+        if total.is_none() {
+            return Err("inner node: subtree counts overflow u64".into());
+        }
+        Ok(())
+    }
+}

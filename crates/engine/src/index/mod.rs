@@ -1,0 +1,182 @@
+//! # Index families
+//!
+//! Every family implements [`OrderedIndex`] over *encoded* keys and values: byte strings whose byte-wise order
+//! is the key order (see `types`). The `Db` shell adds the write-ahead log, recovery and typed access on top,
+//! so a family only has to apply batches, answer reads, and checkpoint its own state.
+//!
+//! Families that can sample also implement [`SamplingIndex`].
+//!
+//! Contract for every family:
+//! * `apply` makes a whole batch visible at once: a concurrent reader sees all of it or none of it.
+//! * `checkpoint(seqno)` makes the index state durable and records `seqno`, the last write-ahead-log sequence
+//!   number it contains; after a crash, `checkpointed_seqno()` tells the shell where to resume WAL replay.
+//! * Bytes read from disk are untrusted: damage is `Error::Corruption`, never a panic.
+
+pub mod btree;
+
+use crate::error::Result;
+use crate::storage::IoSnapshot;
+use std::ops::Bound;
+
+/// One write of a batch, on encoded bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WriteOp {
+    /// Insert or overwrite.
+    Put { key: Vec<u8>, value: Vec<u8> },
+    /// Remove (no effect if absent).
+    Delete { key: Vec<u8> },
+}
+
+impl WriteOp {
+    pub fn key(&self) -> &[u8] {
+        match self {
+            WriteOp::Put { key, .. } | WriteOp::Delete { key } => key,
+        }
+    }
+}
+
+/// Direction of a scan.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Direction {
+    Forward,
+    Reverse,
+}
+
+/// A key range over encoded keys.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyRange {
+    pub lo: Bound<Vec<u8>>,
+    pub hi: Bound<Vec<u8>>,
+}
+
+impl KeyRange {
+    /// Every key.
+    pub fn all() -> Self {
+        KeyRange {
+            lo: Bound::Unbounded,
+            hi: Bound::Unbounded,
+        }
+    }
+    /// `[lo, hi]`, both ends included.
+    pub fn inclusive(lo: Vec<u8>, hi: Vec<u8>) -> Self {
+        KeyRange {
+            lo: Bound::Included(lo),
+            hi: Bound::Included(hi),
+        }
+    }
+    pub fn lo_ref(&self) -> Bound<&[u8]> {
+        self.lo.as_ref().map(|v| v.as_slice())
+    }
+    pub fn hi_ref(&self) -> Bound<&[u8]> {
+        self.hi.as_ref().map(|v| v.as_slice())
+    }
+    /// True if `key` lies below the upper end.
+    pub fn below_hi(&self, key: &[u8]) -> bool {
+        match &self.hi {
+            Bound::Unbounded => true,
+            Bound::Included(h) => key <= h.as_slice(),
+            Bound::Excluded(h) => key < h.as_slice(),
+        }
+    }
+    /// True if `key` lies above the lower end.
+    pub fn above_lo(&self, key: &[u8]) -> bool {
+        match &self.lo {
+            Bound::Unbounded => true,
+            Bound::Included(l) => key >= l.as_slice(),
+            Bound::Excluded(l) => key > l.as_slice(),
+        }
+    }
+}
+
+/// Numbers an index reports about itself.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct IndexStats {
+    /// Live records.
+    pub records: u64,
+    /// Levels from root to leaf (1 = the root is a leaf).
+    pub height: u32,
+    /// Pages in the page file (high-water mark).
+    pub pages: u64,
+    /// Pages free or awaiting reuse after the next checkpoint.
+    pub free_pages: u64,
+    pub page_size: usize,
+    /// Buffer pool frames, and how many hold a page / a dirty page.
+    pub cache_frames: usize,
+    pub cache_pages: usize,
+    pub cache_dirty: usize,
+    /// WAL sequence number contained in the last checkpoint.
+    pub checkpointed_seqno: u64,
+}
+
+/// What an integrity check verified.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct CheckReport {
+    pub pages_checked: u64,
+    pub records: u64,
+    pub height: u32,
+    pub free_pages: u64,
+}
+
+/// The core trait every index family implements, over encoded keys and values.
+pub trait OrderedIndex: Send + Sync {
+    /// Looks `key` up; on a hit, replaces `out`'s contents with the value and returns true.
+    fn get(&self, key: &[u8], out: &mut Vec<u8>) -> Result<bool>;
+    /// Applies a batch atomically with respect to readers. Keys and values were validated by the caller.
+    fn apply(&self, ops: &[WriteOp]) -> Result<()>;
+    /// Appends to `out` up to `max` records of `range`, in `dir` order.
+    fn scan(
+        &self,
+        range: &KeyRange,
+        dir: Direction,
+        max: usize,
+        out: &mut Vec<(Vec<u8>, Vec<u8>)>,
+    ) -> Result<()>;
+    /// Number of live records.
+    fn len(&self) -> u64;
+    /// True when there are no records.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// Largest key length this index accepts.
+    fn max_key_len(&self) -> usize;
+    /// Makes the state durable and records `seqno` as contained in it.
+    fn checkpoint(&self, seqno: u64) -> Result<()>;
+    /// The WAL sequence number contained in the last checkpoint.
+    fn checkpointed_seqno(&self) -> u64;
+    /// Verifies every checksum and structural invariant.
+    fn check(&self) -> Result<CheckReport>;
+    fn stats(&self) -> IndexStats;
+    /// I/O counters of this index's files.
+    fn io(&self) -> IoSnapshot;
+    /// Builds the index from records in strictly increasing key order; the index must be empty. The result is
+    /// checkpointed with `seqno`. Families without a bulk path return `Error::InvalidArgument`.
+    fn bulk_load(
+        &self,
+        records: &mut dyn Iterator<Item = Result<(Vec<u8>, Vec<u8>)>>,
+        seqno: u64,
+    ) -> Result<u64> {
+        let _ = (records, seqno);
+        Err(crate::error::Error::invalid(
+            "this index family has no bulk load",
+        ))
+    }
+    /// The sampling interface, for families that have one.
+    fn as_sampling(&self) -> Option<&dyn SamplingIndex> {
+        None
+    }
+}
+
+/// Range counting and independent range sampling.
+pub trait SamplingIndex: Send + Sync {
+    /// Number of live records in `range`.
+    fn count_range(&self, range: &KeyRange) -> Result<u64>;
+    /// Appends `k` independent uniform samples (with replacement) of the live records in `range` to `out`.
+    /// An empty range appends nothing.
+    fn sample_range(
+        &self,
+        range: &KeyRange,
+        k: usize,
+        rng: &mut dyn rand::RngCore,
+        out: &mut Vec<(Vec<u8>, Vec<u8>)>,
+    ) -> Result<()>;
+}

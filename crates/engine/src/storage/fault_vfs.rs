@@ -1,0 +1,241 @@
+//! `FaultVfs`: wraps a [`MemVfs`] and makes every operation fail after a chosen number of operations.
+//!
+//! Counted operations (one tick each, whether they succeed or fail): `open`, `create_dir_all`, `list_dir`,
+//! `remove_file`, `rename`, `sync_dir`, `lock`, and on files `read_at`, `write_all_at`, `len`, `set_len`,
+//! `sync_data`. `exists` and `path` cannot fail and are not counted.
+//!
+//! [`FaultVfs::fail_after`]`(n)` lets the next `n` operations through; from then on every operation returns
+//! `Error::Io` with an `io::Error` of kind `Other` and message `"injected fault"`, without touching the
+//! underlying `MemVfs` (a failed write writes nothing), until [`FaultVfs::disarm`] or [`FaultVfs::crash`].
+//!
+//! `FaultVfs` is a cheap handle (`Clone`; the counter and the `MemVfs` are shared), so a test keeps one clone
+//! while the database holds another as `Arc<dyn Vfs>`.
+//!
+//! Cost: two atomic operations per operation on top of `MemVfs`.
+
+use super::mem_vfs::MemVfs;
+use super::vfs::{OpenOptions, Vfs, VfsFile, VfsLock};
+use crate::error::{Error, Result};
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+const DISARMED: u64 = u64::MAX;
+
+#[derive(Debug, Default)]
+struct Control {
+    /// Operations counted so far.
+    ops: AtomicU64,
+    /// Operation number (0-based) from which every operation fails; `DISARMED` if none.
+    fail_at: AtomicU64,
+}
+
+impl Control {
+    fn tick(&self, path: &Path) -> Result<()> {
+        let n = self.ops.fetch_add(1, Ordering::SeqCst);
+        if n >= self.fail_at.load(Ordering::SeqCst) {
+            return Err(Error::io(path, std::io::Error::other("injected fault")));
+        }
+        Ok(())
+    }
+}
+
+/// A fault-injecting file system over a shared [`MemVfs`].
+#[derive(Debug, Clone)]
+pub struct FaultVfs {
+    base: Arc<MemVfs>,
+    ctl: Arc<Control>,
+}
+
+impl FaultVfs {
+    pub fn new(base: Arc<MemVfs>) -> FaultVfs {
+        FaultVfs {
+            base,
+            ctl: Arc::new(Control {
+                ops: AtomicU64::new(0),
+                fail_at: AtomicU64::new(DISARMED),
+            }),
+        }
+    }
+
+    /// Lets `n` more operations succeed; every operation after them fails.
+    pub fn fail_after(&self, n: u64) {
+        let now = self.ctl.ops.load(Ordering::SeqCst);
+        self.ctl
+            .fail_at
+            .store(now.saturating_add(n), Ordering::SeqCst);
+    }
+
+    /// Stops injecting faults.
+    pub fn disarm(&self) {
+        self.ctl.fail_at.store(DISARMED, Ordering::SeqCst);
+    }
+
+    /// Operations counted since creation.
+    pub fn operations(&self) -> u64 {
+        self.ctl.ops.load(Ordering::SeqCst)
+    }
+
+    /// True once the armed budget is used up (the next operation fails).
+    pub fn is_failing(&self) -> bool {
+        self.ctl.ops.load(Ordering::SeqCst) >= self.ctl.fail_at.load(Ordering::SeqCst)
+    }
+
+    /// Simulates a power loss on the underlying `MemVfs` (see [`MemVfs::crash`]) and disarms.
+    pub fn crash(&self) {
+        self.disarm();
+        self.base.crash();
+    }
+
+    /// The underlying in-memory file system.
+    pub fn base(&self) -> &Arc<MemVfs> {
+        &self.base
+    }
+}
+
+#[derive(Debug)]
+struct FaultFile {
+    inner: Box<dyn VfsFile>,
+    ctl: Arc<Control>,
+}
+
+impl Vfs for FaultVfs {
+    fn open(&self, path: &Path, opts: OpenOptions) -> Result<Box<dyn VfsFile>> {
+        self.ctl.tick(path)?;
+        let inner = self.base.open(path, opts)?;
+        Ok(Box::new(FaultFile {
+            inner,
+            ctl: self.ctl.clone(),
+        }))
+    }
+
+    fn exists(&self, path: &Path) -> bool {
+        self.base.exists(path)
+    }
+
+    fn create_dir_all(&self, path: &Path) -> Result<()> {
+        self.ctl.tick(path)?;
+        self.base.create_dir_all(path)
+    }
+
+    fn list_dir(&self, path: &Path) -> Result<Vec<String>> {
+        self.ctl.tick(path)?;
+        self.base.list_dir(path)
+    }
+
+    fn remove_file(&self, path: &Path) -> Result<()> {
+        self.ctl.tick(path)?;
+        self.base.remove_file(path)
+    }
+
+    fn rename(&self, from: &Path, to: &Path) -> Result<()> {
+        self.ctl.tick(from)?;
+        self.base.rename(from, to)
+    }
+
+    fn sync_dir(&self, path: &Path) -> Result<()> {
+        self.ctl.tick(path)?;
+        self.base.sync_dir(path)
+    }
+
+    fn lock(&self, path: &Path) -> Result<Box<dyn VfsLock>> {
+        self.ctl.tick(path)?;
+        self.base.lock(path)
+    }
+}
+
+impl VfsFile for FaultFile {
+    fn path(&self) -> &Path {
+        self.inner.path()
+    }
+
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<usize> {
+        self.ctl.tick(self.inner.path())?;
+        self.inner.read_at(buf, offset)
+    }
+
+    fn write_all_at(&self, buf: &[u8], offset: u64) -> Result<()> {
+        self.ctl.tick(self.inner.path())?;
+        self.inner.write_all_at(buf, offset)
+    }
+
+    fn len(&self) -> Result<u64> {
+        self.ctl.tick(self.inner.path())?;
+        self.inner.len()
+    }
+
+    fn set_len(&self, len: u64) -> Result<()> {
+        self.ctl.tick(self.inner.path())?;
+        self.inner.set_len(len)
+    }
+
+    fn sync_data(&self) -> Result<()> {
+        self.ctl.tick(self.inner.path())?;
+        self.inner.sync_data()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::PathBuf;
+
+    const RW: OpenOptions = OpenOptions {
+        create: true,
+        truncate: false,
+        direct: false,
+    };
+
+    fn is_injected(e: &Error) -> bool {
+        matches!(e, Error::Io { source, .. }
+            if source.kind() == std::io::ErrorKind::Other && source.to_string() == "injected fault")
+    }
+
+    #[test]
+    fn fails_exactly_after_n_operations_and_disarm_restores() {
+        let mem = Arc::new(MemVfs::new());
+        let fault = FaultVfs::new(mem.clone());
+        let vfs: Arc<dyn Vfs> = Arc::new(fault.clone());
+        let path = PathBuf::from("/f");
+        let f = vfs.open(&path, RW).unwrap();
+        assert_eq!(fault.operations(), 1);
+        assert!(!fault.is_failing());
+
+        fault.fail_after(3);
+        f.write_all_at(b"a", 0).unwrap();
+        f.write_all_at(b"b", 1).unwrap();
+        f.sync_data().unwrap();
+        assert!(fault.is_failing());
+        let e = f.write_all_at(b"c", 2).unwrap_err();
+        assert!(is_injected(&e), "{e}");
+        assert!(is_injected(&f.len().unwrap_err()));
+        assert!(is_injected(&vfs.open(&path, RW).unwrap_err()));
+        assert!(is_injected(&vfs.lock(Path::new("/LOCK")).unwrap_err()));
+        assert!(is_injected(
+            &vfs.create_dir_all(Path::new("/d")).unwrap_err()
+        ));
+        assert!(
+            vfs.exists(&path),
+            "exists is not an operation that can fail"
+        );
+        assert_eq!(fault.operations(), 9);
+        assert_eq!(
+            mem.file_bytes("/f").unwrap(),
+            b"ab",
+            "a failed write changes nothing"
+        );
+
+        fault.disarm();
+        assert!(!fault.is_failing());
+        f.write_all_at(b"c", 2).unwrap();
+        assert_eq!(f.len().unwrap(), 3);
+
+        fault.fail_after(0);
+        assert!(is_injected(&f.sync_data().unwrap_err()));
+        // crash disarms and drops unsynced bytes.
+        fault.crash();
+        assert!(!fault.is_failing());
+        assert_eq!(mem.file_bytes("/f").unwrap(), b"ab");
+        assert!(Arc::ptr_eq(fault.base(), &mem));
+    }
+}

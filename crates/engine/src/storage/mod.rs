@@ -1,0 +1,55 @@
+//! # Storage layer
+//!
+//! Owns every byte that reaches a file. Knows nothing about indexes.
+//!
+//! * [`vfs`]: the `Vfs` / `VfsFile` traits and three backends: [`StdVfs`] (real files, optional O_DIRECT),
+//!   [`MemVfs`] (in memory, with a `crash()` that throws away every write not yet synced) and [`FaultVfs`]
+//!   (wraps a `MemVfs`; every operation fails after N operations, plus the crash of its `MemVfs`).
+//! * [`page_file`]: fixed-size pages (4 KiB–64 KiB, fixed at creation), each with an xxh3 checksum seeded by
+//!   its page id ([`page`] documents the header). Pages are allocated from a free list or by extending the
+//!   file. Durability is by **copy-on-write checkpoints**: two meta slots (pages 0 and 1) alternate; a commit
+//!   writes the free list to fresh pages, `fdatasync`s, writes the other meta slot, `fdatasync`s. Every page
+//!   image carries the epoch it was allocated in; pages of the last committed epoch are never written again
+//!   until a newer commit no longer references them, so a crash at any moment leaves the last commit intact.
+//! * [`buffer_pool`]: a CLOCK cache of page frames within a memory budget in bytes; RAII pin guards
+//!   (`PageReadGuard`, `PageWriteGuard`), dirty tracking, write-back on eviction. A freshly allocated page is
+//!   zeroed in memory and never read from disk. `write_cow` gives a writable page, relocating it first when it
+//!   belongs to the last commit.
+//! * [`log`]: an append-only log of length- and checksum-framed records; recovery stops at the first torn or
+//!   corrupt record and truncates the file there.
+//! * [`io_stats`]: read/write/byte/fsync counters per file kind, snapshotted and subtracted by anyone.
+//!
+//! ## Invariants
+//! * A page's on-disk bytes always verify against its checksum unless the media damaged them; every read
+//!   verifies and reports damage as `Error::Corruption { file, offset = page id × page size }`.
+//! * No page referenced by the last committed meta slot is overwritten before a newer meta slot is durable.
+//! * A page id is never handed out twice without being freed in between.
+//!
+//! ## Media assumptions
+//! `fdatasync` makes earlier writes durable; a torn page write is detected by its checksum; the two meta slots
+//! are in different sectors, so a torn write damages at most one of them.
+//!
+//! ## Cost model
+//! A buffer-pool hit costs a hash lookup and a latch; a miss costs one page read, plus one page write when
+//! the CLOCK victim is dirty. A commit costs one write per dirty page, one per free-list page, one meta write
+//! and two `fdatasync`s.
+
+pub mod buffer_pool;
+pub mod fault_vfs;
+pub mod io_stats;
+pub mod log;
+pub mod mem_vfs;
+pub mod page;
+pub mod page_file;
+pub mod std_vfs;
+pub mod vfs;
+
+pub use buffer_pool::{BufferPool, PageReadGuard, PageValidator, PageWriteGuard};
+pub use fault_vfs::FaultVfs;
+pub use io_stats::{FileKind, IoCounts, IoSnapshot, IoStats};
+pub use log::{LogRecovery, LogWriter, recover_log};
+pub use mem_vfs::MemVfs;
+pub use page::{PageBuf, PageId, PageType};
+pub use page_file::{PageFile, PageFileOptions};
+pub use std_vfs::StdVfs;
+pub use vfs::{OpenOptions, Vfs, VfsFile, VfsLock};

@@ -1,0 +1,1318 @@
+//! `PageFile`: a file of fixed-size checksummed pages with free-list allocation and copy-on-write commits.
+//!
+//! ## Layout
+//! Page `id` lives at byte offset `id × page_size`. Pages 0 and 1 are the two **meta slots**; every other page
+//! starts with the common header of [`page`]. A meta slot's body, after the 24-byte header
+//! (type `Meta`, header epoch = committed epoch, checksum seeded with the slot id), little endian:
+//!
+//! | offset | field                                                               |
+//! |--------|---------------------------------------------------------------------|
+//! | 24     | magic `b"STRATAPF"`                                                 |
+//! | 32     | format version `u32` (= 1)                                          |
+//! | 36     | page size `u32`                                                     |
+//! | 40     | committed epoch `u64` (commit `e` is written to slot `e % 2`)        |
+//! | 48     | page count `u64`: high-water mark of pages in use, including 0 and 1 |
+//! | 56     | free-list head `u64` (0 = no free-list page)                         |
+//! | 64     | free-list length `u64`: ids stored in the chain                      |
+//! | 72     | user root length `u16` (≤ 512)                                       |
+//! | 74     | user root bytes                                                     |
+//!
+//! A free-list page (type `FreeList`) holds after the header: next page `u64` (0 = end), count `u32`, then
+//! `count` page ids `u64`.
+//!
+//! ## Invariants
+//! * The working epoch is the last committed epoch + 1. Pages allocated now are stamped with it by their
+//!   writer; a page with an older epoch belongs to the last commit and must not be written in place.
+//! * Every page id in `[2, page_count)` is exactly one of: referenced by the caller's structure, in `free`
+//!   (reusable now), in `pending` (freed since the last commit but referenced by it), or in `chain` (holding
+//!   the last commit's free list). `unreachable_pages` returns the last three.
+//! * No page referenced by the last commit (its structure pages, its free-list chain, its meta slot) is written
+//!   before a newer meta slot is durable: allocation only hands out `free` pages or grows the file, a commit
+//!   builds its free-list chain only from `free` pages or new pages, and writes the *other* meta slot.
+//! * A commit is: write the free-list chain, `fdatasync`, write meta slot `epoch % 2`, `fdatasync`. A crash at
+//!   any point leaves either the previous commit or the new one readable; opening picks the valid slot with
+//!   the highest epoch and cuts the file back to the committed page count.
+//!
+//! ## Cost
+//! `allocate` and `free` are O(log n) in memory, no I/O. `read_page`/`write_page`: one positional I/O of
+//! `page_size` bytes plus an xxh3 pass. `commit`: one write per free-list page (≈ `page_size / 8` ids each),
+//! one meta write, two `fdatasync`s, plus an O(n log n) sort of the free set.
+
+use super::io_stats::{FileKind, IoStats};
+use super::page::{
+    self, PAGE_HEADER_LEN, PageBuf, PageId, PageType, page_epoch, page_type, set_page_epoch,
+    set_page_type, stamp_checksum, verify_checksum,
+};
+use super::vfs::{OpenOptions, Vfs, VfsFile, read_exact_at};
+use crate::error::{Error, Result};
+use parking_lot::Mutex;
+use std::collections::{BTreeSet, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Options fixed when a page file is created.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PageFileOptions {
+    pub page_size: usize,
+    pub direct: bool,
+}
+
+/// Magic bytes of a meta slot.
+pub const META_MAGIC: &[u8; 8] = b"STRATAPF";
+/// On-disk format version this build reads and writes.
+pub const FORMAT_VERSION: u32 = 1;
+/// Longest user root a commit accepts.
+pub const MAX_USER_ROOT: usize = 512;
+
+const OFF_MAGIC: usize = PAGE_HEADER_LEN;
+const OFF_VERSION: usize = OFF_MAGIC + 8;
+const OFF_PAGE_SIZE: usize = OFF_VERSION + 4;
+const OFF_EPOCH: usize = OFF_PAGE_SIZE + 4;
+const OFF_PAGE_COUNT: usize = OFF_EPOCH + 8;
+const OFF_FL_HEAD: usize = OFF_PAGE_COUNT + 8;
+const OFF_FL_LEN: usize = OFF_FL_HEAD + 8;
+const OFF_ROOT_LEN: usize = OFF_FL_LEN + 8;
+const OFF_ROOT: usize = OFF_ROOT_LEN + 2;
+
+const OFF_FL_NEXT: usize = PAGE_HEADER_LEN;
+const OFF_FL_COUNT: usize = OFF_FL_NEXT + 8;
+const OFF_FL_IDS: usize = OFF_FL_COUNT + 4;
+
+/// Number of page ids one free-list page holds.
+pub fn free_list_capacity(page_size: usize) -> usize {
+    (page_size - OFF_FL_IDS) / 8
+}
+
+fn get_u16(b: &[u8], off: usize) -> u16 {
+    u16::from_le_bytes(b[off..off + 2].try_into().expect("2 bytes"))
+}
+fn get_u32(b: &[u8], off: usize) -> u32 {
+    u32::from_le_bytes(b[off..off + 4].try_into().expect("4 bytes"))
+}
+fn get_u64(b: &[u8], off: usize) -> u64 {
+    u64::from_le_bytes(b[off..off + 8].try_into().expect("8 bytes"))
+}
+fn put_u16(b: &mut [u8], off: usize, v: u16) {
+    b[off..off + 2].copy_from_slice(&v.to_le_bytes());
+}
+fn put_u32(b: &mut [u8], off: usize, v: u32) {
+    b[off..off + 4].copy_from_slice(&v.to_le_bytes());
+}
+fn put_u64(b: &mut [u8], off: usize, v: u64) {
+    b[off..off + 8].copy_from_slice(&v.to_le_bytes());
+}
+
+/// The contents of a meta slot.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Meta {
+    epoch: u64,
+    page_count: u64,
+    fl_head: PageId,
+    fl_len: u64,
+    user_root: Vec<u8>,
+}
+
+impl Meta {
+    fn encode(&self, buf: &mut [u8], page_size: usize, slot: PageId) {
+        buf.fill(0);
+        set_page_type(buf, PageType::Meta);
+        set_page_epoch(buf, self.epoch);
+        buf[OFF_MAGIC..OFF_MAGIC + 8].copy_from_slice(META_MAGIC);
+        put_u32(buf, OFF_VERSION, FORMAT_VERSION);
+        put_u32(buf, OFF_PAGE_SIZE, page_size as u32);
+        put_u64(buf, OFF_EPOCH, self.epoch);
+        put_u64(buf, OFF_PAGE_COUNT, self.page_count);
+        put_u64(buf, OFF_FL_HEAD, self.fl_head);
+        put_u64(buf, OFF_FL_LEN, self.fl_len);
+        put_u16(buf, OFF_ROOT_LEN, self.user_root.len() as u16);
+        buf[OFF_ROOT..OFF_ROOT + self.user_root.len()].copy_from_slice(&self.user_root);
+        stamp_checksum(buf, slot);
+    }
+}
+
+/// Why a meta slot could not be used.
+enum SlotState {
+    Valid(Meta),
+    /// Checksum and magic verify but the slot was written by another format version or page size.
+    Incompatible(String),
+    Invalid(String),
+}
+
+fn decode_meta(buf: &[u8], slot: PageId, page_size: usize) -> SlotState {
+    if !verify_checksum(buf, slot) {
+        return SlotState::Invalid("checksum mismatch".into());
+    }
+    if &buf[OFF_MAGIC..OFF_MAGIC + 8] != META_MAGIC {
+        return SlotState::Invalid("bad magic".into());
+    }
+    if page_type(buf) != PageType::Meta as u8 {
+        return SlotState::Invalid(format!("page type {} is not a meta page", page_type(buf)));
+    }
+    let version = get_u32(buf, OFF_VERSION);
+    if version != FORMAT_VERSION {
+        return SlotState::Incompatible(format!(
+            "page file format version {version}, this build reads version {FORMAT_VERSION}"
+        ));
+    }
+    let stored_size = get_u32(buf, OFF_PAGE_SIZE) as usize;
+    if stored_size != page_size {
+        return SlotState::Incompatible(format!(
+            "page file was created with page size {stored_size}, opened with page size {page_size}"
+        ));
+    }
+    let meta = Meta {
+        epoch: get_u64(buf, OFF_EPOCH),
+        page_count: get_u64(buf, OFF_PAGE_COUNT),
+        fl_head: get_u64(buf, OFF_FL_HEAD),
+        fl_len: get_u64(buf, OFF_FL_LEN),
+        user_root: Vec::new(),
+    };
+    if meta.epoch != 0 && meta.epoch % 2 != slot {
+        return SlotState::Invalid(format!(
+            "epoch {} does not belong in slot {slot}",
+            meta.epoch
+        ));
+    }
+    if meta.page_count < 2 {
+        return SlotState::Invalid(format!("page count {} < 2", meta.page_count));
+    }
+    if meta.fl_head != 0 && (meta.fl_head < 2 || meta.fl_head >= meta.page_count) {
+        return SlotState::Invalid(format!(
+            "free-list head {} outside the file ({} pages)",
+            meta.fl_head, meta.page_count
+        ));
+    }
+    if meta.fl_head == 0 && meta.fl_len != 0 {
+        return SlotState::Invalid(format!(
+            "free list of {} ids without a head page",
+            meta.fl_len
+        ));
+    }
+    let root_len = get_u16(buf, OFF_ROOT_LEN) as usize;
+    if root_len > MAX_USER_ROOT {
+        return SlotState::Invalid(format!("user root length {root_len} > {MAX_USER_ROOT}"));
+    }
+    SlotState::Valid(Meta {
+        user_root: buf[OFF_ROOT..OFF_ROOT + root_len].to_vec(),
+        ..meta
+    })
+}
+
+/// Allocation state, guarded by one mutex.
+#[derive(Debug)]
+struct State {
+    /// Working epoch = committed epoch + 1.
+    epoch: u64,
+    page_count: u64,
+    /// Reusable now.
+    free: BTreeSet<PageId>,
+    /// Freed since the last commit but referenced by it: reusable after the next commit.
+    pending: BTreeSet<PageId>,
+    /// Pages holding the last commit's free-list chain, in chain order.
+    chain: Vec<PageId>,
+    /// What the last committed meta slot says.
+    committed: Meta,
+}
+
+/// A file of fixed-size checksummed pages with free-list allocation and copy-on-write checkpoints.
+#[derive(Debug)]
+pub struct PageFile {
+    file: Box<dyn VfsFile>,
+    path: PathBuf,
+    page_size: usize,
+    stats: Arc<IoStats>,
+    state: Mutex<State>,
+    /// Mirrors of `State::page_count` and `State::epoch` (written under the state mutex), so page reads and
+    /// writes never wait for a commit that holds the mutex during its I/O.
+    page_count: AtomicU64,
+    epoch: AtomicU64,
+}
+
+impl PageFile {
+    /// Creates (or truncates) a page file: both meta slots at epoch 0, no pages, empty user root; synced.
+    pub fn create(
+        vfs: &Arc<dyn Vfs>,
+        path: &Path,
+        opts: PageFileOptions,
+        stats: Arc<IoStats>,
+    ) -> Result<PageFile> {
+        page::validate_page_size(opts.page_size)?;
+        let file = vfs.open(
+            path,
+            OpenOptions {
+                create: true,
+                truncate: true,
+                direct: opts.direct,
+            },
+        )?;
+        let meta = Meta {
+            epoch: 0,
+            page_count: 2,
+            fl_head: 0,
+            fl_len: 0,
+            user_root: Vec::new(),
+        };
+        let pf = PageFile {
+            file,
+            path: path.to_path_buf(),
+            page_size: opts.page_size,
+            stats,
+            state: Mutex::new(State {
+                epoch: 1,
+                page_count: 2,
+                free: BTreeSet::new(),
+                pending: BTreeSet::new(),
+                chain: Vec::new(),
+                committed: meta.clone(),
+            }),
+            page_count: AtomicU64::new(2),
+            epoch: AtomicU64::new(1),
+        };
+        let mut buf = PageBuf::new(opts.page_size);
+        for slot in 0..2 {
+            meta.encode(&mut buf, opts.page_size, slot);
+            pf.write_raw(slot, &buf)?;
+        }
+        pf.sync()?;
+        Ok(pf)
+    }
+
+    /// Opens an existing page file at its last valid commit (see the module doc).
+    pub fn open(
+        vfs: &Arc<dyn Vfs>,
+        path: &Path,
+        opts: PageFileOptions,
+        stats: Arc<IoStats>,
+    ) -> Result<PageFile> {
+        page::validate_page_size(opts.page_size)?;
+        let file = vfs.open(
+            path,
+            OpenOptions {
+                create: false,
+                truncate: false,
+                direct: opts.direct,
+            },
+        )?;
+        let ps = opts.page_size;
+        let file_len = file.len()?;
+        let mut buf = PageBuf::new(ps);
+        let mut reasons = Vec::new();
+        let mut incompatible = None;
+        let mut best: Option<Meta> = None;
+        for slot in 0..2u64 {
+            let n = read_exact_at(&*file, &mut buf, slot * ps as u64)?;
+            stats.record_read(FileKind::Pages, ps);
+            if n < ps {
+                reasons.push(format!("slot {slot}: truncated ({n} of {ps} bytes)"));
+                continue;
+            }
+            match decode_meta(&buf, slot, ps) {
+                SlotState::Valid(m) => {
+                    if best.as_ref().is_none_or(|b| m.epoch > b.epoch) {
+                        best = Some(m);
+                    }
+                }
+                SlotState::Incompatible(msg) => {
+                    reasons.push(format!("slot {slot}: {msg}"));
+                    incompatible = Some(msg);
+                }
+                SlotState::Invalid(msg) => reasons.push(format!("slot {slot}: {msg}")),
+            }
+        }
+        let Some(meta) = best else {
+            if let Some(msg) = incompatible.or_else(|| probe_other_page_size(&*file, ps)) {
+                return Err(Error::Incompatible(format!("{}: {msg}", path.display())));
+            }
+            if file_len < 2 * ps as u64 {
+                return Err(Error::corruption(
+                    path,
+                    0,
+                    format!(
+                        "file is {file_len} bytes, shorter than the two meta pages of {ps} bytes"
+                    ),
+                ));
+            }
+            return Err(Error::corruption(
+                path,
+                0,
+                format!("no valid meta slot: {}", reasons.join("; ")),
+            ));
+        };
+
+        let pf = PageFile {
+            file,
+            path: path.to_path_buf(),
+            page_size: ps,
+            stats,
+            state: Mutex::new(State {
+                epoch: meta.epoch + 1,
+                page_count: meta.page_count,
+                free: BTreeSet::new(),
+                pending: BTreeSet::new(),
+                chain: Vec::new(),
+                committed: meta.clone(),
+            }),
+            page_count: AtomicU64::new(meta.page_count),
+            epoch: AtomicU64::new(meta.epoch + 1),
+        };
+        let (chain, ids) = pf.load_free_list(&meta)?;
+        {
+            let mut st = pf.state.lock();
+            st.free = ids.into_iter().collect();
+            st.chain = chain;
+        }
+        let committed_len = meta.page_count * ps as u64;
+        if file_len > committed_len {
+            // Pages written after the last commit: garbage.
+            pf.file.set_len(committed_len)?;
+        }
+        Ok(pf)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn page_size(&self) -> usize {
+        self.page_size
+    }
+
+    /// The working epoch: pages allocated now belong to it.
+    pub fn epoch(&self) -> u64 {
+        self.epoch.load(Ordering::Acquire)
+    }
+
+    /// The epoch of the last commit (working epoch − 1).
+    pub fn committed_epoch(&self) -> u64 {
+        self.state.lock().committed.epoch
+    }
+
+    /// The user root bytes of the last commit.
+    pub fn user_root(&self) -> Vec<u8> {
+        self.state.lock().committed.user_root.clone()
+    }
+
+    /// Byte offset of page `id` (saturating: a damaged reference may hold any id).
+    fn offset(&self, id: PageId) -> u64 {
+        id.saturating_mul(self.page_size as u64)
+    }
+
+    /// Reads and verifies page `id` (≥ 2, < page count) into `buf` (`page_size` bytes).
+    pub fn read_page(&self, id: PageId, buf: &mut PageBuf) -> Result<()> {
+        assert_eq!(buf.len(), self.page_size, "buffer is not one page");
+        let count = self.page_count();
+        if id < 2 || id >= count {
+            return Err(Error::corruption(
+                &self.path,
+                self.offset(id),
+                format!("reference to page {id} outside the file's pages 2..{count}"),
+            ));
+        }
+        let off = self.offset(id);
+        let n = read_exact_at(&*self.file, buf, off)?;
+        self.stats.record_read(FileKind::Pages, self.page_size);
+        if n < self.page_size {
+            return Err(Error::corruption(
+                &self.path,
+                off,
+                format!(
+                    "page {id}: truncated page ({n} of {} bytes)",
+                    self.page_size
+                ),
+            ));
+        }
+        if !verify_checksum(buf, id) {
+            return Err(Error::corruption(
+                &self.path,
+                off,
+                format!("page {id}: checksum mismatch"),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Stamps `buf`'s checksum for page `id` and writes it. The caller guarantees that page `id` is not part
+    /// of the last commit. Ids 0 and 1 (meta slots) and ids beyond the page count are refused.
+    pub fn write_page(&self, id: PageId, buf: &mut PageBuf) -> Result<()> {
+        assert_eq!(buf.len(), self.page_size, "buffer is not one page");
+        let count = self.page_count();
+        if id < 2 || id >= count {
+            return Err(Error::invalid(format!(
+                "write of page {id} outside the allocatable pages 2..{count} of {}",
+                self.path.display()
+            )));
+        }
+        stamp_checksum(buf, id);
+        self.write_raw(id, buf)
+    }
+
+    fn write_raw(&self, id: PageId, buf: &[u8]) -> Result<()> {
+        self.file.write_all_at(buf, self.offset(id))?;
+        self.stats.record_write(FileKind::Pages, self.page_size);
+        Ok(())
+    }
+
+    /// Hands out a page id: the lowest reusable free page, else a new page at the end. No I/O.
+    pub fn allocate(&self) -> PageId {
+        let mut st = self.state.lock();
+        if let Some(id) = st.free.pop_first() {
+            return id;
+        }
+        let id = st.page_count;
+        st.page_count += 1;
+        self.page_count.store(st.page_count, Ordering::Release);
+        id
+    }
+
+    /// Frees page `id`, whose image carries `page_epoch`. A page of the working epoch is reusable at once;
+    /// an older one is still referenced by the last commit and becomes reusable after the next commit.
+    pub fn free(&self, id: PageId, page_epoch: u64) {
+        let mut st = self.state.lock();
+        debug_assert!(
+            id >= 2 && id < st.page_count,
+            "free of page {id} outside 2..{}",
+            st.page_count
+        );
+        debug_assert!(
+            !st.free.contains(&id) && !st.pending.contains(&id) && !st.chain.contains(&id),
+            "double free of page {id}"
+        );
+        debug_assert!(
+            page_epoch <= st.epoch,
+            "page {id} has a future epoch {page_epoch}"
+        );
+        if page_epoch == st.epoch {
+            st.free.insert(id);
+        } else {
+            st.pending.insert(id);
+        }
+    }
+
+    /// Makes the current state durable: every page written so far plus `user_root` (≤ 512 bytes). The caller
+    /// must have written every dirty page first. On error the in-memory state is unchanged.
+    pub fn commit(&self, user_root: &[u8]) -> Result<()> {
+        if user_root.len() > MAX_USER_ROOT {
+            return Err(Error::invalid(format!(
+                "user root of {} bytes exceeds the maximum of {MAX_USER_ROOT}",
+                user_root.len()
+            )));
+        }
+        let mut st = self.state.lock();
+        let cap = free_list_capacity(self.page_size);
+        let total = st.free.len() + st.pending.len() + st.chain.len();
+
+        // Choose the chain pages: from the reusable `free` set (largest ids first), else new pages. A page
+        // taken from `free` stops being an entry, so fewer entries may need fewer pages.
+        let mut from_free = 0usize;
+        let mut extend = 0u64;
+        loop {
+            let entries = total - from_free;
+            let needed = entries.div_ceil(cap);
+            if from_free + extend as usize >= needed {
+                break;
+            }
+            if from_free < st.free.len() {
+                from_free += 1;
+            } else {
+                extend += 1;
+            }
+        }
+        let mut chain_pages: Vec<PageId> = st.free.iter().rev().take(from_free).copied().collect();
+        chain_pages.extend(st.page_count..st.page_count + extend);
+        let new_page_count = st.page_count + extend;
+        let taken: HashSet<PageId> = chain_pages.iter().copied().collect();
+
+        let mut entries: Vec<PageId> = st
+            .free
+            .iter()
+            .copied()
+            .filter(|id| !taken.contains(id))
+            .chain(st.pending.iter().copied())
+            .chain(st.chain.iter().copied())
+            .collect();
+        entries.sort_unstable();
+        debug_assert!(
+            entries.windows(2).all(|w| w[0] < w[1]),
+            "a page is in two free sets"
+        );
+        debug_assert!(chain_pages.len() * cap >= entries.len());
+
+        // Write the chain. (Its last page may hold no id: with one reusable page and nothing else, that page
+        // itself becomes the chain.)
+        let mut buf = PageBuf::new(self.page_size);
+        for (i, &pid) in chain_pages.iter().enumerate() {
+            let ids = &entries[(i * cap).min(entries.len())..((i + 1) * cap).min(entries.len())];
+            buf.clear();
+            set_page_type(&mut buf, PageType::FreeList);
+            set_page_epoch(&mut buf, st.epoch);
+            put_u64(
+                &mut buf,
+                OFF_FL_NEXT,
+                chain_pages.get(i + 1).copied().unwrap_or(0),
+            );
+            put_u32(&mut buf, OFF_FL_COUNT, ids.len() as u32);
+            for (j, &id) in ids.iter().enumerate() {
+                put_u64(&mut buf, OFF_FL_IDS + 8 * j, id);
+            }
+            stamp_checksum(&mut buf, pid);
+            self.write_raw(pid, &buf)?;
+        }
+        self.sync()?;
+
+        let meta = Meta {
+            epoch: st.epoch,
+            page_count: new_page_count,
+            fl_head: chain_pages.first().copied().unwrap_or(0),
+            fl_len: entries.len() as u64,
+            user_root: user_root.to_vec(),
+        };
+        let slot = st.epoch % 2;
+        meta.encode(&mut buf, self.page_size, slot);
+        self.write_raw(slot, &buf)?;
+        self.sync()?;
+
+        st.free = entries.into_iter().collect();
+        st.pending.clear();
+        st.chain = chain_pages;
+        st.page_count = new_page_count;
+        st.committed = meta;
+        st.epoch += 1;
+        self.page_count.store(st.page_count, Ordering::Release);
+        self.epoch.store(st.epoch, Ordering::Release);
+        Ok(())
+    }
+
+    /// Pages in use or accounted for: the high-water mark, including the meta slots.
+    pub fn page_count(&self) -> u64 {
+        self.page_count.load(Ordering::Acquire)
+    }
+
+    /// Every page that no structure references: reusable now, freed since the last commit, or holding the
+    /// last commit's free list. Sorted.
+    pub fn unreachable_pages(&self) -> Vec<PageId> {
+        let st = self.state.lock();
+        let mut v: Vec<PageId> = st
+            .free
+            .iter()
+            .chain(st.pending.iter())
+            .chain(st.chain.iter())
+            .copied()
+            .collect();
+        v.sort_unstable();
+        v
+    }
+
+    /// Number of pages reusable now.
+    pub fn free_count(&self) -> usize {
+        self.state.lock().free.len()
+    }
+
+    /// Number of pages freed since the last commit that become reusable after the next one.
+    pub fn pending_count(&self) -> usize {
+        self.state.lock().pending.len()
+    }
+
+    /// `fdatasync` of the file.
+    pub fn sync(&self) -> Result<()> {
+        self.file.sync_data()?;
+        self.stats.record_sync(FileKind::Pages);
+        Ok(())
+    }
+
+    /// Re-reads the last commit's meta slot and free-list chain from disk and verifies them against the
+    /// in-memory state. Returns the number of ids in the persisted free list.
+    pub fn check(&self) -> Result<u64> {
+        let (committed, chain) = {
+            let st = self.state.lock();
+            (st.committed.clone(), st.chain.clone())
+        };
+        let slot = committed.epoch % 2;
+        let mut buf = PageBuf::new(self.page_size);
+        let n = read_exact_at(&*self.file, &mut buf, self.offset(slot))?;
+        self.stats.record_read(FileKind::Pages, self.page_size);
+        let on_disk = if n < self.page_size {
+            SlotState::Invalid("truncated".into())
+        } else {
+            decode_meta(&buf, slot, self.page_size)
+        };
+        match on_disk {
+            SlotState::Valid(m) if m == committed => {}
+            SlotState::Valid(_) => {
+                return Err(Error::corruption(
+                    &self.path,
+                    self.offset(slot),
+                    format!("meta slot {slot} differs from the last commit"),
+                ));
+            }
+            SlotState::Incompatible(msg) | SlotState::Invalid(msg) => {
+                return Err(Error::corruption(
+                    &self.path,
+                    self.offset(slot),
+                    format!("meta slot {slot}: {msg}"),
+                ));
+            }
+        }
+        let (disk_chain, ids) = self.load_free_list(&committed)?;
+        if disk_chain != chain {
+            return Err(Error::corruption(
+                &self.path,
+                self.offset(committed.fl_head),
+                "free-list chain differs from the one in memory",
+            ));
+        }
+        Ok(ids.len() as u64)
+    }
+
+    /// Reads and verifies the free-list chain of `meta`: returns (chain pages, ids stored).
+    fn load_free_list(&self, meta: &Meta) -> Result<(Vec<PageId>, Vec<PageId>)> {
+        let cap = free_list_capacity(self.page_size);
+        let mut chain = Vec::new();
+        let mut ids = Vec::new();
+        let mut seen: HashSet<PageId> = HashSet::new();
+        let mut buf = PageBuf::new(self.page_size);
+        let mut next = meta.fl_head;
+        let mut prev_off = 0u64;
+        while next != 0 {
+            let pid = next;
+            let off = self.offset(pid);
+            if pid < 2 || pid >= meta.page_count {
+                return Err(Error::corruption(
+                    &self.path,
+                    prev_off,
+                    format!(
+                        "free-list link to page {pid} outside the file's pages 2..{}",
+                        meta.page_count
+                    ),
+                ));
+            }
+            if !seen.insert(pid) {
+                return Err(Error::corruption(
+                    &self.path,
+                    prev_off,
+                    format!("free-list link to page {pid} forms a cycle or repeats a free page"),
+                ));
+            }
+            let n = read_exact_at(&*self.file, &mut buf, off)?;
+            self.stats.record_read(FileKind::Pages, self.page_size);
+            if n < self.page_size {
+                return Err(Error::corruption(
+                    &self.path,
+                    off,
+                    format!("free-list page {pid}: truncated page"),
+                ));
+            }
+            if !verify_checksum(&buf, pid) {
+                return Err(Error::corruption(
+                    &self.path,
+                    off,
+                    format!("page {pid}: checksum mismatch"),
+                ));
+            }
+            if page_type(&buf) != PageType::FreeList as u8 {
+                return Err(Error::corruption(
+                    &self.path,
+                    off,
+                    format!(
+                        "page {pid}: type {} where a free-list page was expected",
+                        page_type(&buf)
+                    ),
+                ));
+            }
+            if page_epoch(&buf) > meta.epoch {
+                return Err(Error::corruption(
+                    &self.path,
+                    off,
+                    format!(
+                        "free-list page {pid}: epoch {} newer than commit {}",
+                        page_epoch(&buf),
+                        meta.epoch
+                    ),
+                ));
+            }
+            let count = get_u32(&buf, OFF_FL_COUNT) as usize;
+            if count > cap {
+                return Err(Error::corruption(
+                    &self.path,
+                    off,
+                    format!("free-list page {pid}: count {count} exceeds capacity {cap}"),
+                ));
+            }
+            for j in 0..count {
+                let id = get_u64(&buf, OFF_FL_IDS + 8 * j);
+                if id < 2 || id >= meta.page_count {
+                    return Err(Error::corruption(
+                        &self.path,
+                        off,
+                        format!(
+                            "free-list page {pid}: id {id} outside the file's pages 2..{}",
+                            meta.page_count
+                        ),
+                    ));
+                }
+                if !seen.insert(id) {
+                    return Err(Error::corruption(
+                        &self.path,
+                        off,
+                        format!("free-list page {pid}: page {id} listed twice"),
+                    ));
+                }
+                ids.push(id);
+            }
+            chain.push(pid);
+            prev_off = off;
+            next = get_u64(&buf, OFF_FL_NEXT);
+        }
+        if ids.len() as u64 != meta.fl_len {
+            return Err(Error::corruption(
+                &self.path,
+                self.offset(meta.fl_head),
+                format!(
+                    "free list holds {} ids, the meta slot says {}",
+                    ids.len(),
+                    meta.fl_len
+                ),
+            ));
+        }
+        Ok((chain, ids))
+    }
+}
+
+/// When no slot verifies with the requested page size: a slot that verifies with the page size stored in
+/// slot 0 means the file was created with another page size. Returns a message naming both sizes.
+fn probe_other_page_size(file: &dyn VfsFile, requested: usize) -> Option<String> {
+    let mut head = PageBuf::new(page::MIN_PAGE_SIZE);
+    let n = read_exact_at(file, &mut head, 0).ok()?;
+    if n < OFF_PAGE_SIZE + 4 || &head[OFF_MAGIC..OFF_MAGIC + 8] != META_MAGIC {
+        return None;
+    }
+    let stored = get_u32(&head, OFF_PAGE_SIZE) as usize;
+    if stored == requested || page::validate_page_size(stored).is_err() {
+        return None;
+    }
+    let mut buf = PageBuf::new(stored);
+    for slot in 0..2u64 {
+        if read_exact_at(file, &mut buf, slot * stored as u64).ok()? == stored
+            && let SlotState::Valid(_) = decode_meta(&buf, slot, stored)
+        {
+            return Some(format!(
+                "page file was created with page size {stored}, opened with page size {requested}"
+            ));
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::fault_vfs::FaultVfs;
+    use crate::storage::mem_vfs::MemVfs;
+    use rand::{Rng, SeedableRng};
+    use rand_chacha::ChaCha8Rng;
+    use std::collections::BTreeMap;
+
+    const PS: usize = 4096;
+    const OPTS: PageFileOptions = PageFileOptions {
+        page_size: PS,
+        direct: false,
+    };
+
+    fn setup() -> (Arc<MemVfs>, Arc<dyn Vfs>, PathBuf, Arc<IoStats>) {
+        let mem = Arc::new(MemVfs::new());
+        let vfs: Arc<dyn Vfs> = mem.clone();
+        (
+            mem,
+            vfs,
+            PathBuf::from("/db/data.pages"),
+            Arc::new(IoStats::new()),
+        )
+    }
+
+    /// Writes a data page with a recognisable body.
+    fn write_data(pf: &PageFile, id: PageId, tag: u8) {
+        let mut b = PageBuf::new(pf.page_size());
+        set_page_type(&mut b, PageType::BTreeLeaf);
+        set_page_epoch(&mut b, pf.epoch());
+        b[100..200].fill(tag);
+        pf.write_page(id, &mut b).unwrap();
+    }
+
+    fn read_tag(pf: &PageFile, id: PageId) -> u8 {
+        let mut b = PageBuf::new(pf.page_size());
+        pf.read_page(id, &mut b).unwrap();
+        assert!(b[100..200].iter().all(|&x| x == b[100]));
+        b[100]
+    }
+
+    fn corruption_offset(e: &Error) -> u64 {
+        match e {
+            Error::Corruption { offset, .. } => *offset,
+            other => panic!("expected corruption, got {other}"),
+        }
+    }
+
+    #[test]
+    fn create_reopen_keeps_user_root_and_epoch() {
+        let (_mem, vfs, path, stats) = setup();
+        let pf = PageFile::create(&vfs, &path, OPTS, stats.clone()).unwrap();
+        assert_eq!(pf.epoch(), 1);
+        assert_eq!(pf.page_count(), 2);
+        assert!(pf.user_root().is_empty());
+        assert_eq!(pf.path(), path.as_path());
+        assert_eq!(stats.snapshot().kind(FileKind::Pages).writes, 2);
+        assert_eq!(stats.snapshot().kind(FileKind::Pages).syncs, 1);
+        let a = pf.allocate();
+        assert_eq!(a, 2);
+        write_data(&pf, a, 7);
+        pf.commit(b"root-1").unwrap();
+        assert_eq!(pf.epoch(), 2);
+        let b = pf.allocate();
+        write_data(&pf, b, 8);
+        pf.commit(b"root-2").unwrap();
+        assert_eq!(pf.check().unwrap(), 0);
+        drop(pf);
+
+        let pf = PageFile::open(&vfs, &path, OPTS, stats.clone()).unwrap();
+        assert_eq!(pf.epoch(), 3);
+        assert_eq!(pf.committed_epoch(), 2);
+        assert_eq!(pf.user_root(), b"root-2");
+        assert_eq!(pf.page_count(), 4);
+        assert_eq!(read_tag(&pf, 2), 7);
+        assert_eq!(read_tag(&pf, 3), 8);
+        assert!(pf.unreachable_pages().is_empty());
+
+        // A fresh file reopens at epoch 1 too.
+        let p2 = PathBuf::from("/db/other.pages");
+        drop(PageFile::create(&vfs, &p2, OPTS, stats.clone()).unwrap());
+        let pf2 = PageFile::open(&vfs, &p2, OPTS, stats).unwrap();
+        assert_eq!((pf2.epoch(), pf2.page_count()), (1, 2));
+    }
+
+    #[test]
+    fn options_and_user_root_are_validated() {
+        let (_mem, vfs, path, stats) = setup();
+        let bad = PageFileOptions {
+            page_size: 1000,
+            direct: false,
+        };
+        assert!(matches!(
+            PageFile::create(&vfs, &path, bad, stats.clone()),
+            Err(Error::InvalidArgument(_))
+        ));
+        let pf = PageFile::create(&vfs, &path, OPTS, stats.clone()).unwrap();
+        assert!(matches!(
+            pf.commit(&[0u8; 513]),
+            Err(Error::InvalidArgument(_))
+        ));
+        pf.commit(&[1u8; 512]).unwrap();
+        let mut b = PageBuf::new(PS);
+        assert!(matches!(
+            pf.write_page(0, &mut b),
+            Err(Error::InvalidArgument(_))
+        ));
+        assert!(matches!(
+            pf.write_page(1, &mut b),
+            Err(Error::InvalidArgument(_))
+        ));
+        assert!(matches!(
+            pf.write_page(2, &mut b),
+            Err(Error::InvalidArgument(_))
+        ));
+        drop(pf);
+        let pf = PageFile::open(&vfs, &path, OPTS, stats.clone()).unwrap();
+        assert_eq!(pf.user_root(), vec![1u8; 512]);
+        drop(pf);
+        // Another page size: Incompatible naming both sizes.
+        let big = PageFileOptions {
+            page_size: 16384,
+            direct: false,
+        };
+        match PageFile::open(&vfs, &path, big, stats.clone()) {
+            Err(Error::Incompatible(msg)) => {
+                assert!(msg.contains("4096") && msg.contains("16384"), "{msg}")
+            }
+            other => panic!("expected Incompatible, got {other:?}"),
+        }
+        let p16 = PathBuf::from("/db/p16");
+        drop(PageFile::create(&vfs, &p16, big, stats.clone()).unwrap());
+        match PageFile::open(&vfs, &p16, OPTS, stats.clone()) {
+            Err(Error::Incompatible(msg)) => {
+                assert!(msg.contains("4096") && msg.contains("16384"), "{msg}")
+            }
+            other => panic!("expected Incompatible, got {other:?}"),
+        }
+        // Missing file: Io NotFound.
+        assert!(matches!(
+            PageFile::open(&vfs, Path::new("/db/missing"), OPTS, stats),
+            Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound
+        ));
+    }
+
+    #[test]
+    fn free_is_immediate_for_new_pages_and_pending_for_committed_ones() {
+        let (_mem, vfs, path, stats) = setup();
+        let pf = PageFile::create(&vfs, &path, OPTS, stats).unwrap();
+        let a = pf.allocate();
+        let b = pf.allocate();
+        assert_eq!((a, b), (2, 3));
+        // Allocated in this epoch: reusable immediately.
+        pf.free(b, pf.epoch());
+        assert_eq!(pf.free_count(), 1);
+        assert_eq!(pf.allocate(), b);
+        write_data(&pf, a, 1);
+        write_data(&pf, b, 2);
+        let committed_epoch = pf.epoch();
+        pf.commit(b"").unwrap();
+
+        // Page of the last commit: pending until the next commit.
+        pf.free(a, committed_epoch);
+        assert_eq!(pf.pending_count(), 1);
+        let c = pf.allocate();
+        assert_ne!(
+            c, a,
+            "a page of the last commit must not be reused before the next commit"
+        );
+        assert_eq!(c, 4);
+        write_data(&pf, c, 3);
+        assert_eq!(pf.unreachable_pages(), vec![a]);
+        pf.commit(b"").unwrap();
+        // After the commit the freed page is in the persisted free list, whose chain page came from a new page.
+        assert_eq!(pf.pending_count(), 0);
+        assert_eq!(pf.free_count(), 1);
+        assert_eq!(pf.unreachable_pages(), vec![a, 5]);
+        assert_eq!(pf.check().unwrap(), 1);
+        assert_eq!(pf.allocate(), a);
+        // The chain page itself becomes pending at the next commit, then reusable.
+        pf.free(a, pf.epoch());
+        pf.commit(b"").unwrap();
+        // F = {a} ∪ {5} (old chain page); the new chain page comes from the reusable set ({a}), the list holds {5}.
+        assert_eq!(pf.unreachable_pages(), vec![a, 5]);
+        assert_eq!(pf.free_count(), 1);
+        pf.commit(b"").unwrap();
+        assert_eq!(pf.check().unwrap(), 1);
+        assert_eq!(read_tag(&pf, b), 2);
+        assert_eq!(read_tag(&pf, c), 3);
+    }
+
+    #[test]
+    fn randomized_allocation_matches_a_model_across_commits_and_reopens() {
+        let (_mem, vfs, path, stats) = setup();
+        let mut rng = ChaCha8Rng::seed_from_u64(0x5eed);
+        let mut pf = PageFile::create(&vfs, &path, OPTS, stats.clone()).unwrap();
+        // Model: live pages → (epoch, tag).
+        let mut live: BTreeMap<PageId, (u64, u8)> = BTreeMap::new();
+        for round in 0..60 {
+            for _ in 0..rng.random_range(0..1200) {
+                if live.is_empty() || rng.random_bool(0.55) {
+                    let id = pf.allocate();
+                    assert!(!live.contains_key(&id), "page {id} handed out twice");
+                    let tag = rng.random();
+                    write_data(&pf, id, tag);
+                    live.insert(id, (pf.epoch(), tag));
+                } else {
+                    let idx = rng.random_range(0..live.len());
+                    let (&id, &(epoch, _)) = live.iter().nth(idx).unwrap();
+                    live.remove(&id);
+                    pf.free(id, epoch);
+                }
+            }
+            pf.commit(&(round as u32).to_le_bytes()).unwrap();
+            // Accounting: every page is live or unreachable, never both.
+            let unreachable = pf.unreachable_pages();
+            assert_eq!(unreachable.len() + live.len() + 2, pf.page_count() as usize);
+            assert!(unreachable.iter().all(|id| !live.contains_key(id)));
+            if round % 7 == 3 {
+                let before_free = pf.free_count();
+                let before_unreachable = unreachable.clone();
+                pf.check().unwrap();
+                drop(pf);
+                pf = PageFile::open(&vfs, &path, OPTS, stats.clone()).unwrap();
+                assert_eq!(pf.free_count(), before_free);
+                assert_eq!(pf.unreachable_pages(), before_unreachable);
+                assert_eq!(pf.user_root(), (round as u32).to_le_bytes());
+                for (&id, &(_, tag)) in &live {
+                    assert_eq!(read_tag(&pf, id), tag);
+                }
+            }
+        }
+        assert!(pf.page_count() > 500);
+    }
+
+    #[test]
+    fn crash_during_commit_leaves_the_previous_commit() {
+        // Fail the second commit at every I/O it does (2 free-list pages, sync, meta, sync), then crash.
+        let mut failures = 0;
+        for budget in 0.. {
+            let mem = Arc::new(MemVfs::new());
+            let fault = FaultVfs::new(mem.clone());
+            let vfs: Arc<dyn Vfs> = Arc::new(fault.clone());
+            let path = PathBuf::from("/p");
+            let stats = Arc::new(IoStats::new());
+            let pf = PageFile::create(&vfs, &path, OPTS, stats.clone()).unwrap();
+            let ids: Vec<PageId> = (0..600).map(|_| pf.allocate()).collect();
+            for (i, &id) in ids.iter().enumerate() {
+                write_data(&pf, id, (i % 251) as u8);
+            }
+            pf.commit(b"one").unwrap();
+            let e1 = pf.epoch();
+            // Free many pages (pending) and write new ones into fresh pages.
+            for &id in &ids[..550] {
+                pf.free(id, e1 - 1);
+            }
+            for _ in 0..10 {
+                let id = pf.allocate();
+                write_data(&pf, id, 0xEE);
+            }
+            fault.fail_after(budget);
+            let r = pf.commit(b"two");
+            if r.is_ok() {
+                fault.crash();
+                let re = PageFile::open(&vfs, &path, OPTS, stats).unwrap();
+                assert_eq!(re.user_root(), b"two");
+                assert_eq!(re.unreachable_pages().len(), 552);
+                break;
+            }
+            failures += 1;
+            // In-memory state unchanged after a failed commit.
+            assert_eq!(pf.epoch(), e1);
+            assert_eq!(pf.pending_count(), 550);
+            fault.crash();
+            let re = PageFile::open(&vfs, &path, OPTS, stats.clone()).unwrap();
+            assert_eq!(re.user_root(), b"one");
+            assert_eq!(re.epoch(), e1);
+            assert_eq!(re.page_count(), 602);
+            for (i, &id) in ids.iter().enumerate() {
+                assert_eq!(read_tag(&re, id), (i % 251) as u8);
+            }
+        }
+        assert_eq!(failures, 5);
+    }
+
+    #[test]
+    fn crash_before_meta_sync_and_unsynced_tail_is_cut() {
+        let (mem, vfs, path, stats) = setup();
+        let pf = PageFile::create(&vfs, &path, OPTS, stats.clone()).unwrap();
+        let a = pf.allocate();
+        write_data(&pf, a, 1);
+        pf.commit(b"c1").unwrap();
+        // Work after the commit: new pages written and synced, but no commit.
+        for _ in 0..5 {
+            let id = pf.allocate();
+            write_data(&pf, id, 9);
+        }
+        pf.sync().unwrap();
+        drop(pf);
+        mem.crash();
+        let pf = PageFile::open(&vfs, &path, OPTS, stats).unwrap();
+        assert_eq!(pf.user_root(), b"c1");
+        assert_eq!(pf.page_count(), 3);
+        assert_eq!(
+            mem.file_bytes(&path).unwrap().len(),
+            3 * PS,
+            "pages after the commit are cut"
+        );
+        assert_eq!(read_tag(&pf, a), 1);
+        assert_eq!(pf.allocate(), 3);
+    }
+
+    #[test]
+    fn torn_meta_slot_falls_back_to_the_other() {
+        let (mem, vfs, path, stats) = setup();
+        let pf = PageFile::create(&vfs, &path, OPTS, stats.clone()).unwrap();
+        let a = pf.allocate();
+        write_data(&pf, a, 1);
+        pf.commit(b"e1").unwrap(); // slot 1
+        let b = pf.allocate();
+        write_data(&pf, b, 2);
+        pf.commit(b"e2").unwrap(); // slot 0
+        drop(pf);
+        // Tear slot 0 (the newest): garbage in its second half.
+        let mut bytes = mem.file_bytes(&path).unwrap();
+        bytes[2048..4096].fill(0xAB);
+        mem.set_file_bytes(&path, bytes.clone());
+        let pf = PageFile::open(&vfs, &path, OPTS, stats.clone()).unwrap();
+        assert_eq!(pf.user_root(), b"e1");
+        assert_eq!(pf.epoch(), 2);
+        assert_eq!(read_tag(&pf, a), 1);
+        // The next commit rewrites the torn slot, never the good one.
+        pf.commit(b"e2-again").unwrap();
+        drop(pf);
+        let pf = PageFile::open(&vfs, &path, OPTS, stats.clone()).unwrap();
+        assert_eq!(pf.user_root(), b"e2-again");
+        drop(pf);
+
+        // Both slots bad: Corruption naming both.
+        let mut bytes = mem.file_bytes(&path).unwrap();
+        bytes[100] ^= 1;
+        bytes[PS + 100] ^= 1;
+        mem.set_file_bytes(&path, bytes);
+        match PageFile::open(&vfs, &path, OPTS, stats.clone()) {
+            Err(Error::Corruption {
+                offset: 0, detail, ..
+            }) => {
+                assert!(
+                    detail.contains("slot 0") && detail.contains("slot 1"),
+                    "{detail}"
+                )
+            }
+            other => panic!("expected corruption, got {other:?}"),
+        }
+        // Shorter than two pages: Corruption.
+        mem.set_file_bytes(&path, vec![0u8; PS + 10]);
+        assert!(matches!(
+            PageFile::open(&vfs, &path, OPTS, stats),
+            Err(Error::Corruption { .. })
+        ));
+    }
+
+    #[test]
+    fn bit_flips_and_bad_references_are_corruption() {
+        let (mem, vfs, path, stats) = setup();
+        let pf = PageFile::create(&vfs, &path, OPTS, stats.clone()).unwrap();
+        let ids: Vec<_> = (0..4).map(|_| pf.allocate()).collect();
+        for &id in &ids {
+            write_data(&pf, id, id as u8);
+        }
+        pf.commit(b"").unwrap();
+        let mut bytes = mem.file_bytes(&path).unwrap();
+        bytes[4 * PS + 3000] ^= 0x10; // page 4
+        mem.set_file_bytes(&path, bytes);
+        let mut b = PageBuf::new(PS);
+        let e = pf.read_page(4, &mut b).unwrap_err();
+        assert_eq!(corruption_offset(&e), 4 * PS as u64);
+        assert!(e.to_string().contains("page 4: checksum mismatch"), "{e}");
+        assert_eq!(read_tag(&pf, 3), 3);
+        // Outside the file, or a meta slot.
+        assert!(matches!(
+            pf.read_page(6, &mut b),
+            Err(Error::Corruption { .. })
+        ));
+        assert!(matches!(
+            pf.read_page(1, &mut b),
+            Err(Error::Corruption { .. })
+        ));
+        let e = pf.read_page(u64::MAX, &mut b).unwrap_err();
+        assert_eq!(
+            corruption_offset(&e),
+            u64::MAX,
+            "a wild id must not overflow"
+        );
+        // Allocated but never written: truncated.
+        let n = pf.allocate();
+        let e = pf.read_page(n, &mut b).unwrap_err();
+        assert!(e.to_string().contains("truncated page"), "{e}");
+        assert_eq!(corruption_offset(&e), n * PS as u64);
+    }
+
+    #[test]
+    fn damaged_free_list_is_corruption_with_its_offset() {
+        let (mem, vfs, path, stats) = setup();
+        let pf = PageFile::create(&vfs, &path, OPTS, stats.clone()).unwrap();
+        let ids: Vec<_> = (0..20).map(|_| pf.allocate()).collect();
+        for &id in &ids {
+            write_data(&pf, id, 1);
+        }
+        pf.commit(b"").unwrap();
+        for &id in &ids[..10] {
+            pf.free(id, 1);
+        }
+        pf.commit(b"").unwrap();
+        let head = *pf.state.lock().chain.first().unwrap();
+        drop(pf);
+        let good = mem.file_bytes(&path).unwrap();
+        let off = head as usize * PS;
+
+        // Bit flip in the chain page.
+        let mut bytes = good.clone();
+        bytes[off + 200] ^= 4;
+        mem.set_file_bytes(&path, bytes);
+        let e = PageFile::open(&vfs, &path, OPTS, stats.clone()).unwrap_err();
+        assert_eq!(corruption_offset(&e), off as u64);
+
+        // A duplicate id, re-checksummed so only the structure check can catch it.
+        let mut bytes = good.clone();
+        let (a, b) = (off + OFF_FL_IDS, off + OFF_FL_IDS + 8);
+        let first: [u8; 8] = bytes[a..a + 8].try_into().unwrap();
+        bytes[b..b + 8].copy_from_slice(&first);
+        stamp_checksum(&mut bytes[off..off + PS], head);
+        mem.set_file_bytes(&path, bytes);
+        let e = PageFile::open(&vfs, &path, OPTS, stats.clone()).unwrap_err();
+        assert_eq!(corruption_offset(&e), off as u64);
+        assert!(e.to_string().contains("twice"), "{e}");
+
+        // An id beyond the page count.
+        let mut bytes = good.clone();
+        bytes[a..a + 8].copy_from_slice(&1_000_000u64.to_le_bytes());
+        stamp_checksum(&mut bytes[off..off + PS], head);
+        mem.set_file_bytes(&path, bytes);
+        let e = PageFile::open(&vfs, &path, OPTS, stats.clone()).unwrap_err();
+        assert_eq!(corruption_offset(&e), off as u64);
+
+        mem.set_file_bytes(&path, good);
+        let pf = PageFile::open(&vfs, &path, OPTS, stats).unwrap();
+        assert_eq!(pf.check().unwrap(), 10);
+    }
+
+    #[test]
+    fn works_on_real_files_with_and_without_o_direct() {
+        use crate::storage::std_vfs::StdVfs;
+        let dir = tempfile::tempdir().unwrap();
+        let vfs: Arc<dyn Vfs> = Arc::new(StdVfs::new());
+        let stats = Arc::new(IoStats::new());
+        for direct in [false, true] {
+            let path = dir.path().join(format!("direct-{direct}.pages"));
+            let opts = PageFileOptions {
+                page_size: 8192,
+                direct,
+            };
+            let pf = match PageFile::create(&vfs, &path, opts, stats.clone()) {
+                Ok(pf) => pf,
+                Err(Error::InvalidArgument(msg)) if direct => {
+                    assert!(msg.contains("O_DIRECT"), "{msg}");
+                    continue;
+                }
+                Err(e) => panic!("{e}"),
+            };
+            let ids: Vec<_> = (0..10).map(|_| pf.allocate()).collect();
+            for &id in &ids {
+                write_data(&pf, id, id as u8);
+            }
+            pf.commit(b"real").unwrap();
+            pf.free(ids[0], 1);
+            pf.commit(b"real2").unwrap();
+            drop(pf);
+            let pf = PageFile::open(&vfs, &path, opts, stats.clone()).unwrap();
+            assert_eq!(pf.user_root(), b"real2");
+            for &id in &ids[1..] {
+                assert_eq!(read_tag(&pf, id), id as u8);
+            }
+            assert_eq!(pf.check().unwrap(), 1);
+        }
+    }
+
+    #[test]
+    fn large_free_list_spans_many_pages() {
+        let (_mem, vfs, path, stats) = setup();
+        let pf = PageFile::create(&vfs, &path, OPTS, stats.clone()).unwrap();
+        let cap = free_list_capacity(PS);
+        let n = cap * 3 + 17;
+        for _ in 0..n {
+            pf.allocate();
+        }
+        for id in 2..2 + n as u64 {
+            pf.free(id, pf.epoch());
+        }
+        pf.commit(b"x").unwrap();
+        // Chain pages came out of the free set, so no growth.
+        assert_eq!(pf.page_count(), 2 + n as u64);
+        let chain_len = pf.state.lock().chain.len();
+        assert_eq!(chain_len, (n - chain_len).div_ceil(cap));
+        assert_eq!(pf.unreachable_pages().len(), n);
+        drop(pf);
+        let pf = PageFile::open(&vfs, &path, OPTS, stats).unwrap();
+        assert_eq!(pf.unreachable_pages().len(), n);
+        assert_eq!(pf.free_count(), n - chain_len);
+        assert_eq!(pf.check().unwrap(), (n - chain_len) as u64);
+    }
+}

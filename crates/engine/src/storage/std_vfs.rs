@@ -1,0 +1,287 @@
+//! `StdVfs`: the real file system, through `std::fs` and positional I/O (`pread`/`pwrite` via
+//! `std::os::unix::fs::FileExt`).
+//!
+//! Invariants and behaviour:
+//! * Reads and writes are positional, so one open file is shared by many threads without a seek position.
+//! * `OpenOptions::direct` opens with `O_DIRECT`; a file system that refuses it (`EINVAL` at open, e.g. tmpfs)
+//!   gives `Error::InvalidArgument` naming the path. With `O_DIRECT` every buffer, offset and length must be
+//!   aligned to [`DIRECT_IO_ALIGN`](super::vfs::DIRECT_IO_ALIGN); a misaligned request fails with the OS error.
+//! * `lock` takes an advisory exclusive `flock` (std's `File::try_lock`) on a file it creates if missing. The
+//!   lock belongs to the open file description, so a second `lock` of the same path fails with
+//!   `Error::Locked` even inside one process; dropping the guard closes the file and releases the lock.
+//! * Every `std::io::Error` is reported as `Error::Io` naming the path.
+//!
+//! Cost: one system call per operation (a short read is retried until end of file; `EINTR` is retried).
+
+use super::vfs::{OpenOptions, Vfs, VfsFile, VfsLock};
+use crate::error::{Error, Result};
+use std::fs::{File, TryLockError};
+use std::io::ErrorKind;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+/// The operating system's file system.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct StdVfs;
+
+impl StdVfs {
+    pub fn new() -> Self {
+        StdVfs
+    }
+}
+
+/// An open file of [`StdVfs`].
+#[derive(Debug)]
+struct StdFile {
+    file: File,
+    path: PathBuf,
+}
+
+/// An exclusive `flock` held on an open file; closing the file (on drop) releases it.
+#[derive(Debug)]
+struct StdLock {
+    file: File,
+    path: PathBuf,
+}
+
+impl Drop for StdLock {
+    fn drop(&mut self) {
+        // Closing the descriptor releases the lock anyway; unlocking first makes the release explicit and
+        // immediate. An error here cannot be acted on.
+        let _ = self.file.unlock();
+    }
+}
+
+impl VfsLock for StdLock {
+    fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Vfs for StdVfs {
+    fn open(&self, path: &Path, opts: OpenOptions) -> Result<Box<dyn VfsFile>> {
+        let mut o = std::fs::OpenOptions::new();
+        o.read(true)
+            .write(true)
+            .create(opts.create)
+            .truncate(opts.truncate);
+        if opts.direct {
+            o.custom_flags(libc::O_DIRECT);
+        }
+        let existed = opts.direct && path.exists();
+        match o.open(path) {
+            Ok(file) => Ok(Box::new(StdFile {
+                file,
+                path: path.to_path_buf(),
+            })),
+            Err(e) if opts.direct && e.raw_os_error() == Some(libc::EINVAL) => {
+                // Linux creates the file before it checks O_DIRECT support: do not leave an empty file behind.
+                if opts.create && !existed {
+                    let _ = std::fs::remove_file(path);
+                }
+                Err(Error::invalid(format!(
+                    "cannot open {} with O_DIRECT: the file system does not support O_DIRECT ({e})",
+                    path.display()
+                )))
+            }
+            Err(e) => Err(Error::io(path, e)),
+        }
+    }
+
+    fn exists(&self, path: &Path) -> bool {
+        path.exists()
+    }
+
+    fn create_dir_all(&self, path: &Path) -> Result<()> {
+        std::fs::create_dir_all(path).map_err(|e| Error::io(path, e))
+    }
+
+    fn list_dir(&self, path: &Path) -> Result<Vec<String>> {
+        let mut names = Vec::new();
+        for entry in std::fs::read_dir(path).map_err(|e| Error::io(path, e))? {
+            let entry = entry.map_err(|e| Error::io(path, e))?;
+            names.push(entry.file_name().to_string_lossy().into_owned());
+        }
+        names.sort();
+        Ok(names)
+    }
+
+    fn remove_file(&self, path: &Path) -> Result<()> {
+        std::fs::remove_file(path).map_err(|e| Error::io(path, e))
+    }
+
+    fn rename(&self, from: &Path, to: &Path) -> Result<()> {
+        std::fs::rename(from, to).map_err(|e| Error::io(from, e))
+    }
+
+    fn sync_dir(&self, path: &Path) -> Result<()> {
+        let dir = File::open(path).map_err(|e| Error::io(path, e))?;
+        dir.sync_all().map_err(|e| Error::io(path, e))
+    }
+
+    fn lock(&self, path: &Path) -> Result<Box<dyn VfsLock>> {
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)
+            .map_err(|e| Error::io(path, e))?;
+        match file.try_lock() {
+            Ok(()) => Ok(Box::new(StdLock {
+                file,
+                path: path.to_path_buf(),
+            })),
+            Err(TryLockError::WouldBlock) => Err(Error::Locked(path.to_path_buf())),
+            Err(TryLockError::Error(e)) => Err(Error::io(path, e)),
+        }
+    }
+}
+
+impl VfsFile for StdFile {
+    fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<usize> {
+        let mut done = 0;
+        while done < buf.len() {
+            match self.file.read_at(&mut buf[done..], offset + done as u64) {
+                Ok(0) => break,
+                Ok(n) => done += n,
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) => return Err(Error::io(&self.path, e)),
+            }
+        }
+        Ok(done)
+    }
+
+    fn write_all_at(&self, buf: &[u8], offset: u64) -> Result<()> {
+        self.file
+            .write_all_at(buf, offset)
+            .map_err(|e| Error::io(&self.path, e))
+    }
+
+    fn len(&self) -> Result<u64> {
+        Ok(self
+            .file
+            .metadata()
+            .map_err(|e| Error::io(&self.path, e))?
+            .len())
+    }
+
+    fn set_len(&self, len: u64) -> Result<()> {
+        self.file.set_len(len).map_err(|e| Error::io(&self.path, e))
+    }
+
+    fn sync_data(&self) -> Result<()> {
+        self.file.sync_data().map_err(|e| Error::io(&self.path, e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::page::PageBuf;
+    use crate::storage::vfs::read_exact_at;
+
+    const RW: OpenOptions = OpenOptions {
+        create: true,
+        truncate: false,
+        direct: false,
+    };
+
+    #[test]
+    fn roundtrip_len_set_len_and_directory_ops() {
+        let dir = tempfile::tempdir().unwrap();
+        let vfs = StdVfs::new();
+        let sub = dir.path().join("a/b");
+        vfs.create_dir_all(&sub).unwrap();
+        assert!(vfs.exists(&sub));
+        let p = sub.join("f");
+        let f = vfs.open(&p, RW).unwrap();
+        assert_eq!(f.path(), p.as_path());
+        f.write_all_at(b"hello", 0).unwrap();
+        f.write_all_at(b"world", 10).unwrap();
+        assert_eq!(f.len().unwrap(), 15);
+        let mut buf = [0u8; 20];
+        assert_eq!(f.read_at(&mut buf, 0).unwrap(), 15);
+        assert_eq!(&buf[..15], b"hello\0\0\0\0\0world");
+        f.set_len(3).unwrap();
+        f.sync_data().unwrap();
+        assert_eq!(f.len().unwrap(), 3);
+        assert_eq!(read_exact_at(&*f, &mut buf, 0).unwrap(), 3);
+        drop(f);
+
+        // Truncate on open; missing file without create is NotFound.
+        let f = vfs
+            .open(
+                &p,
+                OpenOptions {
+                    truncate: true,
+                    ..RW
+                },
+            )
+            .unwrap();
+        assert_eq!(f.len().unwrap(), 0);
+        drop(f);
+        let missing = vfs
+            .open(&sub.join("nope"), OpenOptions::default())
+            .unwrap_err();
+        assert!(
+            matches!(&missing, Error::Io { source, .. } if source.kind() == ErrorKind::NotFound)
+        );
+
+        vfs.open(&sub.join("c"), RW).unwrap();
+        vfs.rename(&p, &sub.join("z")).unwrap();
+        assert_eq!(
+            vfs.list_dir(&sub).unwrap(),
+            vec!["c".to_string(), "z".to_string()]
+        );
+        vfs.remove_file(&sub.join("c")).unwrap();
+        vfs.sync_dir(&sub).unwrap();
+        assert_eq!(vfs.list_dir(&sub).unwrap(), vec!["z".to_string()]);
+        assert!(!vfs.exists(&sub.join("c")));
+        assert!(matches!(
+            vfs.remove_file(&sub.join("c")),
+            Err(Error::Io { .. })
+        ));
+    }
+
+    #[test]
+    fn lock_excludes_a_second_holder_until_dropped() {
+        let dir = tempfile::tempdir().unwrap();
+        let vfs = StdVfs::new();
+        let p = dir.path().join("LOCK");
+        let g = vfs.lock(&p).unwrap();
+        assert_eq!(g.path(), p.as_path());
+        assert!(matches!(vfs.lock(&p), Err(Error::Locked(q)) if q == p));
+        drop(g);
+        let g2 = vfs.lock(&p).unwrap();
+        drop(g2);
+    }
+
+    #[test]
+    fn direct_io_works_or_is_refused_cleanly() {
+        let dir = tempfile::tempdir().unwrap();
+        let vfs = StdVfs::new();
+        let p = dir.path().join("direct");
+        match vfs.open(&p, OpenOptions { direct: true, ..RW }) {
+            Ok(f) => {
+                let mut b = PageBuf::new(4096);
+                b[7] = 7;
+                f.write_all_at(&b, 4096).unwrap();
+                let mut r = PageBuf::new(4096);
+                assert_eq!(f.read_at(&mut r, 4096).unwrap(), 4096);
+                assert_eq!(r[7], 7);
+            }
+            Err(Error::InvalidArgument(msg)) => {
+                assert!(
+                    msg.contains("O_DIRECT") && msg.contains(&*p.to_string_lossy()),
+                    "{msg}"
+                );
+            }
+            Err(e) => panic!("unexpected error {e}"),
+        }
+    }
+}

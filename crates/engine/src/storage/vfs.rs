@@ -1,0 +1,86 @@
+//! The `Vfs` trait: every byte the engine reads or writes goes through it, so tests can swap the real file
+//! system for an in-memory one or a fault-injecting one.
+
+use crate::error::Result;
+use std::fmt::Debug;
+use std::path::{Path, PathBuf};
+
+/// How to open a file.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct OpenOptions {
+    /// Create the file if it does not exist.
+    pub create: bool,
+    /// Truncate the file to length 0 on open.
+    pub truncate: bool,
+    /// Bypass the OS page cache (O_DIRECT). Every read and write must then use buffers, offsets and lengths
+    /// aligned to `DIRECT_IO_ALIGN`. A backend or file system that cannot do it returns
+    /// `Error::InvalidArgument` naming the path.
+    pub direct: bool,
+}
+
+/// Alignment that O_DIRECT I/O requires of buffers, offsets and lengths.
+pub const DIRECT_IO_ALIGN: usize = 4096;
+
+/// A file system. Implementations are cheap to share (`Arc<dyn Vfs>`) and safe to use from many threads.
+pub trait Vfs: Send + Sync + Debug {
+    /// Opens (and with `create`, creates) a file for reading and writing.
+    fn open(&self, path: &Path, opts: OpenOptions) -> Result<Box<dyn VfsFile>>;
+    /// True if a file or directory exists at `path`.
+    fn exists(&self, path: &Path) -> bool;
+    /// Creates a directory and its parents.
+    fn create_dir_all(&self, path: &Path) -> Result<()>;
+    /// Names (not paths) of the entries of a directory, sorted.
+    fn list_dir(&self, path: &Path) -> Result<Vec<String>>;
+    /// Removes a file.
+    fn remove_file(&self, path: &Path) -> Result<()>;
+    /// Atomically renames `from` to `to`, replacing `to`.
+    fn rename(&self, from: &Path, to: &Path) -> Result<()>;
+    /// Makes the directory's entries (creates, renames, removes) durable.
+    fn sync_dir(&self, path: &Path) -> Result<()>;
+    /// Takes an exclusive lock on `path` (created if missing), held until the returned guard is dropped.
+    /// If another holder has it: `Error::Locked`.
+    fn lock(&self, path: &Path) -> Result<Box<dyn VfsLock>>;
+}
+
+/// An open file. Reads and writes are positional, so one file can be shared by many threads.
+pub trait VfsFile: Send + Sync + Debug {
+    /// The path the file was opened with (used in error messages).
+    fn path(&self) -> &Path;
+    /// Reads up to `buf.len()` bytes at `offset`; returns how many were read (fewer only at end of file).
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<usize>;
+    /// Writes all of `buf` at `offset`, extending the file if needed.
+    fn write_all_at(&self, buf: &[u8], offset: u64) -> Result<()>;
+    /// Current length in bytes.
+    fn len(&self) -> Result<u64>;
+    /// True when the file has no bytes.
+    fn is_empty(&self) -> Result<bool> {
+        Ok(self.len()? == 0)
+    }
+    /// Truncates or extends (with zeros) to `len` bytes.
+    fn set_len(&self, len: u64) -> Result<()>;
+    /// Makes the data (and the length) durable: `fdatasync`.
+    fn sync_data(&self) -> Result<()>;
+}
+
+/// An exclusive lock on a path; released on drop.
+pub trait VfsLock: Send + Sync + Debug {
+    fn path(&self) -> &Path;
+}
+
+/// Convenience: reads exactly `buf.len()` bytes or reports how many were available.
+pub fn read_exact_at(file: &dyn VfsFile, buf: &mut [u8], offset: u64) -> Result<usize> {
+    let mut done = 0;
+    while done < buf.len() {
+        let n = file.read_at(&mut buf[done..], offset + done as u64)?;
+        if n == 0 {
+            break;
+        }
+        done += n;
+    }
+    Ok(done)
+}
+
+/// Joins a directory and a file name.
+pub fn join(dir: &Path, name: &str) -> PathBuf {
+    dir.join(name)
+}

@@ -1,0 +1,485 @@
+//! Model-based tests: random operation sequences against a `BTreeMap`, with reopen, simulated power loss
+//! (unsynced writes dropped) and injected I/O errors. The database and the model must agree on every read;
+//! after a crash the database must hold exactly the state after some prefix of the acknowledged writes that
+//! is at least as long as the last durable point.
+//!
+//! Cases: `PROPTEST_CASES` (default 32 per test).
+
+use proptest::prelude::*;
+use std::collections::BTreeMap;
+use std::ops::Bound;
+use std::path::Path;
+use std::sync::Arc;
+use strata::db::Config;
+use strata::storage::{FaultVfs, MemVfs, Vfs};
+use strata::{Direction, Durability, Error, KeyRange, Options, RawDb, TypeKind};
+
+type Model = BTreeMap<Vec<u8>, Vec<u8>>;
+
+#[derive(Debug, Clone)]
+enum Op {
+    Put(Vec<u8>, Vec<u8>, Durability),
+    Del(Vec<u8>, Durability),
+    Batch(Vec<(Vec<u8>, Option<Vec<u8>>)>, Durability),
+    /// Puts (or deletes, without values) a run of consecutive u64 keys in one batch: deep trees, mass deletes.
+    Run(u64, u64, bool, Durability),
+    Get(Vec<u8>),
+    Scan(Vec<u8>, Vec<u8>, bool, usize),
+    Count(Vec<u8>, Vec<u8>),
+    Flush,
+    Checkpoint,
+    Reopen,
+    Crash,
+}
+
+fn cases() -> u32 {
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(32)
+}
+
+fn durability() -> impl Strategy<Value = Durability> {
+    prop_oneof![
+        Just(Durability::None),
+        Just(Durability::Flush),
+        Just(Durability::Sync)
+    ]
+}
+
+/// Keys and values for a u64/u64 database (8-byte big-endian encodings) over a small key domain.
+fn u64_key() -> BoxedStrategy<Vec<u8>> {
+    (0u64..400).prop_map(|k| k.to_be_bytes().to_vec()).boxed()
+}
+fn u64_value() -> BoxedStrategy<Vec<u8>> {
+    any::<u64>().prop_map(|v| v.to_be_bytes().to_vec()).boxed()
+}
+/// Keys and values for a bytes/bytes database: short keys from a small alphabet, values from empty to a few
+/// pages long (overflow chains).
+fn bytes_key() -> BoxedStrategy<Vec<u8>> {
+    proptest::collection::vec(prop_oneof![Just(b'a'), Just(b'b'), Just(b'c')], 0..12).boxed()
+}
+fn bytes_value() -> BoxedStrategy<Vec<u8>> {
+    prop_oneof![
+        4 => proptest::collection::vec(any::<u8>(), 0..64),
+        1 => proptest::collection::vec(any::<u8>(), 900..9000),
+    ]
+    .boxed()
+}
+
+fn ops(
+    key: BoxedStrategy<Vec<u8>>,
+    value: BoxedStrategy<Vec<u8>>,
+    len: usize,
+) -> impl Strategy<Value = Vec<Op>> {
+    ops_with_runs(key, value, len, 0, 1)
+}
+
+fn ops_with_runs(
+    key: BoxedStrategy<Vec<u8>>,
+    value: BoxedStrategy<Vec<u8>>,
+    len: usize,
+    run_weight: u32,
+    run_span: u64,
+) -> impl Strategy<Value = Vec<Op>> {
+    let mut arms: Vec<(u32, BoxedStrategy<Op>)> = vec![
+        (
+            30,
+            (key.clone(), value.clone(), durability())
+                .prop_map(|(k, v, d)| Op::Put(k, v, d))
+                .boxed(),
+        ),
+        (
+            8,
+            (key.clone(), durability())
+                .prop_map(|(k, d)| Op::Del(k, d))
+                .boxed(),
+        ),
+        (
+            4,
+            (
+                proptest::collection::vec((key.clone(), proptest::option::of(value)), 1..40),
+                durability(),
+            )
+                .prop_map(|(b, d)| Op::Batch(b, d))
+                .boxed(),
+        ),
+        (10, key.clone().prop_map(Op::Get).boxed()),
+        (
+            4,
+            (key.clone(), key.clone(), any::<bool>(), 0usize..600)
+                .prop_map(|(a, b, r, l)| Op::Scan(a, b, r, l))
+                .boxed(),
+        ),
+        (
+            4,
+            (key.clone(), key)
+                .prop_map(|(a, b)| Op::Count(a, b))
+                .boxed(),
+        ),
+        (1, Just(Op::Flush).boxed()),
+        (1, Just(Op::Checkpoint).boxed()),
+        (1, Just(Op::Reopen).boxed()),
+        (1, Just(Op::Crash).boxed()),
+    ];
+    if run_weight > 0 {
+        arms.push((
+            run_weight,
+            (0u64..run_span, 1u64..run_span, any::<bool>(), durability())
+                .prop_map(|(s, n, put, d)| Op::Run(s, n, put, d))
+                .boxed(),
+        ));
+    }
+    let op = proptest::strategy::Union::new_weighted(arms);
+    proptest::collection::vec(op, 1..len)
+}
+
+fn options(vfs: Arc<dyn Vfs>) -> Options {
+    Options {
+        vfs,
+        // Eight 4 KiB frames: nearly every access misses, so eviction and write-back run all the time.
+        cache_bytes: 32 << 10,
+        durability: None,
+        checkpoint_wal_bytes: 16 << 10,
+    }
+}
+
+fn config(key: TypeKind, value: TypeKind) -> Config {
+    Config {
+        key,
+        value,
+        ..Config::default()
+    }
+}
+
+fn contents(db: &RawDb) -> Model {
+    let all: Result<Vec<_>, _> = db.range(KeyRange::all(), Direction::Forward).collect();
+    all.expect("full scan").into_iter().collect()
+}
+
+fn range_of(a: &[u8], b: &[u8]) -> KeyRange {
+    let (lo, hi) = if a <= b { (a, b) } else { (b, a) };
+    KeyRange::inclusive(lo.to_vec(), hi.to_vec())
+}
+
+/// Applies a write to the model.
+fn apply(model: &mut Model, op: &Op) {
+    match op {
+        Op::Put(k, v, _) => {
+            model.insert(k.clone(), v.clone());
+        }
+        Op::Del(k, _) => {
+            model.remove(k);
+        }
+        Op::Batch(b, _) => {
+            for (k, v) in b {
+                match v {
+                    Some(v) => model.insert(k.clone(), v.clone()),
+                    None => model.remove(k),
+                };
+            }
+        }
+        Op::Run(start, n, put, _) => {
+            for k in *start..start + n {
+                let key = k.to_be_bytes().to_vec();
+                if *put {
+                    model.insert(key, (k * 7).to_be_bytes().to_vec());
+                } else {
+                    model.remove(&key);
+                }
+            }
+        }
+        _ => unreachable!("not a write"),
+    }
+}
+
+fn is_sync(op: &Op) -> bool {
+    matches!(
+        op,
+        Op::Put(_, _, Durability::Sync)
+            | Op::Del(_, Durability::Sync)
+            | Op::Batch(_, Durability::Sync)
+            | Op::Run(_, _, _, Durability::Sync)
+    )
+}
+
+fn write(db: &RawDb, op: &Op) -> strata::Result<()> {
+    use strata::index::WriteOp;
+    match op {
+        Op::Put(k, v, d) => db.write(
+            &[WriteOp::Put {
+                key: k.clone(),
+                value: v.clone(),
+            }],
+            Some(*d),
+        ),
+        Op::Del(k, d) => db.write(&[WriteOp::Delete { key: k.clone() }], Some(*d)),
+        Op::Batch(b, d) => {
+            let ops: Vec<WriteOp> = b
+                .iter()
+                .map(|(k, v)| match v {
+                    Some(v) => WriteOp::Put {
+                        key: k.clone(),
+                        value: v.clone(),
+                    },
+                    None => WriteOp::Delete { key: k.clone() },
+                })
+                .collect();
+            db.write(&ops, Some(*d))
+        }
+        Op::Run(start, n, put, d) => {
+            let ops: Vec<WriteOp> = (*start..start + n)
+                .map(|k| {
+                    let key = k.to_be_bytes().to_vec();
+                    if *put {
+                        WriteOp::Put {
+                            key,
+                            value: (k * 7).to_be_bytes().to_vec(),
+                        }
+                    } else {
+                        WriteOp::Delete { key }
+                    }
+                })
+                .collect();
+            db.write(&ops, Some(*d))
+        }
+        _ => unreachable!("not a write"),
+    }
+}
+
+/// Checks a read against the model. Returns Err(e) if the database reported an error.
+fn read(db: &RawDb, model: &Model, op: &Op) -> Result<(), Error> {
+    match op {
+        Op::Get(k) => {
+            let got = db.get(k)?;
+            assert_eq!(got.as_ref(), model.get(k), "get {k:?}");
+        }
+        Op::Scan(a, b, reverse, limit) => {
+            let r = range_of(a, b);
+            let dir = if *reverse {
+                Direction::Reverse
+            } else {
+                Direction::Forward
+            };
+            let mut got = Vec::new();
+            db.scan_into(&r, dir, *limit, &mut got)?;
+            let matching = model
+                .range::<Vec<u8>, _>((r.lo.clone(), r.hi.clone()))
+                .map(|(k, v)| (k.clone(), v.clone()));
+            let want: Vec<_> = if *reverse {
+                matching.rev().take(*limit).collect()
+            } else {
+                matching.take(*limit).collect()
+            };
+            assert_eq!(got, want, "scan {r:?} reverse={reverse} limit={limit}");
+            // The chunked iterator must agree too.
+            let it: Vec<_> = db
+                .range(r.clone(), dir)
+                .take(*limit)
+                .collect::<Result<_, _>>()?;
+            assert_eq!(it, want, "iterator {r:?}");
+        }
+        Op::Count(a, b) => {
+            let r = range_of(a, b);
+            let want = model
+                .range::<Vec<u8>, _>((r.lo.clone(), r.hi.clone()))
+                .count() as u64;
+            assert_eq!(db.count_range(&r)?, want, "count {r:?}");
+            let lo = if a <= b { a } else { b };
+            let open = KeyRange {
+                lo: Bound::Excluded(lo.clone()),
+                hi: Bound::Unbounded,
+            };
+            let want = model
+                .range::<Vec<u8>, _>((open.lo.clone(), Bound::Unbounded))
+                .count() as u64;
+            assert_eq!(db.count_range(&open)?, want, "count {open:?}");
+        }
+        _ => unreachable!("not a read"),
+    }
+    Ok(())
+}
+
+/// The states after each acknowledged write since the last durable point: `states[0]` is durable.
+struct History {
+    states: Vec<Model>,
+}
+
+impl History {
+    fn new(model: Model) -> Self {
+        History {
+            states: vec![model],
+        }
+    }
+    fn current(&self) -> &Model {
+        self.states.last().expect("non-empty")
+    }
+    fn push(&mut self, m: Model) {
+        self.states.push(m);
+    }
+    fn durable(&mut self) {
+        let m = self.states.pop().expect("non-empty");
+        self.states = vec![m];
+    }
+    /// After a crash, the database must equal one of the states, the latest ones first preferred.
+    fn settle(&mut self, got: &Model) {
+        let pos = self.states.iter().rposition(|s| s == got);
+        let Some(pos) = pos else {
+            panic!(
+                "after a crash the database ({} records) matches none of the {} states since the last durable point",
+                got.len(),
+                self.states.len()
+            );
+        };
+        self.states.truncate(pos + 1);
+        self.durable();
+    }
+}
+
+fn run(key: TypeKind, value: TypeKind, ops: Vec<Op>) {
+    let mem = Arc::new(MemVfs::new());
+    let dir = Path::new("/db");
+    let vfs: Arc<dyn Vfs> = mem.clone();
+    let mut db =
+        Some(RawDb::create(dir, &config(key, value), &options(vfs.clone())).expect("create"));
+    let mut hist = History::new(Model::new());
+    for op in &ops {
+        let d = db.as_ref().expect("open");
+        match op {
+            Op::Put(..) | Op::Del(..) | Op::Batch(..) | Op::Run(..) => {
+                write(d, op).expect("write");
+                let mut m = hist.current().clone();
+                apply(&mut m, op);
+                hist.push(m);
+                if is_sync(op) {
+                    hist.durable();
+                }
+            }
+            Op::Get(..) | Op::Scan(..) | Op::Count(..) => {
+                read(d, hist.current(), op).expect("read")
+            }
+            Op::Flush => {
+                d.flush().expect("flush");
+                hist.durable();
+            }
+            Op::Checkpoint => {
+                d.checkpoint().expect("checkpoint");
+                hist.durable();
+            }
+            Op::Reopen => {
+                db.take().expect("open").close().expect("close");
+                hist.durable();
+                let d = RawDb::open(dir, &options(vfs.clone())).expect("reopen");
+                assert_eq!(&contents(&d), hist.current(), "after reopen");
+                db = Some(d);
+            }
+            Op::Crash => {
+                // Power loss: the handle vanishes without closing; unsynced bytes are dropped.
+                std::mem::forget(db.take());
+                mem.crash();
+                let d = RawDb::open(dir, &options(vfs.clone())).expect("reopen after crash");
+                let got = contents(&d);
+                hist.settle(&got);
+                d.check().expect("check after crash");
+                db = Some(d);
+            }
+        }
+    }
+    let d = db.expect("open");
+    if std::env::var_os("STRATA_MODEL_VERBOSE").is_some() {
+        eprintln!(
+            "final: {} records, height {}",
+            d.len(),
+            d.stats().unwrap().tree.height
+        );
+    }
+    assert_eq!(&contents(&d), hist.current());
+    assert_eq!(d.len(), hist.current().len() as u64);
+    d.check().expect("final check");
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: cases(), max_shrink_iters: 2000, ..ProptestConfig::default() })]
+
+    #[test]
+    fn u64_db_matches_model(ops in ops(u64_key(), u64_value(), 400)) {
+        run(TypeKind::U64, TypeKind::U64, ops);
+    }
+
+    /// Runs of thousands of keys: multi-level trees, splits of inner nodes, mass deletes that free leaves and
+    /// collapse the root.
+    #[test]
+    fn deep_u64_db_matches_model(ops in ops_with_runs(u64_key(), u64_value(), 100, 6, 50_000)) {
+        run(TypeKind::U64, TypeKind::U64, ops);
+    }
+
+    #[test]
+    fn bytes_db_matches_model(ops in ops(bytes_key(), bytes_value(), 200)) {
+        run(TypeKind::Bytes, TypeKind::Bytes, ops);
+    }
+
+    /// Injected I/O errors: from a random operation on, every file operation fails. The database must report
+    /// errors (never wrong data); after a failed write every call fails; after recovery the state is a prefix.
+    #[test]
+    fn injected_faults_never_return_wrong_data(
+        ops in ops_with_runs(u64_key(), u64_value(), 300, 2, 4_000),
+        fail_after in 0u64..3000,
+    ) {
+        let mem = Arc::new(MemVfs::new());
+        let fault = FaultVfs::new(mem.clone());
+        let vfs: Arc<dyn Vfs> = Arc::new(fault.clone());
+        let dir = Path::new("/db");
+        let db = RawDb::create(dir, &config(TypeKind::U64, TypeKind::U64), &options(vfs.clone())).expect("create");
+        let mut hist = History::new(Model::new());
+        fault.fail_after(fail_after);
+        let mut failed_write = false;
+        for op in &ops {
+            match op {
+                Op::Put(..) | Op::Del(..) | Op::Batch(..) | Op::Run(..) => {
+                    let mut m = hist.current().clone();
+                    apply(&mut m, op);
+                    match write(&db, op) {
+                        Ok(()) => {
+                            prop_assert!(!failed_write, "a write succeeded after a failed write");
+                            hist.push(m);
+                            if is_sync(op) {
+                                hist.durable();
+                            }
+                        }
+                        Err(e) => {
+                            prop_assert!(!e.is_invalid_argument(), "{e}");
+                            if !failed_write {
+                                // The failed write may or may not survive.
+                                hist.push(m);
+                            }
+                            failed_write = true;
+                        }
+                    }
+                }
+                Op::Get(..) | Op::Scan(..) | Op::Count(..) => {
+                    if failed_write {
+                        prop_assert!(read(&db, hist.current(), op).is_err(), "a read succeeded on a poisoned handle");
+                    } else {
+                        let _ = read(&db, hist.current(), op);
+                    }
+                }
+                Op::Flush | Op::Checkpoint => {
+                    let r = if matches!(op, Op::Flush) { db.flush() } else { db.checkpoint() };
+                    if r.is_err() {
+                        failed_write = true;
+                    } else if !failed_write {
+                        hist.durable();
+                    }
+                }
+                Op::Reopen | Op::Crash => {}
+            }
+        }
+        std::mem::forget(db);
+        fault.disarm();
+        mem.crash();
+        let d = RawDb::open(dir, &options(vfs)).expect("reopen after faults");
+        let got = contents(&d);
+        hist.settle(&got);
+        d.check().expect("check after faults");
+    }
+}
