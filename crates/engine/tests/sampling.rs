@@ -132,6 +132,11 @@ fn empty_and_single_record_ranges() {
     assert_eq!(one.len(), 50);
     assert!(one.iter().all(|&(k, v)| k == 20 && v == 60));
     assert_eq!(db.sample_range(&0, &100, 0, &mut rng).unwrap().len(), 0);
+    let too_many = db.sample_range(&0, &100, usize::MAX, &mut rng).unwrap_err();
+    assert!(
+        matches!(too_many, strata::Error::InvalidArgument(_)),
+        "{too_many}"
+    );
 }
 
 #[test]

@@ -49,6 +49,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 const PAGES: &str = "data.pages";
 const LOCK: &str = "LOCK";
+/// Largest number of samples one `sample_range` call returns (bounds the memory a call can ask for).
+pub const MAX_SAMPLES_PER_CALL: usize = 1 << 24;
 /// A `Durability::None` WAL buffer is written out when it grows past this.
 const WAL_BUFFER_LIMIT: usize = 1 << 20;
 
@@ -562,7 +564,7 @@ impl RawDb {
     }
 
     /// `k` independent uniform samples, with replacement, of the live records in `range`; empty if the range
-    /// is empty.
+    /// is empty. At most [`MAX_SAMPLES_PER_CALL`] per call (more is `Error::InvalidArgument`).
     pub fn sample_range(
         &self,
         range: &KeyRange,
@@ -570,6 +572,11 @@ impl RawDb {
         rng: &mut dyn rand::RngCore,
     ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
         self.check_poison()?;
+        if k > MAX_SAMPLES_PER_CALL {
+            return Err(Error::invalid(format!(
+                "{k} samples requested; at most {MAX_SAMPLES_PER_CALL} per call (draw in several calls)"
+            )));
+        }
         let mut out = Vec::new();
         self.sampling()?.sample_range(range, k, rng, &mut out)?;
         Ok(out)

@@ -221,6 +221,8 @@ pub struct PageFile {
     file: Box<dyn VfsFile>,
     path: PathBuf,
     page_size: usize,
+    /// Opened with O_DIRECT: unaligned buffers are bounced through an aligned one.
+    direct: bool,
     stats: Arc<IoStats>,
     state: Mutex<State>,
     /// Mirrors of `State::page_count` and `State::epoch` (written under the state mutex), so page reads and
@@ -257,6 +259,7 @@ impl PageFile {
             file,
             path: path.to_path_buf(),
             page_size: opts.page_size,
+            direct: opts.direct,
             stats,
             state: Mutex::new(State {
                 epoch: 1,
@@ -344,6 +347,7 @@ impl PageFile {
             file,
             path: path.to_path_buf(),
             page_size: ps,
+            direct: opts.direct,
             stats,
             state: Mutex::new(State {
                 epoch: meta.epoch + 1,
@@ -399,7 +403,7 @@ impl PageFile {
     }
 
     /// Reads and verifies page `id` (≥ 2, < page count) into `buf` (`page_size` bytes).
-    pub fn read_page(&self, id: PageId, buf: &mut PageBuf) -> Result<()> {
+    pub fn read_page(&self, id: PageId, buf: &mut [u8]) -> Result<()> {
         assert_eq!(buf.len(), self.page_size, "buffer is not one page");
         let count = self.page_count();
         if id < 2 || id >= count {
@@ -410,7 +414,7 @@ impl PageFile {
             ));
         }
         let off = self.offset(id);
-        let n = read_exact_at(&*self.file, buf, off)?;
+        let n = self.read_aligned(buf, off)?;
         self.stats.record_read(FileKind::Pages, self.page_size);
         if n < self.page_size {
             return Err(Error::corruption(
@@ -434,7 +438,7 @@ impl PageFile {
 
     /// Stamps `buf`'s checksum for page `id` and writes it. The caller guarantees that page `id` is not part
     /// of the last commit. Ids 0 and 1 (meta slots) and ids beyond the page count are refused.
-    pub fn write_page(&self, id: PageId, buf: &mut PageBuf) -> Result<()> {
+    pub fn write_page(&self, id: PageId, buf: &mut [u8]) -> Result<()> {
         assert_eq!(buf.len(), self.page_size, "buffer is not one page");
         let count = self.page_count();
         if id < 2 || id >= count {
@@ -448,9 +452,27 @@ impl PageFile {
     }
 
     fn write_raw(&self, id: PageId, buf: &[u8]) -> Result<()> {
-        self.file.write_all_at(buf, self.offset(id))?;
+        if self.direct && !is_aligned(buf) {
+            let mut bounce = PageBuf::new(buf.len());
+            bounce.copy_from_slice(buf);
+            self.file.write_all_at(&bounce, self.offset(id))?;
+        } else {
+            self.file.write_all_at(buf, self.offset(id))?;
+        }
         self.stats.record_write(FileKind::Pages, self.page_size);
         Ok(())
+    }
+
+    /// Reads a page at `off`, through an aligned bounce buffer when O_DIRECT needs one.
+    fn read_aligned(&self, buf: &mut [u8], off: u64) -> Result<usize> {
+        if self.direct && !is_aligned(buf) {
+            let mut bounce = PageBuf::new(buf.len());
+            let n = read_exact_at(&*self.file, &mut bounce, off)?;
+            buf.copy_from_slice(&bounce);
+            Ok(n)
+        } else {
+            read_exact_at(&*self.file, buf, off)
+        }
     }
 
     /// Hands out a page id: the lowest reusable free page, else a new page at the end. No I/O.
@@ -801,6 +823,11 @@ fn probe_other_page_size(file: &dyn VfsFile, requested: usize) -> Option<String>
         }
     }
     None
+}
+
+/// True if `buf` meets O_DIRECT's alignment.
+fn is_aligned(buf: &[u8]) -> bool {
+    (buf.as_ptr() as usize).is_multiple_of(super::vfs::DIRECT_IO_ALIGN)
 }
 
 #[cfg(test)]

@@ -341,7 +341,8 @@ pub(super) fn sample(
     if a == b {
         return Ok(());
     }
-    out.reserve(k);
+    // Bounded, so that a huge `k` fails with an error from the caller's limit rather than an abort here.
+    out.reserve(k.min(1 << 16));
     for _ in 0..k {
         let r = rng.random_range(a..b);
         out.push(select(tree, st, r)?);

@@ -1,0 +1,31 @@
+//! # Strata's benchmark lab
+//!
+//! Measures Strata's index families (and, later, peers such as RocksDB, LMDB, redb and fjall) under named
+//! suites of workloads, with the same driver, the same measurement code and the same output for every engine.
+//!
+//! * [`driver`]: the [`Engine`] / [`Driver`] traits every engine under test implements (today only
+//!   [`driver::StrataBTree`], engine name `strata-btree`).
+//! * [`measure`]: per-operation latency histograms (HdrHistogram, nanosecond resolution), phases that take
+//!   I/O counters, peak RSS and disk usage, and progress bars that only appear on a terminal.
+//! * [`result`]: [`BenchResult`], one JSON object per line per (suite, engine, workload, op, threads).
+//! * [`suites`]: the named suites (today `smoke`) and [`run`], which runs one into an output directory.
+//! * [`report`]: the text table, `report.md` and the machine description ([`sysinfo`]).
+//!
+//! ```no_run
+//! let opts = strata_bench::RunOptions::new("smoke");
+//! let out = strata_bench::run(&opts).unwrap();
+//! print!("{}", strata_bench::report::text_table(&out.results));
+//! ```
+
+pub mod driver;
+mod error;
+pub mod measure;
+pub mod report;
+pub mod result;
+pub mod suites;
+pub mod sysinfo;
+
+pub use driver::{Driver, Engine, EngineOptions, IoTotals};
+pub use error::{BenchError, Result};
+pub use result::BenchResult;
+pub use suites::{RunOptions, RunOutput, SuiteConfig, SuiteInfo, run, run_suite, suites};

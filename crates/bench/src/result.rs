@@ -1,0 +1,59 @@
+//! One measured row: a (suite, engine, workload, op, threads) combination, serialised as one JSON object per
+//! line (`results.jsonl`).
+//!
+//! Field meanings:
+//! * `ops`: operations of this kind done in the phase; `secs`: wall-clock time of the whole phase (for fill
+//!   phases this includes the final checkpoint that puts the data on disk); `ops_per_sec = ops / secs`.
+//! * `p50_us` … `max_us`, `mean_us`: latency of single operations in microseconds, measured with
+//!   `Instant` around each call and recorded in an HdrHistogram at nanosecond resolution (3 significant
+//!   digits).
+//! * `io_reads`, `io_writes`, `bytes_read`, `bytes_written`, `io_syncs`: the engine's I/O counters summed over
+//!   every file kind, for the phase (`null` for engines without counters); `page_reads` / `page_writes`: the
+//!   page file's share.
+//! * `rss_bytes`: peak resident set size (`VmHWM` of `/proc/self/status`) at the end of the phase.
+//!   `rss_scope` says what the peak covers: `phase` when the peak was reset at the start of the phase
+//!   (`/proc/self/clear_refs`), `process` when the kernel refused the reset (peak since the process started).
+//! * `disk_bytes`: apparent size of every file in the database directory at the end of the phase.
+
+use serde::{Deserialize, Serialize};
+
+/// One row of results.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BenchResult {
+    pub suite: String,
+    pub engine: String,
+    pub workload: String,
+    pub op: String,
+    pub threads: u32,
+    /// Records in the database the workload ran on (the suite's size parameter).
+    pub records: u64,
+    pub ops: u64,
+    pub secs: f64,
+    pub ops_per_sec: f64,
+    pub p50_us: f64,
+    pub p99_us: f64,
+    pub p999_us: f64,
+    pub max_us: f64,
+    pub mean_us: f64,
+    pub io_reads: Option<u64>,
+    pub io_writes: Option<u64>,
+    pub bytes_read: Option<u64>,
+    pub bytes_written: Option<u64>,
+    pub io_syncs: Option<u64>,
+    pub page_reads: Option<u64>,
+    pub page_writes: Option<u64>,
+    pub rss_bytes: Option<u64>,
+    pub rss_scope: String,
+    pub disk_bytes: u64,
+    /// Durability of the writes in this phase (`none`, `flush`, `sync`).
+    pub durability: String,
+    pub cache_bytes: u64,
+    pub page_size: usize,
+}
+
+impl BenchResult {
+    /// The row as one line of JSON (no trailing newline).
+    pub fn to_json_line(&self) -> String {
+        serde_json::to_string(self).expect("a BenchResult always serialises")
+    }
+}

@@ -1,0 +1,294 @@
+//! # Suites
+//!
+//! A suite is a named, fixed sequence of workloads run on every engine that supports them. [`run_suite`]
+//! runs one into a data directory and returns its rows; [`run`] is what `strata bench` does: it picks the
+//! output directory (default `bench-results/<UTC timestamp>/`), runs the suite with databases in a temporary
+//! directory inside it, and writes `results.jsonl` (one [`BenchResult`] per line), an optional extra JSON-lines
+//! file and `report.md`.
+//!
+//! Suites today: [`smoke`] (a quick pass over every index family and operation).
+
+pub mod smoke;
+
+use crate::driver::{self, Engine};
+use crate::error::{BenchError, Result};
+use crate::report::{Report, fmt_bytes};
+use crate::result::BenchResult;
+use crate::sysinfo::{Machine, UtcTime};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use strata::Durability;
+
+/// A suite's name and what it does.
+#[derive(Debug, Clone, Copy)]
+pub struct SuiteInfo {
+    pub name: &'static str,
+    pub description: &'static str,
+    /// Records when `--records` is not given.
+    pub default_records: u64,
+}
+
+/// Every suite, in the order `--list` prints them.
+pub fn suites() -> &'static [SuiteInfo] {
+    &[SuiteInfo {
+        name: smoke::NAME,
+        description: smoke::DESCRIPTION,
+        default_records: smoke::DEFAULT_RECORDS,
+    }]
+}
+
+/// The suite `strata bench` runs when none is named.
+pub const DEFAULT_SUITE: &str = smoke::NAME;
+
+fn find(name: &str) -> Result<&'static SuiteInfo> {
+    suites().iter().find(|s| s.name == name).ok_or_else(|| {
+        let names: Vec<&str> = suites().iter().map(|s| s.name).collect();
+        BenchError::Usage(format!(
+            "unknown suite {name:?} (available: {})",
+            names.join(", ")
+        ))
+    })
+}
+
+/// Parameters of one suite run.
+#[derive(Debug, Clone)]
+pub struct SuiteConfig {
+    /// Records loaded (the size parameter of every workload).
+    pub records: u64,
+    /// Cache budget of every engine, in bytes.
+    pub cache_bytes: usize,
+    /// Durability of the writes of load phases.
+    pub durability: Durability,
+    /// Page size of page-based engines.
+    pub page_size: usize,
+    /// Seed of every random choice (key order, lookups, ranges, samples).
+    pub seed: u64,
+    /// Directory in which each database gets its own subdirectory.
+    pub data_dir: PathBuf,
+    /// Show progress bars (they appear only when stderr is a terminal).
+    pub progress: bool,
+}
+
+/// Runs suite `name` on `engines` and returns its rows.
+pub fn run_suite(
+    name: &str,
+    cfg: &SuiteConfig,
+    engines: &[Box<dyn Engine>],
+) -> Result<Vec<BenchResult>> {
+    match find(name)?.name {
+        smoke::NAME => smoke::run(cfg, engines),
+        other => Err(BenchError::Usage(format!("suite {other:?} has no runner"))),
+    }
+}
+
+fn suite_notes(name: &str, cfg: &SuiteConfig) -> Vec<String> {
+    match name {
+        smoke::NAME => smoke::notes(cfg),
+        _ => Vec::new(),
+    }
+}
+
+/// What `strata bench` asks for.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    pub suite: String,
+    /// Overrides the suite's default size.
+    pub records: Option<u64>,
+    pub cache_bytes: usize,
+    pub durability: Durability,
+    pub page_size: usize,
+    pub seed: u64,
+    /// Output directory; default `bench-results/<UTC timestamp>/` under the current directory.
+    pub out_dir: Option<PathBuf>,
+    /// An extra copy of the results as JSON lines.
+    pub json: Option<PathBuf>,
+    pub progress: bool,
+}
+
+impl RunOptions {
+    /// The defaults of `strata bench --suite <suite>`.
+    pub fn new(suite: &str) -> Self {
+        RunOptions {
+            suite: suite.to_string(),
+            records: None,
+            cache_bytes: 64 << 20,
+            durability: Durability::None,
+            page_size: 4096,
+            seed: 42,
+            out_dir: None,
+            json: None,
+            progress: true,
+        }
+    }
+}
+
+/// What a run produced.
+#[derive(Debug, Clone)]
+pub struct RunOutput {
+    pub results: Vec<BenchResult>,
+    pub out_dir: PathBuf,
+    pub results_path: PathBuf,
+    pub report_path: PathBuf,
+    pub json_path: Option<PathBuf>,
+}
+
+fn write_file(path: &Path, bytes: &[u8]) -> Result<()> {
+    let mut f = std::fs::File::create(path).map_err(|e| BenchError::io(path, e))?;
+    f.write_all(bytes).map_err(|e| BenchError::io(path, e))?;
+    f.sync_all().map_err(|e| BenchError::io(path, e))
+}
+
+fn json_lines(results: &[BenchResult]) -> String {
+    results.iter().map(|r| r.to_json_line() + "\n").collect()
+}
+
+/// Runs a suite into its output directory (see the module doc).
+pub fn run(opts: &RunOptions) -> Result<RunOutput> {
+    let info = find(&opts.suite)?;
+    let records = opts.records.unwrap_or(info.default_records);
+    if records == 0 {
+        return Err(BenchError::Usage("--records must be at least 1".into()));
+    }
+    let started = UtcTime::now();
+    let out_dir = opts
+        .out_dir
+        .clone()
+        .unwrap_or_else(|| Path::new("bench-results").join(started.file_name()));
+    std::fs::create_dir_all(&out_dir).map_err(|e| BenchError::io(&out_dir, e))?;
+    let data = tempfile::Builder::new()
+        .prefix("data-")
+        .tempdir_in(&out_dir)
+        .map_err(|e| BenchError::io(&out_dir, e))?;
+    let cfg = SuiteConfig {
+        records,
+        cache_bytes: opts.cache_bytes,
+        durability: opts.durability,
+        page_size: opts.page_size,
+        seed: opts.seed,
+        data_dir: data.path().to_path_buf(),
+        progress: opts.progress,
+    };
+    let engines = driver::engines();
+    let results = run_suite(info.name, &cfg, &engines)?;
+    data.close().map_err(|e| BenchError::io(&out_dir, e))?;
+
+    let lines = json_lines(&results);
+    let results_path = out_dir.join("results.jsonl");
+    write_file(&results_path, lines.as_bytes())?;
+    if let Some(json) = &opts.json {
+        if let Some(parent) = json.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent).map_err(|e| BenchError::io(parent, e))?;
+        }
+        write_file(json, lines.as_bytes())?;
+    }
+    let machine = Machine::detect();
+    let engine_names: Vec<&str> = engines.iter().map(|e| e.name()).collect();
+    let report = Report {
+        suite: info.name,
+        started,
+        machine: &machine,
+        params: vec![
+            (
+                "records".into(),
+                format!("{records} (u64 keys, u64 values)"),
+            ),
+            ("engines".into(), engine_names.join(", ")),
+            ("threads".into(), "1".into()),
+            (
+                "cache (buffer pool)".into(),
+                fmt_bytes(opts.cache_bytes as u64),
+            ),
+            ("page size".into(), format!("{} bytes", opts.page_size)),
+            (
+                "durability of load phases".into(),
+                format!("`{}`", opts.durability.name()),
+            ),
+            ("seed".into(), opts.seed.to_string()),
+            (
+                "data directory".into(),
+                format!(
+                    "a temporary directory in `{}`, removed after the run",
+                    out_dir.display()
+                ),
+            ),
+        ],
+        notes: suite_notes(info.name, &cfg),
+        results: &results,
+    };
+    let report_path = out_dir.join("report.md");
+    write_file(&report_path, report.markdown().as_bytes())?;
+    Ok(RunOutput {
+        results,
+        out_dir,
+        results_path,
+        report_path,
+        json_path: opts.json.clone(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn smoke_runs_into_its_output_directory() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut opts = RunOptions::new("smoke");
+        opts.records = Some(500);
+        opts.out_dir = Some(tmp.path().join("out"));
+        opts.progress = false;
+        let out = run(&opts).unwrap();
+        let ops: Vec<(&str, &str)> = out
+            .results
+            .iter()
+            .map(|r| (r.workload.as_str(), r.op.as_str()))
+            .collect();
+        assert_eq!(
+            ops,
+            [
+                ("fillseq", "insert"),
+                ("fillrandom", "insert"),
+                ("readrandom", "get"),
+                ("scan", "scan"),
+                ("count+sample", "count"),
+                ("count+sample", "sample"),
+            ]
+        );
+        for r in &out.results {
+            assert_eq!(r.records, 500);
+            assert!(r.ops > 0 && r.secs > 0.0 && r.disk_bytes > 0);
+            assert!(r.io_reads.is_some());
+        }
+        let text = std::fs::read_to_string(&out.results_path).unwrap();
+        let back: Vec<BenchResult> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(back.len(), out.results.len());
+        for (a, b) in back.iter().zip(&out.results) {
+            assert_eq!(
+                (&a.workload, &a.op, a.ops, a.disk_bytes),
+                (&b.workload, &b.op, b.ops, b.disk_bytes)
+            );
+            assert!((a.mean_us - b.mean_us).abs() <= 1e-9 * b.mean_us.abs());
+        }
+        assert!(
+            std::fs::read_to_string(&out.report_path)
+                .unwrap()
+                .contains("| strata-btree | scan | scan |")
+        );
+    }
+
+    #[test]
+    fn unknown_suites_and_zero_records_are_refused() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut opts = RunOptions::new("nope");
+        opts.out_dir = Some(tmp.path().join("out"));
+        assert!(matches!(run(&opts), Err(BenchError::Usage(_))));
+        let mut opts = RunOptions::new("smoke");
+        opts.out_dir = Some(tmp.path().join("out"));
+        opts.records = Some(0);
+        assert!(matches!(run(&opts), Err(BenchError::Usage(_))));
+        assert!(!tmp.path().join("out").exists());
+    }
+}

@@ -1,0 +1,261 @@
+//! # The `smoke` suite
+//!
+//! A quick pass over every index family and every operation, with checks on everything read back. For each
+//! engine, with `u64` keys and values (value = key), `N` = `--records` (default 200 000):
+//!
+//! 1. `fillseq`: a fresh database, keys 0..N inserted in order, one write per record; the phase ends with a
+//!    checkpoint (included in its time and I/O).
+//! 2. `fillrandom`: another fresh database, the same keys in a seeded random order (Fisher–Yates), then a
+//!    checkpoint; the database is closed and reopened for the read phases.
+//! 3. `readrandom`: N gets of uniformly random existing keys; each value must equal its key.
+//! 4. `scan`: one full forward scan; one op per record returned; keys must be exactly 0..N in order.
+//! 5. `count+sample`: 100 ranges of max(1, N/1000) keys (0.1%) at random positions; op `count` counts each
+//!    (must equal the width), op `sample` draws k = 1000 independent samples from each (every sample must lie
+//!    in its range and carry value = key).
+//!
+//! A wrong answer aborts the run with [`BenchError::Verify`].
+
+use super::SuiteConfig;
+use crate::driver::{Driver, Engine, EngineOptions};
+use crate::error::{BenchError, Result};
+use crate::measure::{Phase, PhaseLabels};
+use crate::result::BenchResult;
+use rand::seq::SliceRandom;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use std::path::Path;
+use std::time::Instant;
+
+pub const NAME: &str = "smoke";
+pub const DESCRIPTION: &str = "fillseq, fillrandom, readrandom, full scan, range count + sample on every index family (u64 keys and values)";
+pub const DEFAULT_RECORDS: u64 = 200_000;
+/// Range queries of the count+sample workload.
+const RANGE_QUERIES: u64 = 100;
+/// Samples per sample query.
+const SAMPLE_K: usize = 1000;
+
+/// Method notes for the report.
+pub fn notes(cfg: &SuiteConfig) -> Vec<String> {
+    let width = range_width(cfg.records);
+    vec![
+        "Every phase runs on one thread; each engine starts from fresh databases in its own directory.".into(),
+        format!(
+            "`fillseq` and `fillrandom` insert {} records one write per record with durability `{}`, then \
+             checkpoint; `secs`, `ops/s` and the I/O columns include that checkpoint, the latency percentiles do \
+             not. `fillrandom` uses a seeded Fisher–Yates shuffle of the keys.",
+            cfg.records,
+            cfg.durability.name()
+        ),
+        "`readrandom`, `scan`, `count+sample` run on the `fillrandom` database after a close and reopen (empty \
+         buffer pool; the OS page cache may still hold the file)."
+            .into(),
+        format!(
+            "`readrandom`: {} gets of uniformly random existing keys. `scan`: one full forward scan, one op per \
+             record. `count+sample`: {RANGE_QUERIES} ranges of {width} keys (0.1%) at random positions; `count` \
+             is one range count, `sample` draws k = {SAMPLE_K} independent uniform samples. Every value, count \
+             and sample is checked.",
+            cfg.records
+        ),
+        "Latency: `Instant` around each call, recorded in an HdrHistogram at nanosecond resolution (3 \
+         significant digits), shown in µs."
+            .into(),
+        "I/O: the engine's own counters over the phase; `page reads/writes` count pages of the index's page \
+         file, `io_reads`/`io_writes` in results.jsonl sum every file kind (pages, WAL, manifest)."
+            .into(),
+        "`rss_bytes`: peak resident set size (VmHWM), reset at the start of each phase when the kernel allows \
+         (`rss_scope` = `phase`, else `process`). `disk_bytes`: apparent size of the database directory at the \
+         end of the phase."
+            .into(),
+    ]
+}
+
+fn range_width(records: u64) -> u64 {
+    (records / 1000).max(1)
+}
+
+fn verify(ok: bool, msg: impl FnOnce() -> String) -> Result<()> {
+    if ok {
+        Ok(())
+    } else {
+        Err(BenchError::Verify(msg()))
+    }
+}
+
+struct Ctx<'a> {
+    cfg: &'a SuiteConfig,
+    engine: &'a dyn Engine,
+}
+
+impl Ctx<'_> {
+    fn labels(&self, workload: &str) -> PhaseLabels {
+        PhaseLabels {
+            suite: NAME.to_string(),
+            engine: self.engine.name().to_string(),
+            workload: workload.to_string(),
+            records: self.cfg.records,
+            threads: 1,
+            durability: self.cfg.durability.name().to_string(),
+            cache_bytes: self.cfg.cache_bytes as u64,
+            page_size: self.cfg.page_size,
+        }
+    }
+
+    fn phase<'d>(&self, db: &'d dyn Driver, workload: &str, ops: u64) -> Phase<'d> {
+        Phase::begin(db, self.labels(workload), ops, self.cfg.progress)
+    }
+}
+
+/// Runs the suite on every engine.
+pub fn run(cfg: &SuiteConfig, engines: &[Box<dyn Engine>]) -> Result<Vec<BenchResult>> {
+    if cfg.records == 0 {
+        return Err(BenchError::Usage(
+            "the smoke suite needs at least 1 record".into(),
+        ));
+    }
+    let mut out = Vec::new();
+    for engine in engines {
+        let ctx = Ctx {
+            cfg,
+            engine: engine.as_ref(),
+        };
+        out.extend(run_engine(&ctx)?);
+    }
+    Ok(out)
+}
+
+fn run_engine(ctx: &Ctx<'_>) -> Result<Vec<BenchResult>> {
+    let cfg = ctx.cfg;
+    let n = cfg.records;
+    let name = ctx.engine.name();
+    let opts = EngineOptions {
+        cache_bytes: cfg.cache_bytes,
+        durability: cfg.durability,
+        page_size: cfg.page_size,
+    };
+    let base = cfg.data_dir.join(name);
+    let mut rng = ChaCha8Rng::seed_from_u64(cfg.seed);
+    let mut out = Vec::new();
+
+    let dir = base.join("fillseq");
+    out.extend(fill(ctx, &dir, &opts, "fillseq", 0..n)?);
+    std::fs::remove_dir_all(&dir).map_err(|e| BenchError::io(&dir, e))?;
+
+    let dir = base.join("fillrandom");
+    let mut keys: Vec<u64> = (0..n).collect();
+    keys.shuffle(&mut rng);
+    out.extend(fill(ctx, &dir, &opts, "fillrandom", keys.into_iter())?);
+
+    let owned = ctx.engine.open(&dir, &opts)?;
+    let db = owned.as_ref();
+    out.extend(read_random(ctx, db, &dir, &mut rng)?);
+    if ctx.engine.capabilities().scan {
+        out.extend(scan(ctx, db, &dir)?);
+    }
+    let width = range_width(n);
+    let ranges: Vec<(u64, u64)> = (0..RANGE_QUERIES)
+        .map(|_| {
+            let lo = rng.random_range(0..=n - width);
+            (lo, lo + width - 1)
+        })
+        .collect();
+    if ctx.engine.capabilities().count {
+        let mut phase = ctx.phase(db, "count+sample", RANGE_QUERIES);
+        let op = phase.op("count");
+        for &(lo, hi) in &ranges {
+            let c = phase.time(op, || db.count(lo, hi))?;
+            verify(c == width, || {
+                format!("{name}: count [{lo}, {hi}] = {c}, expected {width}")
+            })?;
+        }
+        out.extend(phase.finish(&dir)?);
+    }
+    if ctx.engine.capabilities().sample {
+        let mut phase = ctx.phase(db, "count+sample", RANGE_QUERIES);
+        let op = phase.op("sample");
+        for &(lo, hi) in &ranges {
+            let s = phase.time(op, || db.sample(lo, hi, SAMPLE_K, &mut rng))?;
+            verify(s.len() == SAMPLE_K, || {
+                format!(
+                    "{name}: sample [{lo}, {hi}] k={SAMPLE_K} returned {} records",
+                    s.len()
+                )
+            })?;
+            for &(k, v) in &s {
+                verify((lo..=hi).contains(&k) && v == k, || {
+                    format!("{name}: sample [{lo}, {hi}] returned ({k}, {v})")
+                })?;
+            }
+        }
+        out.extend(phase.finish(&dir)?);
+    }
+    owned.close()?;
+    Ok(out)
+}
+
+/// Inserts `keys` (value = key) into a fresh database in `dir`, then checkpoints and closes it.
+fn fill(
+    ctx: &Ctx<'_>,
+    dir: &Path,
+    opts: &EngineOptions,
+    workload: &str,
+    keys: impl Iterator<Item = u64>,
+) -> Result<Vec<BenchResult>> {
+    let db = ctx.engine.create(dir, opts)?;
+    let mut phase = ctx.phase(db.as_ref(), workload, ctx.cfg.records);
+    let op = phase.op("insert");
+    for k in keys {
+        phase.time(op, || db.insert(k, k))?;
+    }
+    db.checkpoint()?;
+    let rows = phase.finish(dir)?;
+    db.close()?;
+    Ok(rows)
+}
+
+fn read_random(
+    ctx: &Ctx<'_>,
+    db: &dyn Driver,
+    dir: &Path,
+    rng: &mut ChaCha8Rng,
+) -> Result<Vec<BenchResult>> {
+    let n = ctx.cfg.records;
+    let name = ctx.engine.name();
+    let mut phase = ctx.phase(db, "readrandom", n);
+    let op = phase.op("get");
+    for _ in 0..n {
+        let k = rng.random_range(0..n);
+        match phase.time(op, || db.get(k))? {
+            Some(v) => verify(v == k, || format!("{name}: get({k}) returned {v}"))?,
+            None => {
+                return Err(BenchError::Verify(format!(
+                    "{name}: get({k}) found nothing, but every key below {n} was inserted"
+                )));
+            }
+        }
+    }
+    phase.finish(dir)
+}
+
+fn scan(ctx: &Ctx<'_>, db: &dyn Driver, dir: &Path) -> Result<Vec<BenchResult>> {
+    let n = ctx.cfg.records;
+    let name = ctx.engine.name();
+    let mut phase = ctx.phase(db, "scan", n);
+    let op = phase.op("scan");
+    let mut iter = db.scan(0, u64::MAX, false)?;
+    let mut expect = 0u64;
+    loop {
+        let t = Instant::now();
+        let Some(item) = iter.next() else { break };
+        phase.record(op, t.elapsed());
+        let (k, v) = item?;
+        verify(k == expect && v == k, || {
+            format!("{name}: full scan returned ({k}, {v}) where ({expect}, {expect}) was due")
+        })?;
+        expect += 1;
+    }
+    drop(iter);
+    verify(expect == n, || {
+        format!("{name}: full scan returned {expect} records, expected {n}")
+    })?;
+    phase.finish(dir)
+}

@@ -1,0 +1,70 @@
+//! `strata bench`: runs a suite of the benchmark lab (`strata-bench`), prints the results table and where
+//! the report was written.
+
+use crate::{CliResult, DurabilityArg};
+use clap::Args;
+use std::io::Write;
+use std::path::PathBuf;
+
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// Suite to run (see --list).
+    #[arg(long, default_value = strata_bench::suites::DEFAULT_SUITE)]
+    suite: String,
+    /// Records per workload (default: the suite's; smoke: 200000).
+    #[arg(long)]
+    records: Option<u64>,
+    /// Also write the results, one JSON object per line, to FILE.
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+    /// Output directory for results.jsonl and report.md (default: bench-results/<UTC timestamp>/).
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+    /// List the suites and exit.
+    #[arg(long)]
+    list: bool,
+    /// Durability of the writes of load phases.
+    #[arg(long, value_enum, default_value = "none")]
+    durability: DurabilityArg,
+    /// Seed of every random choice.
+    #[arg(long, default_value_t = 42)]
+    seed: u64,
+    /// Page size of page-based engines.
+    #[arg(long, default_value_t = 4096)]
+    page_size: usize,
+}
+
+pub fn run(args: &BenchArgs, cache_bytes: usize) -> CliResult {
+    let mut stdout = std::io::stdout().lock();
+    if args.list {
+        for s in strata_bench::suites() {
+            writeln!(
+                stdout,
+                "{}\t{} (default --records {})",
+                s.name, s.description, s.default_records
+            )?;
+        }
+        stdout.flush()?;
+        return Ok(());
+    }
+    let opts = strata_bench::RunOptions {
+        suite: args.suite.clone(),
+        records: args.records,
+        cache_bytes,
+        durability: args.durability.into(),
+        page_size: args.page_size,
+        seed: args.seed,
+        out_dir: args.out.clone(),
+        json: args.json.clone(),
+        progress: true,
+    };
+    let out = strata_bench::run(&opts)?;
+    write!(stdout, "{}", strata_bench::report::text_table(&out.results))?;
+    writeln!(stdout, "\nreport:  {}", out.report_path.display())?;
+    writeln!(stdout, "results: {}", out.results_path.display())?;
+    if let Some(json) = &out.json_path {
+        writeln!(stdout, "json:    {}", json.display())?;
+    }
+    stdout.flush()?;
+    Ok(())
+}

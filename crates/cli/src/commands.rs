@@ -1,0 +1,196 @@
+//! The database commands: create, put, get, del, scan, count, sample, check, stats.
+
+use crate::codec;
+use crate::{CliError, CliResult};
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use std::io::{BufWriter, Write};
+use std::ops::Bound;
+use std::path::Path;
+use strata::{Config, Direction, KeyRange, Options, RawDb};
+
+/// Samples drawn per engine call by `sample`.
+const SAMPLE_CHUNK: usize = 1 << 16;
+
+fn open(dir: &Path, options: &Options) -> CliResult<RawDb> {
+    Ok(RawDb::open(dir, options)?)
+}
+
+fn key_arg(db: &RawDb, text: &str) -> CliResult<Vec<u8>> {
+    codec::parse(db.manifest().key, "key", text).map_err(CliError::Usage)
+}
+
+fn value_arg(db: &RawDb, text: &str) -> CliResult<Vec<u8>> {
+    codec::parse(db.manifest().value, "value", text).map_err(CliError::Usage)
+}
+
+/// Stdout, buffered; the caller flushes it.
+fn stdout() -> BufWriter<std::io::StdoutLock<'static>> {
+    BufWriter::new(std::io::stdout().lock())
+}
+
+/// Writes one `KEY<TAB>VALUE` line.
+fn write_record(out: &mut impl Write, db: &RawDb, key: &[u8], value: &[u8]) -> std::io::Result<()> {
+    let m = db.manifest();
+    writeln!(
+        out,
+        "{}\t{}",
+        codec::format(m.key, key),
+        codec::format(m.value, value)
+    )
+}
+
+/// Prints one line to stdout (a closed pipe is an error the caller ends quietly on).
+pub fn print_line(line: &str) -> CliResult {
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{line}")?;
+    out.flush()?;
+    Ok(())
+}
+
+pub fn create(dir: &Path, config: &Config, options: &Options) -> CliResult {
+    let db = RawDb::create(dir, config, options)?;
+    db.close()?;
+    print_line(&format!(
+        "created a {} database in {} ({} keys, {} values, {}-byte pages, durability {}{})",
+        config.index.name(),
+        dir.display(),
+        config.key.name(),
+        config.value.name(),
+        config.page_size,
+        config.durability.name(),
+        if config.direct_io { ", O_DIRECT" } else { "" }
+    ))
+}
+
+pub fn put(dir: &Path, options: &Options, key: &str, value: &str) -> CliResult {
+    let db = open(dir, options)?;
+    let k = key_arg(&db, key)?;
+    let v = value_arg(&db, value)?;
+    db.insert(&k, &v)?;
+    Ok(db.close()?)
+}
+
+pub fn get(dir: &Path, options: &Options, key: &str) -> CliResult {
+    let db = open(dir, options)?;
+    let k = key_arg(&db, key)?;
+    match db.get(&k)? {
+        Some(v) => {
+            let mut out = stdout();
+            writeln!(out, "{}", codec::format(db.manifest().value, &v))?;
+            out.flush()?;
+            Ok(())
+        }
+        None => Err(CliError::NotFound),
+    }
+}
+
+pub fn del(dir: &Path, options: &Options, key: &str) -> CliResult {
+    let db = open(dir, options)?;
+    let k = key_arg(&db, key)?;
+    db.delete(&k)?;
+    Ok(db.close()?)
+}
+
+pub fn scan(
+    dir: &Path,
+    options: &Options,
+    from: Option<&str>,
+    to: Option<&str>,
+    limit: Option<u64>,
+    reverse: bool,
+) -> CliResult {
+    let db = open(dir, options)?;
+    let bound = |text: Option<&str>| -> CliResult<Bound<Vec<u8>>> {
+        Ok(match text {
+            Some(t) => Bound::Included(key_arg(&db, t)?),
+            None => Bound::Unbounded,
+        })
+    };
+    let range = KeyRange {
+        lo: bound(from)?,
+        hi: bound(to)?,
+    };
+    let direction = if reverse {
+        Direction::Reverse
+    } else {
+        Direction::Forward
+    };
+    let mut out = stdout();
+    let limit = limit.map_or(usize::MAX, |l| usize::try_from(l).unwrap_or(usize::MAX));
+    for item in db.range(range, direction).take(limit) {
+        let (k, v) = item?;
+        write_record(&mut out, &db, &k, &v)?;
+    }
+    out.flush()?;
+    Ok(())
+}
+
+fn inclusive(db: &RawDb, from: &str, to: &str) -> CliResult<KeyRange> {
+    Ok(KeyRange::inclusive(key_arg(db, from)?, key_arg(db, to)?))
+}
+
+pub fn count(dir: &Path, options: &Options, from: &str, to: &str) -> CliResult {
+    let db = open(dir, options)?;
+    let n = db.count_range(&inclusive(&db, from, to)?)?;
+    let mut out = stdout();
+    writeln!(out, "{n}")?;
+    out.flush()?;
+    Ok(())
+}
+
+pub fn sample(
+    dir: &Path,
+    options: &Options,
+    from: &str,
+    to: &str,
+    k: usize,
+    seed: Option<u64>,
+) -> CliResult {
+    let db = open(dir, options)?;
+    let range = inclusive(&db, from, to)?;
+    let mut rng = match seed {
+        Some(s) => ChaCha8Rng::seed_from_u64(s),
+        None => ChaCha8Rng::from_os_rng(),
+    };
+    let mut out = stdout();
+    // Samples are independent, so drawing them in chunks keeps memory bounded for any k.
+    let mut left = k;
+    while left > 0 {
+        let n = left.min(SAMPLE_CHUNK);
+        let records = db.sample_range(&range, n, &mut rng)?;
+        if records.is_empty() {
+            break; // empty range
+        }
+        for (key, value) in &records {
+            write_record(&mut out, &db, key, value)?;
+        }
+        left -= n;
+    }
+    out.flush()?;
+    Ok(())
+}
+
+pub fn check(dir: &Path, options: &Options) -> CliResult {
+    let db = open(dir, options)?;
+    let report = db.check()?;
+    print_line(&format!(
+        "ok: {} records, height {}, {} pages checked, {} free pages ({})",
+        report.records,
+        report.height,
+        report.pages_checked,
+        report.free_pages,
+        dir.display()
+    ))
+}
+
+pub fn stats(dir: &Path, options: &Options) -> CliResult {
+    let db = open(dir, options)?;
+    let stats = db.stats()?;
+    let json = serde_json::to_string_pretty(&stats)
+        .map_err(|e| CliError::Usage(format!("cannot serialise statistics: {e}")))?;
+    let mut out = stdout();
+    writeln!(out, "{json}")?;
+    out.flush()?;
+    Ok(())
+}
