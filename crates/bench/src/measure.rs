@@ -165,6 +165,7 @@ impl<'d> Phase<'d> {
         self.progress.finish();
         let rss = peak_rss_bytes();
         let disk = dir_bytes(db_dir)?;
+        let height = self.driver.height();
         let l = &self.labels;
         Ok(self
             .ops
@@ -204,6 +205,7 @@ impl<'d> Phase<'d> {
                     durability: l.durability.clone(),
                     cache_bytes: l.cache_bytes,
                     page_size: l.page_size,
+                    height,
                 }
             })
             .collect())

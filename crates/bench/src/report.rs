@@ -131,6 +131,8 @@ pub struct Report<'a> {
     pub machine: &'a Machine,
     /// (name, value) pairs of the run's parameters.
     pub params: Vec<(String, String)>,
+    /// Suite-specific findings (Markdown), shown under "Analysis" after the results table.
+    pub analysis: String,
     /// Method notes, one bullet each.
     pub notes: Vec<String>,
     pub results: &'a [BenchResult],
@@ -174,6 +176,9 @@ impl Report<'_> {
         }
         let _ = writeln!(s, "\n## Results\n");
         s.push_str(&markdown_table(self.results));
+        if !self.analysis.is_empty() {
+            let _ = writeln!(s, "\n## Analysis\n\n{}", self.analysis.trim_end());
+        }
         if !self.notes.is_empty() {
             let _ = writeln!(s, "\n## Method\n");
             for n in &self.notes {

@@ -13,6 +13,7 @@
 //! * `rss_bytes`: peak resident set size (`VmHWM` of `/proc/self/status`) at the end of the phase.
 //!   `rss_scope` says what the peak covers: `phase` when the peak was reset at the start of the phase
 //!   (`/proc/self/clear_refs`), `process` when the kernel refused the reset (peak since the process started).
+//! * `height`: levels of a tree engine's index at the end of the phase (absent for other engines).
 //! * `disk_bytes`: apparent size of every file in the database directory at the end of the phase.
 
 use serde::{Deserialize, Serialize};
@@ -49,6 +50,8 @@ pub struct BenchResult {
     pub durability: String,
     pub cache_bytes: u64,
     pub page_size: usize,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub height: Option<u32>,
 }
 
 impl BenchResult {

@@ -60,6 +60,9 @@ pub fn run(args: &BenchArgs, cache_bytes: usize) -> CliResult {
     };
     let out = strata_bench::run(&opts)?;
     write!(stdout, "{}", strata_bench::report::text_table(&out.results))?;
+    if !out.analysis.is_empty() {
+        writeln!(stdout, "\n{}", out.analysis.trim_end())?;
+    }
     writeln!(stdout, "\nreport:  {}", out.report_path.display())?;
     writeln!(stdout, "results: {}", out.results_path.display())?;
     if let Some(json) = &out.json_path {

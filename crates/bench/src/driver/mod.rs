@@ -93,6 +93,10 @@ pub trait Driver: Send + Sync {
     /// Makes everything written so far durable in the engine's main data files (a checkpoint / flush of
     /// memory tables), so that a phase's I/O includes the cost of getting its writes to disk.
     fn checkpoint(&self) -> Result<()>;
+    /// Levels of the index (root to leaf), for tree engines that report it.
+    fn height(&self) -> Option<u32> {
+        None
+    }
     /// I/O counters since the driver was opened, if the engine keeps them.
     fn io(&self) -> Option<IoTotals>;
     /// Closes the database, reporting errors.

@@ -122,6 +122,10 @@ impl Driver for StrataDriver {
         Ok(self.db.checkpoint()?)
     }
 
+    fn height(&self) -> Option<u32> {
+        self.db.stats().ok().map(|s| s.tree.height)
+    }
+
     fn io(&self) -> Option<IoTotals> {
         Some(totals(&self.db.io()))
     }

@@ -6,8 +6,11 @@
 //! directory inside it, and writes `results.jsonl` (one [`BenchResult`] per line), an optional extra JSON-lines
 //! file and `report.md`.
 //!
-//! Suites today: [`smoke`] (a quick pass over every index family and operation).
+//! Suites today: [`smoke`] (a quick pass over every index family and operation) and [`btree_cost`] (the
+//! B+-tree at scale against its I/O cost model).
 
+pub mod btree_cost;
+mod common;
 pub mod smoke;
 
 use crate::driver::{self, Engine};
@@ -30,11 +33,18 @@ pub struct SuiteInfo {
 
 /// Every suite, in the order `--list` prints them.
 pub fn suites() -> &'static [SuiteInfo] {
-    &[SuiteInfo {
-        name: smoke::NAME,
-        description: smoke::DESCRIPTION,
-        default_records: smoke::DEFAULT_RECORDS,
-    }]
+    &[
+        SuiteInfo {
+            name: smoke::NAME,
+            description: smoke::DESCRIPTION,
+            default_records: smoke::DEFAULT_RECORDS,
+        },
+        SuiteInfo {
+            name: btree_cost::NAME,
+            description: btree_cost::DESCRIPTION,
+            default_records: btree_cost::DEFAULT_RECORDS,
+        },
+    ]
 }
 
 /// The suite `strata bench` runs when none is named.
@@ -77,6 +87,7 @@ pub fn run_suite(
 ) -> Result<Vec<BenchResult>> {
     match find(name)?.name {
         smoke::NAME => smoke::run(cfg, engines),
+        btree_cost::NAME => btree_cost::run(cfg, engines),
         other => Err(BenchError::Usage(format!("suite {other:?} has no runner"))),
     }
 }
@@ -84,7 +95,15 @@ pub fn run_suite(
 fn suite_notes(name: &str, cfg: &SuiteConfig) -> Vec<String> {
     match name {
         smoke::NAME => smoke::notes(cfg),
+        btree_cost::NAME => btree_cost::notes(cfg),
         _ => Vec::new(),
+    }
+}
+
+fn suite_analysis(name: &str, cfg: &SuiteConfig, results: &[BenchResult]) -> String {
+    match name {
+        btree_cost::NAME => btree_cost::analysis(cfg, results),
+        _ => String::new(),
     }
 }
 
@@ -126,6 +145,8 @@ impl RunOptions {
 #[derive(Debug, Clone)]
 pub struct RunOutput {
     pub results: Vec<BenchResult>,
+    /// Suite-specific findings in Markdown (empty when the suite has none), as in the report.
+    pub analysis: String,
     pub out_dir: PathBuf,
     pub results_path: PathBuf,
     pub report_path: PathBuf,
@@ -181,6 +202,7 @@ pub fn run(opts: &RunOptions) -> Result<RunOutput> {
         }
         write_file(json, lines.as_bytes())?;
     }
+    let analysis = suite_analysis(info.name, &cfg, &results);
     let machine = Machine::detect();
     let engine_names: Vec<&str> = engines.iter().map(|e| e.name()).collect();
     let report = Report {
@@ -212,6 +234,7 @@ pub fn run(opts: &RunOptions) -> Result<RunOutput> {
                 ),
             ),
         ],
+        analysis: analysis.clone(),
         notes: suite_notes(info.name, &cfg),
         results: &results,
     };
@@ -219,6 +242,7 @@ pub fn run(opts: &RunOptions) -> Result<RunOutput> {
     write_file(&report_path, report.markdown().as_bytes())?;
     Ok(RunOutput {
         results,
+        analysis,
         out_dir,
         results_path,
         report_path,
@@ -277,6 +301,55 @@ mod tests {
                 .unwrap()
                 .contains("| strata-btree | scan | scan |")
         );
+    }
+
+    #[test]
+    fn btree_cost_measures_page_ios_with_a_small_pool() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut opts = RunOptions::new("btree-cost");
+        // 60 000 records: 1% of the data is 9600 bytes, below the 8-page minimum pool, so the tree (a random
+        // load leaves about 340 leaves, under two inner nodes and a root) cannot stay cached.
+        opts.records = Some(60_000);
+        opts.out_dir = Some(tmp.path().join("out"));
+        opts.progress = false;
+        let out = run(&opts).unwrap();
+        let rows: Vec<(&str, &str, u64)> = out
+            .results
+            .iter()
+            .map(|r| (r.workload.as_str(), r.op.as_str(), r.ops))
+            .collect();
+        assert_eq!(
+            rows,
+            [
+                ("fillseq", "insert", 60_000),
+                ("fillrandom", "insert", 60_000),
+                ("readrandom", "get", 60_000),
+                ("load-1pct", "insert", 60_000),
+                ("insert-1pct", "insert", 6_000),
+                ("get-1pct", "get", 6_000),
+            ]
+        );
+        let get = &out.results[5];
+        assert_eq!(get.cache_bytes, 8 * 4096);
+        assert_eq!(get.page_writes, Some(0), "lookups never write pages");
+        assert_eq!(get.height, Some(3));
+        // The three inner nodes stay cached under CLOCK: about one leaf read per lookup.
+        let reads = get.page_reads.unwrap() as f64 / get.ops as f64;
+        assert!((0.5..=2.0).contains(&reads), "{reads} page reads per get");
+        let insert = &out.results[4];
+        assert!(insert.page_writes.unwrap() > 0 && insert.page_reads.unwrap() > 0);
+        assert!(
+            out.analysis.contains("| get-1pct | 6000 |"),
+            "{}",
+            out.analysis
+        );
+        assert!(
+            out.analysis.contains("⌈log_254(236)⌉ = 1"),
+            "{}",
+            out.analysis
+        );
+        let report = std::fs::read_to_string(&out.report_path).unwrap();
+        assert!(report.contains("## Analysis") && report.contains("| insert-1pct | 6000 |"));
     }
 
     #[test]

@@ -16,9 +16,9 @@
 //! A wrong answer aborts the run with [`BenchError::Verify`].
 
 use super::SuiteConfig;
-use crate::driver::{Driver, Engine, EngineOptions};
+use super::common::{Ctx, verify};
+use crate::driver::{Driver, Engine};
 use crate::error::{BenchError, Result};
-use crate::measure::{Phase, PhaseLabels};
 use crate::result::BenchResult;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
@@ -73,38 +73,6 @@ fn range_width(records: u64) -> u64 {
     (records / 1000).max(1)
 }
 
-fn verify(ok: bool, msg: impl FnOnce() -> String) -> Result<()> {
-    if ok {
-        Ok(())
-    } else {
-        Err(BenchError::Verify(msg()))
-    }
-}
-
-struct Ctx<'a> {
-    cfg: &'a SuiteConfig,
-    engine: &'a dyn Engine,
-}
-
-impl Ctx<'_> {
-    fn labels(&self, workload: &str) -> PhaseLabels {
-        PhaseLabels {
-            suite: NAME.to_string(),
-            engine: self.engine.name().to_string(),
-            workload: workload.to_string(),
-            records: self.cfg.records,
-            threads: 1,
-            durability: self.cfg.durability.name().to_string(),
-            cache_bytes: self.cfg.cache_bytes as u64,
-            page_size: self.cfg.page_size,
-        }
-    }
-
-    fn phase<'d>(&self, db: &'d dyn Driver, workload: &str, ops: u64) -> Phase<'d> {
-        Phase::begin(db, self.labels(workload), ops, self.cfg.progress)
-    }
-}
-
 /// Runs the suite on every engine.
 pub fn run(cfg: &SuiteConfig, engines: &[Box<dyn Engine>]) -> Result<Vec<BenchResult>> {
     if cfg.records == 0 {
@@ -114,11 +82,7 @@ pub fn run(cfg: &SuiteConfig, engines: &[Box<dyn Engine>]) -> Result<Vec<BenchRe
     }
     let mut out = Vec::new();
     for engine in engines {
-        let ctx = Ctx {
-            cfg,
-            engine: engine.as_ref(),
-        };
-        out.extend(run_engine(&ctx)?);
+        out.extend(run_engine(&Ctx::new(NAME, cfg, engine.as_ref()))?);
     }
     Ok(out)
 }
@@ -127,27 +91,23 @@ fn run_engine(ctx: &Ctx<'_>) -> Result<Vec<BenchResult>> {
     let cfg = ctx.cfg;
     let n = cfg.records;
     let name = ctx.engine.name();
-    let opts = EngineOptions {
-        cache_bytes: cfg.cache_bytes,
-        durability: cfg.durability,
-        page_size: cfg.page_size,
-    };
     let base = cfg.data_dir.join(name);
     let mut rng = ChaCha8Rng::seed_from_u64(cfg.seed);
     let mut out = Vec::new();
 
     let dir = base.join("fillseq");
-    out.extend(fill(ctx, &dir, &opts, "fillseq", 0..n)?);
+    let mut keys: Vec<u64> = (0..n).collect();
+    out.extend(ctx.fill(&dir, "fillseq", &keys)?);
     std::fs::remove_dir_all(&dir).map_err(|e| BenchError::io(&dir, e))?;
 
     let dir = base.join("fillrandom");
-    let mut keys: Vec<u64> = (0..n).collect();
     keys.shuffle(&mut rng);
-    out.extend(fill(ctx, &dir, &opts, "fillrandom", keys.into_iter())?);
+    out.extend(ctx.fill(&dir, "fillrandom", &keys)?);
+    drop(keys);
 
-    let owned = ctx.engine.open(&dir, &opts)?;
+    let owned = ctx.open(&dir)?;
     let db = owned.as_ref();
-    out.extend(read_random(ctx, db, &dir, &mut rng)?);
+    out.extend(ctx.read_random(db, &dir, &mut rng)?);
     if ctx.engine.capabilities().scan {
         out.extend(scan(ctx, db, &dir)?);
     }
@@ -190,50 +150,6 @@ fn run_engine(ctx: &Ctx<'_>) -> Result<Vec<BenchResult>> {
     }
     owned.close()?;
     Ok(out)
-}
-
-/// Inserts `keys` (value = key) into a fresh database in `dir`, then checkpoints and closes it.
-fn fill(
-    ctx: &Ctx<'_>,
-    dir: &Path,
-    opts: &EngineOptions,
-    workload: &str,
-    keys: impl Iterator<Item = u64>,
-) -> Result<Vec<BenchResult>> {
-    let db = ctx.engine.create(dir, opts)?;
-    let mut phase = ctx.phase(db.as_ref(), workload, ctx.cfg.records);
-    let op = phase.op("insert");
-    for k in keys {
-        phase.time(op, || db.insert(k, k))?;
-    }
-    db.checkpoint()?;
-    let rows = phase.finish(dir)?;
-    db.close()?;
-    Ok(rows)
-}
-
-fn read_random(
-    ctx: &Ctx<'_>,
-    db: &dyn Driver,
-    dir: &Path,
-    rng: &mut ChaCha8Rng,
-) -> Result<Vec<BenchResult>> {
-    let n = ctx.cfg.records;
-    let name = ctx.engine.name();
-    let mut phase = ctx.phase(db, "readrandom", n);
-    let op = phase.op("get");
-    for _ in 0..n {
-        let k = rng.random_range(0..n);
-        match phase.time(op, || db.get(k))? {
-            Some(v) => verify(v == k, || format!("{name}: get({k}) returned {v}"))?,
-            None => {
-                return Err(BenchError::Verify(format!(
-                    "{name}: get({k}) found nothing, but every key below {n} was inserted"
-                )));
-            }
-        }
-    }
-    phase.finish(dir)
 }
 
 fn scan(ctx: &Ctx<'_>, db: &dyn Driver, dir: &Path) -> Result<Vec<BenchResult>> {

@@ -1,0 +1,136 @@
+//! Pieces every suite shares: the per-engine context that labels phases, answer checks, and the fill and
+//! random-read phases (value = key, every read verified).
+
+use super::SuiteConfig;
+use crate::driver::{Driver, Engine, EngineOptions};
+use crate::error::{BenchError, Result};
+use crate::measure::{Phase, PhaseLabels};
+use crate::result::BenchResult;
+use rand::Rng;
+use rand_chacha::ChaCha8Rng;
+use std::path::Path;
+
+/// Fails the run with [`BenchError::Verify`] unless `ok`.
+pub(crate) fn verify(ok: bool, msg: impl FnOnce() -> String) -> Result<()> {
+    if ok {
+        Ok(())
+    } else {
+        Err(BenchError::Verify(msg()))
+    }
+}
+
+/// One engine inside one suite run, with the engine options its phases use.
+pub(crate) struct Ctx<'a> {
+    pub suite: &'static str,
+    pub cfg: &'a SuiteConfig,
+    pub engine: &'a dyn Engine,
+    pub opts: EngineOptions,
+}
+
+impl<'a> Ctx<'a> {
+    /// A context with the suite's cache budget, durability and page size.
+    pub fn new(suite: &'static str, cfg: &'a SuiteConfig, engine: &'a dyn Engine) -> Self {
+        Ctx {
+            suite,
+            cfg,
+            engine,
+            opts: EngineOptions {
+                cache_bytes: cfg.cache_bytes,
+                durability: cfg.durability,
+                page_size: cfg.page_size,
+            },
+        }
+    }
+
+    fn labels(&self, workload: &str) -> PhaseLabels {
+        PhaseLabels {
+            suite: self.suite.to_string(),
+            engine: self.engine.name().to_string(),
+            workload: workload.to_string(),
+            records: self.cfg.records,
+            threads: 1,
+            durability: self.opts.durability.name().to_string(),
+            cache_bytes: self.opts.cache_bytes as u64,
+            page_size: self.opts.page_size,
+        }
+    }
+
+    /// Starts a timed phase of `ops` operations on `db`.
+    pub fn phase<'d>(&self, db: &'d dyn Driver, workload: &str, ops: u64) -> Phase<'d> {
+        Phase::begin(db, self.labels(workload), ops, self.cfg.progress)
+    }
+
+    /// Creates a database in `dir` with this context's options.
+    pub fn create(&self, dir: &Path) -> Result<Box<dyn Driver>> {
+        self.engine.create(dir, &self.opts)
+    }
+
+    /// Opens the database in `dir` with this context's options.
+    pub fn open(&self, dir: &Path) -> Result<Box<dyn Driver>> {
+        self.engine.open(dir, &self.opts)
+    }
+
+    /// Inserts `keys` (value = key) into `db`, one write per record, then checkpoints; the checkpoint is part
+    /// of the phase's time and I/O.
+    pub fn insert_phase(
+        &self,
+        db: &dyn Driver,
+        dir: &Path,
+        workload: &str,
+        keys: &[u64],
+    ) -> Result<Vec<BenchResult>> {
+        let mut phase = self.phase(db, workload, keys.len() as u64);
+        let op = phase.op("insert");
+        for &k in keys {
+            phase.time(op, || db.insert(k, k))?;
+        }
+        db.checkpoint()?;
+        phase.finish(dir)
+    }
+
+    /// [`insert_phase`](Self::insert_phase) into a fresh database in `dir`, which is closed afterwards.
+    pub fn fill(&self, dir: &Path, workload: &str, keys: &[u64]) -> Result<Vec<BenchResult>> {
+        let db = self.create(dir)?;
+        let rows = self.insert_phase(db.as_ref(), dir, workload, keys)?;
+        db.close()?;
+        Ok(rows)
+    }
+
+    /// `ops` gets of keys drawn by `pick`; each must find value = key.
+    pub fn read_phase(
+        &self,
+        db: &dyn Driver,
+        dir: &Path,
+        workload: &str,
+        ops: u64,
+        rng: &mut ChaCha8Rng,
+        pick: impl Fn(&mut ChaCha8Rng) -> u64,
+    ) -> Result<Vec<BenchResult>> {
+        let name = self.engine.name();
+        let mut phase = self.phase(db, workload, ops);
+        let op = phase.op("get");
+        for _ in 0..ops {
+            let k = pick(rng);
+            match phase.time(op, || db.get(k))? {
+                Some(v) => verify(v == k, || format!("{name}: get({k}) returned {v}"))?,
+                None => {
+                    return Err(BenchError::Verify(format!(
+                        "{name}: get({k}) found nothing, but it was inserted"
+                    )));
+                }
+            }
+        }
+        phase.finish(dir)
+    }
+
+    /// `records` gets of uniformly random keys of 0..records.
+    pub fn read_random(
+        &self,
+        db: &dyn Driver,
+        dir: &Path,
+        rng: &mut ChaCha8Rng,
+    ) -> Result<Vec<BenchResult>> {
+        let n = self.cfg.records;
+        self.read_phase(db, dir, "readrandom", n, rng, |r| r.random_range(0..n))
+    }
+}
