@@ -12,6 +12,11 @@ pub type Result<T, E = BenchError> = std::result::Result<T, E>;
 pub enum BenchError {
     /// The engine under test reported an error.
     Engine(strata::Error),
+    /// A peer engine (redb, fjall, LMDB, RocksDB) reported an error.
+    Peer {
+        engine: &'static str,
+        message: String,
+    },
     /// Reading or writing a file of the run (results, report, data directory) failed.
     Io {
         path: PathBuf,
@@ -25,6 +30,14 @@ pub enum BenchError {
 }
 
 impl BenchError {
+    /// A peer engine's error, with the engine's name.
+    pub fn peer(engine: &'static str, e: impl fmt::Display) -> Self {
+        BenchError::Peer {
+            engine,
+            message: e.to_string(),
+        }
+    }
+
     pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         BenchError::Io {
             path: path.into(),
@@ -37,6 +50,7 @@ impl fmt::Display for BenchError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             BenchError::Engine(e) => write!(f, "{e}"),
+            BenchError::Peer { engine, message } => write!(f, "{engine}: {message}"),
             BenchError::Io { path, source } => write!(f, "{}: {source}", path.display()),
             BenchError::Verify(msg) => write!(f, "wrong result: {msg}"),
             BenchError::Usage(msg) => write!(f, "{msg}"),

@@ -24,6 +24,7 @@ pub mod report;
 pub mod result;
 pub mod suites;
 pub mod sysinfo;
+pub mod values;
 
 pub use driver::{Driver, Engine, EngineOptions, IoTotals};
 pub use error::{BenchError, Result};

@@ -11,9 +11,28 @@ pub struct BenchArgs {
     /// Suite to run (see --list).
     #[arg(long, default_value = strata_bench::suites::DEFAULT_SUITE)]
     suite: String,
-    /// Records per workload (default: the suite's; smoke: 200000).
+    /// Records loaded (default: the suite's, see --list).
     #[arg(long)]
     records: Option<u64>,
+    /// Operations per measured workload (default: the suite's).
+    #[arg(long)]
+    ops: Option<u64>,
+    /// Engines to run, comma-separated (default: every engine this build has; see --list).
+    #[arg(long, value_name = "LIST")]
+    engines: Option<String>,
+    /// Thread counts to sweep, comma-separated (e.g. 1,2,4).
+    #[arg(long, value_name = "LIST", value_delimiter = ',', default_value = "1")]
+    threads: Vec<u32>,
+    /// Value size in bytes; 8 means u64 values (default: the suite's).
+    #[arg(long, value_name = "BYTES")]
+    value_size: Option<usize>,
+    /// Schedule this many operations per second (all threads together) and measure latency from each
+    /// operation's scheduled start.
+    #[arg(long, value_name = "OPS")]
+    target_rate: Option<f64>,
+    /// Engine the report's ratios are taken against (default: the first engine).
+    #[arg(long, value_name = "ENGINE")]
+    baseline: Option<String>,
     /// Also write the results, one JSON object per line, to FILE.
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
@@ -37,12 +56,17 @@ pub struct BenchArgs {
 pub fn run(args: &BenchArgs, cache_bytes: usize) -> CliResult {
     let mut stdout = std::io::stdout().lock();
     if args.list {
+        writeln!(stdout, "suites:")?;
         for s in strata_bench::suites() {
             writeln!(
                 stdout,
-                "{}\t{} (default --records {})",
+                "  {:<12} {} (default --records {})",
                 s.name, s.description, s.default_records
             )?;
+        }
+        writeln!(stdout, "engines in this build:")?;
+        for e in strata_bench::driver::engines() {
+            writeln!(stdout, "  {:<12} version {}", e.name(), e.version())?;
         }
         stdout.flush()?;
         return Ok(());
@@ -50,6 +74,12 @@ pub fn run(args: &BenchArgs, cache_bytes: usize) -> CliResult {
     let opts = strata_bench::RunOptions {
         suite: args.suite.clone(),
         records: args.records,
+        ops: args.ops,
+        threads: args.threads.clone(),
+        value_size: args.value_size,
+        engines: args.engines.clone(),
+        baseline: args.baseline.clone(),
+        target_rate: args.target_rate,
         cache_bytes,
         durability: args.durability.into(),
         page_size: args.page_size,

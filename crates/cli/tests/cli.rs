@@ -433,8 +433,18 @@ fn bench_lists_suites_and_rejects_unknown_ones() {
     let out = strata(&["bench", "--list"]);
     assert!(out.status.success());
     let listed = String::from_utf8(out.stdout).unwrap();
-    assert_eq!(listed.lines().count(), 1);
-    assert!(listed.starts_with("smoke\t"), "{listed}");
+    let suites: Vec<&str> = listed
+        .lines()
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .map(|l| l.split_whitespace().next().unwrap())
+        .collect();
+    assert!(listed.starts_with("suites:\n"), "{listed}");
+    assert!(suites.starts_with(&["smoke", "btree-cost"]), "{listed}");
+    assert!(
+        listed.contains("engines in this build:\n  strata-btree"),
+        "{listed}"
+    );
     let tmp = tempfile::tempdir().unwrap();
     let out = strata(&[
         "bench",

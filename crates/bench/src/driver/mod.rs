@@ -1,16 +1,23 @@
 //! # Engines under test
 //!
-//! Every engine the lab measures — Strata's index families and, later, peers behind cargo features —
-//! implements two traits:
+//! Every engine the lab measures — Strata's index families and the peers behind cargo features — implements
+//! two traits:
 //!
-//! * [`Engine`]: a factory with a stable name (`strata-btree`, later `rocksdb`, `lmdb`, …) and its
-//!   [`Capabilities`]; it creates or opens a database directory and returns a [`Driver`].
-//! * [`Driver`]: one open database with `u64` keys and `u64` values, the types the research experiments
-//!   and the peers are compared on. Methods take `&self` and drivers are `Send + Sync`, so multi-threaded
-//!   workloads can share one handle.
+//! * [`Engine`]: a factory with a stable name (`strata-btree`, `redb`, `fjall`, `lmdb`, `rocksdb`), its
+//!   [`Capabilities`], a version string and a description of its settings for the report; it creates or
+//!   opens a database directory and returns a [`Driver`].
+//! * [`Driver`]: one open database with `u64` keys and byte-string values. Methods take `&self` and drivers
+//!   are `Send + Sync`, so multi-threaded workloads share one handle.
 //!
-//! Drivers report I/O counters when the engine has them ([`IoTotals`]); peers that do not return `None`.
-//! Operations an engine cannot do (e.g. range sampling on a hash index or a peer) return
+//! Keys are stored as 8 big-endian bytes by engines that only know byte strings, so that byte order is key
+//! order. Values come in two formats ([`ValueFormat`]): `U64` values are exactly 8 bytes (Strata stores them
+//! as its inline `u64` type, peers as 8 bytes), `Bytes` values have the run's value size.
+//!
+//! Every engine gets the same cache budget and the same durability ([`EngineOptions`]); each engine's
+//! [`Engine::settings`] says how it maps them onto its own configuration.
+//!
+//! Drivers report I/O counters when the engine keeps them ([`IoTotals`]); peers return `None` and the lab
+//! falls back to `/proc/self/io`. Operations an engine cannot do (range counts and sampling on peers) return
 //! [`BenchError::Usage`](crate::BenchError::Usage); suites consult [`Capabilities`] first.
 
 mod strata_btree;
@@ -21,15 +28,27 @@ use crate::error::Result;
 use std::path::Path;
 use strata::Durability;
 
+/// How values are stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ValueFormat {
+    /// Exactly 8 bytes: a `u64` (big-endian).
+    U64,
+    /// Byte strings of the run's value size.
+    Bytes,
+}
+
 /// Settings every engine gets the same way.
 #[derive(Debug, Clone)]
 pub struct EngineOptions {
-    /// Memory budget of the engine's cache (buffer pool, block cache, …) in bytes.
+    /// Memory budget of the engine's cache (buffer pool, block cache, map size is separate) in bytes.
     pub cache_bytes: usize,
-    /// Durability of writes.
+    /// Durability of writes: `None` (may be lost by a process crash), `Flush` (handed to the OS before the
+    /// write returns), `Sync` (on stable storage before the write returns).
     pub durability: Durability,
     /// Page size for page-based engines.
     pub page_size: usize,
+    /// Value format of the database.
+    pub values: ValueFormat,
 }
 
 impl Default for EngineOptions {
@@ -38,15 +57,14 @@ impl Default for EngineOptions {
             cache_bytes: 64 << 20,
             durability: Durability::None,
             page_size: 4096,
+            values: ValueFormat::U64,
         }
     }
 }
 
-/// What an engine can do beyond get/insert/delete.
+/// What an engine can do beyond get/put/delete/scan.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Capabilities {
-    /// Ordered scans.
-    pub scan: bool,
     /// Range counts.
     pub count: bool,
     /// Independent uniform range sampling.
@@ -55,31 +73,43 @@ pub struct Capabilities {
 
 /// An engine under test: creates and opens databases.
 pub trait Engine: Send + Sync {
-    /// Stable name used in results (`strata-btree`, …).
+    /// Stable name used in results (`strata-btree`, `redb`, …).
     fn name(&self) -> &'static str;
+    /// The engine's version (crate version for peers).
+    fn version(&self) -> String;
     /// What the engine's drivers support.
     fn capabilities(&self) -> Capabilities;
+    /// How `opts` map onto this engine's own settings, one line for the report.
+    fn settings(&self, opts: &EngineOptions) -> String;
     /// Creates an empty database in `dir` (which must not hold one).
     fn create(&self, dir: &Path, opts: &EngineOptions) -> Result<Box<dyn Driver>>;
     /// Opens the database in `dir`.
     fn open(&self, dir: &Path, opts: &EngineOptions) -> Result<Box<dyn Driver>>;
 }
 
-/// Records of a scan, in key order.
-pub type ScanIter<'a> = Box<dyn Iterator<Item = Result<(u64, u64)>> + 'a>;
+/// Receives the records of a scan, in order; an error stops the scan and is returned by it.
+pub type Visit<'a> = dyn FnMut(u64, &[u8]) -> Result<()> + 'a;
 
-/// One open database with `u64` keys and values.
+/// One open database with `u64` keys and byte-string values.
 pub trait Driver: Send + Sync {
-    /// Inserts or overwrites one record (with the engine's configured durability).
-    fn insert(&self, key: u64, value: u64) -> Result<()>;
+    /// Inserts or overwrites one record, with the configured durability.
+    fn put(&self, key: u64, value: &[u8]) -> Result<()>;
     /// Inserts records as one atomic batch.
-    fn insert_batch(&self, records: &[(u64, u64)]) -> Result<()>;
-    /// Looks a key up.
-    fn get(&self, key: u64) -> Result<Option<u64>>;
+    fn put_batch(&self, records: &[(u64, &[u8])]) -> Result<()>;
+    /// Looks a key up: replaces the contents of `value` and returns `true` when found.
+    fn get(&self, key: u64, value: &mut Vec<u8>) -> Result<bool>;
     /// Removes a key (no effect if absent).
     fn delete(&self, key: u64) -> Result<()>;
-    /// The records with keys in `[lo, hi]`, ascending (or descending when `reverse`).
-    fn scan(&self, lo: u64, hi: u64, reverse: bool) -> Result<ScanIter<'_>>;
+    /// Visits up to `limit` records with keys in `[lo, hi]`, ascending (descending when `reverse`), and
+    /// returns how many it visited.
+    fn scan(
+        &self,
+        lo: u64,
+        hi: u64,
+        limit: u64,
+        reverse: bool,
+        visit: &mut Visit<'_>,
+    ) -> Result<u64>;
     /// Number of records with keys in `[lo, hi]`.
     fn count(&self, lo: u64, hi: u64) -> Result<u64>;
     /// `k` independent uniform samples, with replacement, of the records with keys in `[lo, hi]`.
@@ -89,8 +119,8 @@ pub trait Driver: Send + Sync {
         hi: u64,
         k: usize,
         rng: &mut dyn rand::RngCore,
-    ) -> Result<Vec<(u64, u64)>>;
-    /// Makes everything written so far durable in the engine's main data files (a checkpoint / flush of
+    ) -> Result<Vec<(u64, Vec<u8>)>>;
+    /// Makes everything written so far durable in the engine's main data files (a checkpoint, a flush of
     /// memory tables), so that a phase's I/O includes the cost of getting its writes to disk.
     fn checkpoint(&self) -> Result<()>;
     /// Levels of the index (root to leaf), for tree engines that report it.
@@ -135,7 +165,35 @@ impl std::ops::Sub for IoTotals {
     }
 }
 
-/// Every engine this build can measure.
+/// Every engine this build can measure: Strata's families first, then the peers compiled in.
 pub fn engines() -> Vec<Box<dyn Engine>> {
     vec![Box::new(StrataBTree)]
+}
+
+/// The engines named in `list` (comma-separated), or all of them for `None`; unknown names are an error
+/// that lists what this build has.
+pub fn select(list: Option<&str>) -> Result<Vec<Box<dyn Engine>>> {
+    let all = engines();
+    let Some(list) = list else { return Ok(all) };
+    let names: Vec<&str> = list
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .collect();
+    if names.is_empty() {
+        return Err(crate::BenchError::Usage("--engines is empty".into()));
+    }
+    let available: Vec<&str> = all.iter().map(|e| e.name()).collect();
+    for n in &names {
+        if !available.contains(n) {
+            return Err(crate::BenchError::Usage(format!(
+                "unknown engine {n:?}; this build has: {} (peers need `--features peers` or `rocksdb`)",
+                available.join(", ")
+            )));
+        }
+    }
+    Ok(all
+        .into_iter()
+        .filter(|e| names.contains(&e.name()))
+        .collect())
 }

@@ -1,13 +1,15 @@
-//! Driver for Strata's B+-tree family (`strata-btree`): a typed `Db<u64, u64>` with the bench's cache budget
-//! and durability. I/O counters come from the engine's `IoSnapshot` (every file kind summed; page-file
-//! counters separately).
+//! Driver for Strata's B+-tree family (`strata-btree`): a [`RawDb`] with `u64` keys and `u64` or byte-string
+//! values (by [`ValueFormat`]), the bench's cache budget as its buffer pool and the bench's durability as its
+//! default. I/O counters come from the engine's `IoSnapshot` (every file kind summed; page-file counters
+//! separately).
 
-use super::{Capabilities, Driver, Engine, EngineOptions, IoTotals, ScanIter};
+use super::{Capabilities, Driver, Engine, EngineOptions, IoTotals, ValueFormat, Visit};
 use crate::error::Result;
 use std::path::Path;
 use strata::db::Config;
+use strata::index::WriteOp;
 use strata::storage::{FileKind, IoSnapshot};
-use strata::{Batch, Db, Direction, IndexKind, Options};
+use strata::{Direction, IndexKind, KeyRange, Options, RawDb, TypeKind};
 
 /// The `strata-btree` engine.
 #[derive(Debug, Clone, Copy, Default)]
@@ -21,39 +23,64 @@ fn options(opts: &EngineOptions) -> Options {
     }
 }
 
+/// Records fetched per scan call.
+const SCAN_CHUNK: u64 = 256;
+
 impl Engine for StrataBTree {
     fn name(&self) -> &'static str {
         "strata-btree"
     }
 
+    fn version(&self) -> String {
+        env!("CARGO_PKG_VERSION").to_string()
+    }
+
     fn capabilities(&self) -> Capabilities {
         Capabilities {
-            scan: true,
             count: true,
             sample: true,
         }
     }
 
+    fn settings(&self, opts: &EngineOptions) -> String {
+        format!(
+            "B+-tree with subtree counts; buffer pool {} bytes (CLOCK), {}-byte pages, WAL with durability `{}`, \
+             checkpoint every 64 MiB of WAL; {} values",
+            opts.cache_bytes,
+            opts.page_size,
+            opts.durability.name(),
+            match opts.values {
+                ValueFormat::U64 => "inline u64",
+                ValueFormat::Bytes => "byte-string",
+            }
+        )
+    }
+
     fn create(&self, dir: &Path, opts: &EngineOptions) -> Result<Box<dyn Driver>> {
         let config = Config {
             index: IndexKind::BTree,
+            key: TypeKind::U64,
+            value: match opts.values {
+                ValueFormat::U64 => TypeKind::U64,
+                ValueFormat::Bytes => TypeKind::Bytes,
+            },
             page_size: opts.page_size,
             durability: opts.durability,
             ..Config::default()
         };
-        let db = Db::<u64, u64>::create(dir, &config, &options(opts))?;
+        let db = RawDb::create(dir, &config, &options(opts))?;
         Ok(Box::new(StrataDriver { db }))
     }
 
     fn open(&self, dir: &Path, opts: &EngineOptions) -> Result<Box<dyn Driver>> {
-        let db = Db::<u64, u64>::open(dir, &options(opts))?;
+        let db = RawDb::open(dir, &options(opts))?;
         Ok(Box::new(StrataDriver { db }))
     }
 }
 
 /// An open `strata-btree` database.
 pub struct StrataDriver {
-    db: Db<u64, u64>,
+    db: RawDb,
 }
 
 fn totals(s: &IoSnapshot) -> IoTotals {
@@ -70,42 +97,81 @@ fn totals(s: &IoSnapshot) -> IoTotals {
     }
 }
 
+fn key_of(bytes: &[u8]) -> u64 {
+    u64::from_be_bytes(bytes.try_into().expect("u64 keys are 8 bytes"))
+}
+
 impl Driver for StrataDriver {
-    fn insert(&self, key: u64, value: u64) -> Result<()> {
-        Ok(self.db.insert(&key, &value)?)
+    fn put(&self, key: u64, value: &[u8]) -> Result<()> {
+        Ok(self.db.insert(&key.to_be_bytes(), value)?)
     }
 
-    fn insert_batch(&self, records: &[(u64, u64)]) -> Result<()> {
-        let mut batch = Batch::new();
-        for (k, v) in records {
-            batch.insert(k, v);
-        }
-        Ok(self.db.write(batch)?)
+    fn put_batch(&self, records: &[(u64, &[u8])]) -> Result<()> {
+        let ops: Vec<WriteOp> = records
+            .iter()
+            .map(|(k, v)| WriteOp::Put {
+                key: k.to_be_bytes().to_vec(),
+                value: v.to_vec(),
+            })
+            .collect();
+        Ok(self.db.write(&ops, None)?)
     }
 
-    fn get(&self, key: u64) -> Result<Option<u64>> {
-        Ok(self.db.get(&key)?)
+    fn get(&self, key: u64, value: &mut Vec<u8>) -> Result<bool> {
+        Ok(self.db.get_into(&key.to_be_bytes(), value)?)
     }
 
     fn delete(&self, key: u64) -> Result<()> {
-        Ok(self.db.delete(&key)?)
+        Ok(self.db.delete(&key.to_be_bytes())?)
     }
 
-    fn scan(&self, lo: u64, hi: u64, reverse: bool) -> Result<ScanIter<'_>> {
+    fn scan(
+        &self,
+        lo: u64,
+        hi: u64,
+        limit: u64,
+        reverse: bool,
+        visit: &mut Visit<'_>,
+    ) -> Result<u64> {
+        let (mut lo, mut hi) = (lo, hi);
         let dir = if reverse {
             Direction::Reverse
         } else {
             Direction::Forward
         };
-        Ok(Box::new(
-            self.db
-                .iter_dir(lo..=hi, dir)
-                .map(|r| r.map_err(Into::into)),
-        ))
+        let mut seen = 0u64;
+        let mut buf = Vec::new();
+        while seen < limit && lo <= hi {
+            buf.clear();
+            let want = (limit - seen).min(SCAN_CHUNK) as usize;
+            let range = KeyRange::inclusive(lo.to_be_bytes().to_vec(), hi.to_be_bytes().to_vec());
+            self.db.scan_into(&range, dir, want, &mut buf)?;
+            for (k, v) in &buf {
+                visit(key_of(k), v)?;
+            }
+            seen += buf.len() as u64;
+            if buf.len() < want {
+                break;
+            }
+            let last = key_of(&buf.last().expect("a full chunk").0);
+            if reverse {
+                match last.checked_sub(1) {
+                    Some(h) => hi = h,
+                    None => break,
+                }
+            } else {
+                match last.checked_add(1) {
+                    Some(l) => lo = l,
+                    None => break,
+                }
+            }
+        }
+        Ok(seen)
     }
 
     fn count(&self, lo: u64, hi: u64) -> Result<u64> {
-        Ok(self.db.count_range(lo..=hi)?)
+        let range = KeyRange::inclusive(lo.to_be_bytes().to_vec(), hi.to_be_bytes().to_vec());
+        Ok(self.db.count_range(&range)?)
     }
 
     fn sample(
@@ -113,9 +179,15 @@ impl Driver for StrataDriver {
         lo: u64,
         hi: u64,
         k: usize,
-        mut rng: &mut dyn rand::RngCore,
-    ) -> Result<Vec<(u64, u64)>> {
-        Ok(self.db.sample_range(&lo, &hi, k, &mut rng)?)
+        rng: &mut dyn rand::RngCore,
+    ) -> Result<Vec<(u64, Vec<u8>)>> {
+        let range = KeyRange::inclusive(lo.to_be_bytes().to_vec(), hi.to_be_bytes().to_vec());
+        Ok(self
+            .db
+            .sample_range(&range, k, rng)?
+            .into_iter()
+            .map(|(k, v)| (key_of(&k), v))
+            .collect())
     }
 
     fn checkpoint(&self) -> Result<()> {

@@ -1,7 +1,7 @@
 //! # The `btree-cost` suite
 //!
 //! The B+-tree family at scale, against its own cost model. Engine: `strata-btree` only (the suite measures
-//! that family's I/O model; other engines are skipped). `u64` keys and values (value = key), N = `--records`
+//! that family's I/O model; other engines are skipped). `u64` keys and checkable 8-byte values, N = `--records`
 //! (default 2 000 000):
 //!
 //! With the run's buffer pool (`--cache`, default 64 MiB):

@@ -6,6 +6,7 @@ use crate::driver::{Driver, Engine, EngineOptions};
 use crate::error::{BenchError, Result};
 use crate::measure::{Phase, PhaseLabels};
 use crate::result::BenchResult;
+use crate::values::ValueCodec;
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use std::path::Path;
@@ -38,8 +39,14 @@ impl<'a> Ctx<'a> {
                 cache_bytes: cfg.cache_bytes,
                 durability: cfg.durability,
                 page_size: cfg.page_size,
+                values: cfg.codec.format(),
             },
         }
+    }
+
+    /// The run's value codec.
+    pub fn codec(&self) -> ValueCodec {
+        self.cfg.codec
     }
 
     fn labels(&self, workload: &str) -> PhaseLabels {
@@ -70,8 +77,8 @@ impl<'a> Ctx<'a> {
         self.engine.open(dir, &self.opts)
     }
 
-    /// Inserts `keys` (value = key) into `db`, one write per record, then checkpoints; the checkpoint is part
-    /// of the phase's time and I/O.
+    /// Inserts `keys` (version 1 of each) into `db`, one write per record, then checkpoints; the checkpoint is
+    /// part of the phase's time and I/O.
     pub fn insert_phase(
         &self,
         db: &dyn Driver,
@@ -81,8 +88,11 @@ impl<'a> Ctx<'a> {
     ) -> Result<Vec<BenchResult>> {
         let mut phase = self.phase(db, workload, keys.len() as u64);
         let op = phase.op("insert");
+        let codec = self.codec();
+        let mut value = Vec::with_capacity(codec.size());
         for &k in keys {
-            phase.time(op, || db.insert(k, k))?;
+            codec.encode(k, 1, &mut value);
+            phase.time(op, || db.put(k, &value))?;
         }
         db.checkpoint()?;
         phase.finish(dir)
@@ -96,7 +106,7 @@ impl<'a> Ctx<'a> {
         Ok(rows)
     }
 
-    /// `ops` gets of keys drawn by `pick`; each must find value = key.
+    /// `ops` gets of keys drawn by `pick`; each must find version 1 of its key.
     pub fn read_phase(
         &self,
         db: &dyn Driver,
@@ -109,16 +119,17 @@ impl<'a> Ctx<'a> {
         let name = self.engine.name();
         let mut phase = self.phase(db, workload, ops);
         let op = phase.op("get");
+        let codec = self.codec();
+        let mut value = Vec::with_capacity(codec.size());
         for _ in 0..ops {
             let k = pick(rng);
-            match phase.time(op, || db.get(k))? {
-                Some(v) => verify(v == k, || format!("{name}: get({k}) returned {v}"))?,
-                None => {
-                    return Err(BenchError::Verify(format!(
-                        "{name}: get({k}) found nothing, but it was inserted"
-                    )));
-                }
-            }
+            let found = phase.time(op, || db.get(k, &mut value))?;
+            verify(found, || {
+                format!("{name}: get({k}) found nothing, but it was inserted")
+            })?;
+            codec
+                .check(k, 1, &value)
+                .map_err(|e| BenchError::Verify(format!("{name}: get({k}): {e}")))?;
         }
         phase.finish(dir)
     }

@@ -18,6 +18,7 @@ use crate::error::{BenchError, Result};
 use crate::report::{Report, fmt_bytes};
 use crate::result::BenchResult;
 use crate::sysinfo::{Machine, UtcTime};
+use crate::values::ValueCodec;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use strata::Durability;
@@ -29,6 +30,8 @@ pub struct SuiteInfo {
     pub description: &'static str,
     /// Records when `--records` is not given.
     pub default_records: u64,
+    /// Value size when `--value-size` is not given (8 = `u64` values).
+    pub default_value_size: usize,
 }
 
 /// Every suite, in the order `--list` prints them.
@@ -38,11 +41,13 @@ pub fn suites() -> &'static [SuiteInfo] {
             name: smoke::NAME,
             description: smoke::DESCRIPTION,
             default_records: smoke::DEFAULT_RECORDS,
+            default_value_size: 8,
         },
         SuiteInfo {
             name: btree_cost::NAME,
             description: btree_cost::DESCRIPTION,
             default_records: btree_cost::DEFAULT_RECORDS,
+            default_value_size: 8,
         },
     ]
 }
@@ -65,6 +70,15 @@ fn find(name: &str) -> Result<&'static SuiteInfo> {
 pub struct SuiteConfig {
     /// Records loaded (the size parameter of every workload).
     pub records: u64,
+    /// Operations per measured workload, when the suite lets the user choose (`--ops`).
+    pub ops: Option<u64>,
+    /// Thread counts to sweep (`--threads 1,2,4`); suites that are single-threaded by nature ignore it.
+    pub threads: Vec<u32>,
+    /// Total operations per second to schedule (`--target-rate`), latency measured from each operation's
+    /// scheduled start; `None` runs flat out.
+    pub target_rate: Option<f64>,
+    /// Value format and size of every record.
+    pub codec: ValueCodec,
     /// Cache budget of every engine, in bytes.
     pub cache_bytes: usize,
     /// Durability of the writes of load phases.
@@ -113,6 +127,18 @@ pub struct RunOptions {
     pub suite: String,
     /// Overrides the suite's default size.
     pub records: Option<u64>,
+    /// Operations per measured workload (suites that have a default use it when `None`).
+    pub ops: Option<u64>,
+    /// Thread counts to sweep.
+    pub threads: Vec<u32>,
+    /// Value size in bytes (8 = `u64` values); `None` takes the suite's default.
+    pub value_size: Option<usize>,
+    /// Comma-separated engine names; `None` = every engine this build has.
+    pub engines: Option<String>,
+    /// Engine the report's ratios are taken against; default: the first engine run.
+    pub baseline: Option<String>,
+    /// Scheduled operations per second, all threads together.
+    pub target_rate: Option<f64>,
     pub cache_bytes: usize,
     pub durability: Durability,
     pub page_size: usize,
@@ -130,6 +156,12 @@ impl RunOptions {
         RunOptions {
             suite: suite.to_string(),
             records: None,
+            ops: None,
+            threads: vec![1],
+            value_size: None,
+            engines: None,
+            baseline: None,
+            target_rate: None,
             cache_bytes: 64 << 20,
             durability: Durability::None,
             page_size: 4096,
@@ -170,6 +202,40 @@ pub fn run(opts: &RunOptions) -> Result<RunOutput> {
     if records == 0 {
         return Err(BenchError::Usage("--records must be at least 1".into()));
     }
+    if opts.threads.is_empty() || opts.threads.contains(&0) {
+        return Err(BenchError::Usage(
+            "--threads needs one or more counts of at least 1".into(),
+        ));
+    }
+    if let Some(r) = opts.target_rate
+        && !(r.is_finite() && r > 0.0)
+    {
+        return Err(BenchError::Usage(format!(
+            "--target-rate {r} must be a positive number of operations per second"
+        )));
+    }
+    if opts.ops == Some(0) {
+        return Err(BenchError::Usage("--ops must be at least 1".into()));
+    }
+    let value_size = opts.value_size.unwrap_or(info.default_value_size);
+    let codec = if value_size == 8 {
+        ValueCodec::u64()
+    } else {
+        ValueCodec::bytes(value_size)?
+    };
+    if records >= crate::values::KEY_LIMIT / 2 {
+        return Err(BenchError::Usage(format!(
+            "--records {records} is too large (keys must stay below 2^39)"
+        )));
+    }
+    let engines = driver::select(opts.engines.as_deref())?;
+    if let Some(b) = &opts.baseline
+        && !engines.iter().any(|e| e.name() == b)
+    {
+        return Err(BenchError::Usage(format!(
+            "--baseline {b} is not among the engines of this run"
+        )));
+    }
     let started = UtcTime::now();
     let out_dir = opts
         .out_dir
@@ -182,6 +248,10 @@ pub fn run(opts: &RunOptions) -> Result<RunOutput> {
         .map_err(|e| BenchError::io(&out_dir, e))?;
     let cfg = SuiteConfig {
         records,
+        ops: opts.ops,
+        threads: opts.threads.clone(),
+        target_rate: opts.target_rate,
+        codec,
         cache_bytes: opts.cache_bytes,
         durability: opts.durability,
         page_size: opts.page_size,
@@ -189,7 +259,6 @@ pub fn run(opts: &RunOptions) -> Result<RunOutput> {
         data_dir: data.path().to_path_buf(),
         progress: opts.progress,
     };
-    let engines = driver::engines();
     let results = run_suite(info.name, &cfg, &engines)?;
     data.close().map_err(|e| BenchError::io(&out_dir, e))?;
 
