@@ -17,6 +17,7 @@
 //! print!("{}", strata_bench::report::text_table(&out.results));
 //! ```
 
+pub mod distributions;
 pub mod driver;
 mod error;
 pub mod measure;

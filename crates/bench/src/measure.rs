@@ -97,6 +97,7 @@ pub struct Phase<'d> {
     ops: Vec<(&'static str, Latency)>,
     start: Instant,
     io0: Option<IoTotals>,
+    os0: Option<ProcIo>,
     rss_phase_scope: bool,
     progress: Progress,
 }
@@ -116,12 +117,14 @@ impl<'d> Phase<'d> {
         );
         let rss_phase_scope = reset_peak_rss();
         let io0 = driver.io();
+        let os0 = ProcIo::read();
         Phase {
             driver,
             labels,
             ops: Vec::new(),
             start: Instant::now(),
             io0,
+            os0,
             rss_phase_scope,
             progress,
         }
@@ -154,11 +157,29 @@ impl<'d> Phase<'d> {
         self.progress.tick();
     }
 
+    /// Adds latencies recorded elsewhere (by a worker thread) to operation kind `op`.
+    pub fn merge(&mut self, op: &'static str, lat: &Latency) {
+        let id = self.op(op);
+        self.ops[id.0].1.merge(lat);
+    }
+
+    /// A handle worker threads can advance the progress bar with.
+    pub fn progress_handle(&self) -> Progress {
+        Progress {
+            bar: self.progress.bar.clone(),
+            pending: 0,
+        }
+    }
+
     /// Ends the phase: the wall time since [`Phase::begin`], the I/O since then, the peak RSS, and the size of
     /// `db_dir` now. One row per operation kind.
     pub fn finish(self, db_dir: &Path) -> Result<Vec<BenchResult>> {
         let secs = self.start.elapsed().as_secs_f64();
         let io = match (self.driver.io(), self.io0) {
+            (Some(end), Some(start)) => Some(end - start),
+            _ => None,
+        };
+        let os = match (ProcIo::read(), self.os0) {
             (Some(end), Some(start)) => Some(end - start),
             _ => None,
         };
@@ -206,9 +227,58 @@ impl<'d> Phase<'d> {
                     cache_bytes: l.cache_bytes,
                     page_size: l.page_size,
                     height,
+                    os_read_bytes: os.map(|o| o.read_bytes),
+                    os_write_bytes: os.map(|o| o.write_bytes),
+                    os_rchar: os.map(|o| o.rchar),
+                    os_wchar: os.map(|o| o.wchar),
                 }
             })
             .collect())
+    }
+}
+
+/// The process's I/O counters from `/proc/self/io`: `rchar`/`wchar` count bytes passed to read/write system
+/// calls (page cache hits included), `read_bytes`/`write_bytes` bytes the storage layer fetched or was sent.
+/// Process-wide: they cover every engine thread, including background compaction.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ProcIo {
+    pub rchar: u64,
+    pub wchar: u64,
+    pub read_bytes: u64,
+    pub write_bytes: u64,
+}
+
+impl ProcIo {
+    /// The current counters, or `None` where `/proc/self/io` is not readable.
+    pub fn read() -> Option<ProcIo> {
+        let text = std::fs::read_to_string("/proc/self/io").ok()?;
+        let field = |name: &str| {
+            text.lines().find_map(|l| {
+                l.strip_prefix(name)?
+                    .strip_prefix(':')?
+                    .trim()
+                    .parse::<u64>()
+                    .ok()
+            })
+        };
+        Some(ProcIo {
+            rchar: field("rchar")?,
+            wchar: field("wchar")?,
+            read_bytes: field("read_bytes")?,
+            write_bytes: field("write_bytes")?,
+        })
+    }
+}
+
+impl std::ops::Sub for ProcIo {
+    type Output = ProcIo;
+    fn sub(self, o: ProcIo) -> ProcIo {
+        ProcIo {
+            rchar: self.rchar.saturating_sub(o.rchar),
+            wchar: self.wchar.saturating_sub(o.wchar),
+            read_bytes: self.read_bytes.saturating_sub(o.read_bytes),
+            write_bytes: self.write_bytes.saturating_sub(o.write_bytes),
+        }
     }
 }
 
@@ -253,6 +323,14 @@ impl Progress {
                 bar.inc(self.pending);
                 self.pending = 0;
             }
+        }
+    }
+
+    /// Shows the pending count now (worker threads call this before they end).
+    pub fn flush(&mut self) {
+        if let Some(bar) = &self.bar {
+            bar.inc(self.pending);
+            self.pending = 0;
         }
     }
 

@@ -6,10 +6,11 @@ use crate::sysinfo::{Machine, UtcTime};
 use std::fmt::Write as _;
 
 /// Column headers of the results table.
-const HEADERS: [&str; 12] = [
+const HEADERS: [&str; 13] = [
     "engine",
     "workload",
     "op",
+    "threads",
     "ops",
     "secs",
     "ops/s",
@@ -36,11 +37,12 @@ fn fmt_opt(v: Option<u64>) -> String {
     v.map_or_else(|| "-".to_string(), |v| v.to_string())
 }
 
-fn cells(r: &BenchResult) -> [String; 12] {
+fn cells(r: &BenchResult) -> [String; 13] {
     [
         r.engine.clone(),
         r.workload.clone(),
         r.op.clone(),
+        r.threads.to_string(),
         r.ops.to_string(),
         format!("{:.3}", r.secs),
         format!("{:.0}", r.ops_per_sec),
@@ -60,7 +62,7 @@ fn right_aligned(col: usize) -> bool {
 
 /// The results as an aligned text table (one line per row, trailing newline).
 pub fn text_table(results: &[BenchResult]) -> String {
-    let rows: Vec<[String; 12]> = results.iter().map(cells).collect();
+    let rows: Vec<[String; 13]> = results.iter().map(cells).collect();
     let mut width: Vec<usize> = HEADERS.iter().map(|h| h.chars().count()).collect();
     for row in &rows {
         for (w, c) in width.iter_mut().zip(row) {
@@ -136,6 +138,79 @@ pub struct Report<'a> {
     /// Method notes, one bullet each.
     pub notes: Vec<String>,
     pub results: &'a [BenchResult],
+    /// Every engine of the run: name, version and how the run's options map onto its settings.
+    pub engines: Vec<EngineInfo>,
+    /// Engine the comparison tables take ratios against.
+    pub baseline: Option<String>,
+    /// Figures written next to the report: (title, SVG file, PNG file), paths relative to the report.
+    pub figures: Vec<(String, String, String)>,
+}
+
+/// An engine as the report describes it.
+#[derive(Debug, Clone)]
+pub struct EngineInfo {
+    pub name: String,
+    pub version: String,
+    pub settings: String,
+}
+
+/// Per workload, a table of every (op, threads, engine) with throughput and latency and the throughput ratio
+/// against `baseline` (for the same workload, op and threads).
+pub fn comparison_tables(results: &[BenchResult], baseline: &str) -> String {
+    let mut workloads: Vec<&str> = Vec::new();
+    for r in results {
+        if !workloads.contains(&r.workload.as_str()) {
+            workloads.push(&r.workload);
+        }
+    }
+    let mut s = String::new();
+    for w in workloads {
+        let _ = writeln!(
+            s,
+            "### {w}
+"
+        );
+        let _ = writeln!(
+            s,
+            "| op | threads | engine | ops/s | vs {baseline} | p50 µs | p99 µs | p99.9 µs | max µs |"
+        );
+        let _ = writeln!(s, "|---|---:|---|---:|---:|---:|---:|---:|---:|");
+        let mut rows: Vec<&BenchResult> = results.iter().filter(|r| r.workload == w).collect();
+        // Group by op (first appearance), then threads, keeping engine order.
+        let mut ops: Vec<&str> = Vec::new();
+        for r in &rows {
+            if !ops.contains(&r.op.as_str()) {
+                ops.push(&r.op);
+            }
+        }
+        rows.sort_by_key(|r| (ops.iter().position(|o| *o == r.op).unwrap_or(0), r.threads));
+        for r in rows {
+            let base = results.iter().find(|b| {
+                b.engine == baseline
+                    && b.workload == r.workload
+                    && b.op == r.op
+                    && b.threads == r.threads
+            });
+            let ratio = match base {
+                Some(b) if b.ops_per_sec > 0.0 => format!("{:.2}×", r.ops_per_sec / b.ops_per_sec),
+                _ => "-".into(),
+            };
+            let _ = writeln!(
+                s,
+                "| {} | {} | {} | {:.0} | {ratio} | {} | {} | {} | {} |",
+                r.op,
+                r.threads,
+                r.engine,
+                r.ops_per_sec,
+                fmt_us(r.p50_us),
+                fmt_us(r.p99_us),
+                fmt_us(r.p999_us),
+                fmt_us(r.max_us)
+            );
+        }
+        s.push('\n');
+    }
+    s
 }
 
 impl Report<'_> {
@@ -169,12 +244,47 @@ impl Report<'_> {
             m.os,
             m.arch
         );
-        let _ = writeln!(s, "- cpu: {}\n", m.cpu.clone().unwrap_or_else(unknown));
+        let _ = writeln!(s, "- cpu: {}", m.cpu.clone().unwrap_or_else(unknown));
+        let _ = writeln!(
+            s,
+            "- filesystem of the data directory: {}",
+            m.filesystem.clone().unwrap_or_else(unknown)
+        );
+        let _ = writeln!(s, "- compiler: {}\n", crate::sysinfo::RUSTC_VERSION);
+        if !self.engines.is_empty() {
+            let _ = writeln!(
+                s,
+                "## Engines
+"
+            );
+            let _ = writeln!(s, "| engine | version | settings |");
+            let _ = writeln!(s, "|---|---|---|");
+            for e in &self.engines {
+                let _ = writeln!(s, "| {} | {} | {} |", e.name, e.version, e.settings);
+            }
+            s.push('\n');
+        }
         let _ = writeln!(s, "## Parameters\n");
         for (k, v) in &self.params {
             let _ = writeln!(s, "- {k}: {v}");
         }
-        let _ = writeln!(s, "\n## Results\n");
+        if let Some(b) = &self.baseline
+            && self.engines.len() > 1
+        {
+            let _ = writeln!(
+                s,
+                "\n## Comparison\n\nThroughput ratios are against `{b}` for the same workload, operation and \
+                 thread count (above 1 = faster than `{b}`).\n"
+            );
+            s.push_str(&comparison_tables(self.results, b));
+        }
+        if !self.figures.is_empty() {
+            let _ = writeln!(s, "\n## Figures\n");
+            for (title, svg, png) in &self.figures {
+                let _ = writeln!(s, "### {title}\n\n![{title}]({png})\n\n[SVG]({svg})\n");
+            }
+        }
+        let _ = writeln!(s, "\n## All results\n");
         s.push_str(&markdown_table(self.results));
         if !self.analysis.is_empty() {
             let _ = writeln!(s, "\n## Analysis\n\n{}", self.analysis.trim_end());

@@ -13,6 +13,9 @@
 //! * `rss_bytes`: peak resident set size (`VmHWM` of `/proc/self/status`) at the end of the phase.
 //!   `rss_scope` says what the peak covers: `phase` when the peak was reset at the start of the phase
 //!   (`/proc/self/clear_refs`), `process` when the kernel refused the reset (peak since the process started).
+//! * `os_read_bytes`, `os_write_bytes`, `os_rchar`, `os_wchar`: the process's `/proc/self/io` counters over
+//!   the phase, for every engine alike (peers keep no counters of their own): bytes the storage layer read and
+//!   wrote, and bytes passed through read/write system calls (page-cache hits included).
 //! * `height`: levels of a tree engine's index at the end of the phase (absent for other engines).
 //! * `disk_bytes`: apparent size of every file in the database directory at the end of the phase.
 
@@ -52,6 +55,14 @@ pub struct BenchResult {
     pub page_size: usize,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub height: Option<u32>,
+    #[serde(default)]
+    pub os_read_bytes: Option<u64>,
+    #[serde(default)]
+    pub os_write_bytes: Option<u64>,
+    #[serde(default)]
+    pub os_rchar: Option<u64>,
+    #[serde(default)]
+    pub os_wchar: Option<u64>,
 }
 
 impl BenchResult {

@@ -17,6 +17,29 @@ pub struct Machine {
     pub cpu: Option<String>,
     pub os: &'static str,
     pub arch: &'static str,
+    /// Type and device of the filesystem holding the data directory (`/proc/self/mounts`), when known.
+    pub filesystem: Option<String>,
+}
+
+/// `rustc --version` of the compiler that built the lab (recorded by the build script).
+pub const RUSTC_VERSION: &str = env!("STRATA_RUSTC_VERSION");
+
+/// The filesystem type and device of the mount that holds `path` (longest matching mount point).
+pub fn filesystem_of(path: &std::path::Path) -> Option<String> {
+    let path = std::fs::canonicalize(path).ok()?;
+    let mounts = std::fs::read_to_string("/proc/self/mounts").ok()?;
+    let mut best: Option<(usize, String)> = None;
+    for line in mounts.lines() {
+        let mut f = line.split_whitespace();
+        let (Some(dev), Some(mnt), Some(fs)) = (f.next(), f.next(), f.next()) else {
+            continue;
+        };
+        let mnt = mnt.replace("\\040", " ");
+        if path.starts_with(&mnt) && best.as_ref().is_none_or(|(len, _)| mnt.len() >= *len) {
+            best = Some((mnt.len(), format!("{fs} ({dev} on {mnt})")));
+        }
+    }
+    best.map(|(_, s)| s)
 }
 
 impl Machine {
@@ -30,6 +53,7 @@ impl Machine {
             cpu: cpu_model(),
             os: std::env::consts::OS,
             arch: std::env::consts::ARCH,
+            filesystem: None,
         }
     }
 }

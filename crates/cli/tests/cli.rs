@@ -399,7 +399,7 @@ fn bench_smoke_writes_json_lines_and_report() {
     for (w, o) in [
         ("fillseq", "insert"),
         ("fillrandom", "insert"),
-        ("readrandom", "get"),
+        ("readrandom", "read"),
         ("scan", "scan"),
         ("count+sample", "count"),
         ("count+sample", "sample"),
@@ -413,7 +413,7 @@ fn bench_smoke_writes_json_lines_and_report() {
     check_rows(&copy);
     let report = std::fs::read_to_string(out_dir.join("report.md")).unwrap();
     assert!(
-        report.contains("| strata-btree | readrandom | get |"),
+        report.contains("| strata-btree | readrandom | read |"),
         "{report}"
     );
     assert!(report.contains("cores"), "{report}");

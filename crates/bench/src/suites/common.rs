@@ -49,13 +49,13 @@ impl<'a> Ctx<'a> {
         self.cfg.codec
     }
 
-    fn labels(&self, workload: &str) -> PhaseLabels {
+    fn labels(&self, workload: &str, threads: u32) -> PhaseLabels {
         PhaseLabels {
             suite: self.suite.to_string(),
             engine: self.engine.name().to_string(),
             workload: workload.to_string(),
             records: self.cfg.records,
-            threads: 1,
+            threads,
             durability: self.opts.durability.name().to_string(),
             cache_bytes: self.opts.cache_bytes as u64,
             page_size: self.opts.page_size,
@@ -64,7 +64,18 @@ impl<'a> Ctx<'a> {
 
     /// Starts a timed phase of `ops` operations on `db`.
     pub fn phase<'d>(&self, db: &'d dyn Driver, workload: &str, ops: u64) -> Phase<'d> {
-        Phase::begin(db, self.labels(workload), ops, self.cfg.progress)
+        self.phase_threads(db, workload, ops, 1)
+    }
+
+    /// Starts a timed phase of `ops` operations on `db` run by `threads` threads.
+    pub fn phase_threads<'d>(
+        &self,
+        db: &'d dyn Driver,
+        workload: &str,
+        ops: u64,
+        threads: u32,
+    ) -> Phase<'d> {
+        Phase::begin(db, self.labels(workload, threads), ops, self.cfg.progress)
     }
 
     /// Creates a database in `dir` with this context's options.
@@ -118,7 +129,7 @@ impl<'a> Ctx<'a> {
     ) -> Result<Vec<BenchResult>> {
         let name = self.engine.name();
         let mut phase = self.phase(db, workload, ops);
-        let op = phase.op("get");
+        let op = phase.op("read");
         let codec = self.codec();
         let mut value = Vec::with_capacity(codec.size());
         for _ in 0..ops {

@@ -11,11 +11,15 @@
 
 pub mod btree_cost;
 mod common;
+pub mod dbbench;
+pub mod default_suite;
+mod runner;
 pub mod smoke;
+pub mod ycsb;
 
 use crate::driver::{self, Engine};
 use crate::error::{BenchError, Result};
-use crate::report::{Report, fmt_bytes};
+use crate::report::{EngineInfo, Report, fmt_bytes};
 use crate::result::BenchResult;
 use crate::sysinfo::{Machine, UtcTime};
 use crate::values::ValueCodec;
@@ -38,6 +42,24 @@ pub struct SuiteInfo {
 pub fn suites() -> &'static [SuiteInfo] {
     &[
         SuiteInfo {
+            name: default_suite::NAME,
+            description: default_suite::DESCRIPTION,
+            default_records: default_suite::DEFAULT_RECORDS,
+            default_value_size: 100,
+        },
+        SuiteInfo {
+            name: ycsb::NAME,
+            description: ycsb::DESCRIPTION,
+            default_records: ycsb::DEFAULT_RECORDS,
+            default_value_size: 100,
+        },
+        SuiteInfo {
+            name: dbbench::NAME,
+            description: dbbench::DESCRIPTION,
+            default_records: dbbench::DEFAULT_RECORDS,
+            default_value_size: 100,
+        },
+        SuiteInfo {
             name: smoke::NAME,
             description: smoke::DESCRIPTION,
             default_records: smoke::DEFAULT_RECORDS,
@@ -53,7 +75,7 @@ pub fn suites() -> &'static [SuiteInfo] {
 }
 
 /// The suite `strata bench` runs when none is named.
-pub const DEFAULT_SUITE: &str = smoke::NAME;
+pub const DEFAULT_SUITE: &str = default_suite::NAME;
 
 fn find(name: &str) -> Result<&'static SuiteInfo> {
     suites().iter().find(|s| s.name == name).ok_or_else(|| {
@@ -100,6 +122,9 @@ pub fn run_suite(
     engines: &[Box<dyn Engine>],
 ) -> Result<Vec<BenchResult>> {
     match find(name)?.name {
+        default_suite::NAME => default_suite::run(cfg, engines),
+        ycsb::NAME => ycsb::run(cfg, engines),
+        dbbench::NAME => dbbench::run(cfg, engines),
         smoke::NAME => smoke::run(cfg, engines),
         btree_cost::NAME => btree_cost::run(cfg, engines),
         other => Err(BenchError::Usage(format!("suite {other:?} has no runner"))),
@@ -108,6 +133,9 @@ pub fn run_suite(
 
 fn suite_notes(name: &str, cfg: &SuiteConfig) -> Vec<String> {
     match name {
+        default_suite::NAME => default_suite::notes(cfg),
+        ycsb::NAME => ycsb::notes(cfg, cfg.ops.unwrap_or(ycsb::DEFAULT_OPS)),
+        dbbench::NAME => dbbench::notes(cfg),
         smoke::NAME => smoke::notes(cfg),
         btree_cost::NAME => btree_cost::notes(cfg),
         _ => Vec::new(),
@@ -272,27 +300,58 @@ pub fn run(opts: &RunOptions) -> Result<RunOutput> {
         write_file(json, lines.as_bytes())?;
     }
     let analysis = suite_analysis(info.name, &cfg, &results);
-    let machine = Machine::detect();
+    let mut machine = Machine::detect();
+    machine.filesystem = crate::sysinfo::filesystem_of(&out_dir);
     let engine_names: Vec<&str> = engines.iter().map(|e| e.name()).collect();
+    let engine_opts = crate::driver::EngineOptions {
+        cache_bytes: cfg.cache_bytes,
+        durability: cfg.durability,
+        page_size: cfg.page_size,
+        values: cfg.codec.format(),
+    };
+    let engine_infos = engines
+        .iter()
+        .map(|e| EngineInfo {
+            name: e.name().to_string(),
+            version: e.version(),
+            settings: e.settings(&engine_opts),
+        })
+        .collect();
+    let baseline = opts
+        .baseline
+        .clone()
+        .or_else(|| engine_names.first().map(|s| s.to_string()));
+    let values = match cfg.codec.format() {
+        crate::driver::ValueFormat::U64 => "8-byte u64 values".to_string(),
+        crate::driver::ValueFormat::Bytes => format!("{}-byte values", cfg.codec.size()),
+    };
+    let threads: Vec<String> = cfg.threads.iter().map(|t| t.to_string()).collect();
     let report = Report {
         suite: info.name,
         started,
         machine: &machine,
         params: vec![
+            ("records".into(), format!("{records} (u64 keys, {values})")),
             (
-                "records".into(),
-                format!("{records} (u64 keys, u64 values)"),
+                "operations per workload".into(),
+                cfg.ops
+                    .map_or_else(|| "the suite's default".into(), |o| o.to_string()),
             ),
             ("engines".into(), engine_names.join(", ")),
-            ("threads".into(), "1".into()),
+            ("threads".into(), threads.join(", ")),
             (
-                "cache (buffer pool)".into(),
+                "cache budget per engine".into(),
                 fmt_bytes(opts.cache_bytes as u64),
             ),
             ("page size".into(), format!("{} bytes", opts.page_size)),
             (
-                "durability of load phases".into(),
+                "durability of writes".into(),
                 format!("`{}`", opts.durability.name()),
+            ),
+            (
+                "target rate".into(),
+                cfg.target_rate
+                    .map_or_else(|| "none (flat out)".into(), |r| format!("{r} ops/s")),
             ),
             ("seed".into(), opts.seed.to_string()),
             (
@@ -306,6 +365,9 @@ pub fn run(opts: &RunOptions) -> Result<RunOutput> {
         analysis: analysis.clone(),
         notes: suite_notes(info.name, &cfg),
         results: &results,
+        engines: engine_infos,
+        baseline,
+        figures: Vec::new(),
     };
     let report_path = out_dir.join("report.md");
     write_file(&report_path, report.markdown().as_bytes())?;
@@ -341,7 +403,7 @@ mod tests {
             [
                 ("fillseq", "insert"),
                 ("fillrandom", "insert"),
-                ("readrandom", "get"),
+                ("readrandom", "read"),
                 ("scan", "scan"),
                 ("count+sample", "count"),
                 ("count+sample", "sample"),
@@ -392,10 +454,10 @@ mod tests {
             [
                 ("fillseq", "insert", 60_000),
                 ("fillrandom", "insert", 60_000),
-                ("readrandom", "get", 60_000),
+                ("readrandom", "read", 60_000),
                 ("load-1pct", "insert", 60_000),
                 ("insert-1pct", "insert", 6_000),
-                ("get-1pct", "get", 6_000),
+                ("get-1pct", "read", 6_000),
             ]
         );
         let get = &out.results[5];
@@ -434,3 +496,5 @@ mod tests {
         assert!(!tmp.path().join("out").exists());
     }
 }
+#[cfg(test)]
+mod lab_tests;

@@ -1,0 +1,297 @@
+//! Tests of the workload suites: tiny runs of every workload on every engine of the build (every read is
+//! checked against the key-state model inside the run), a broken engine that must be caught, and the JSON
+//! fields every row must carry.
+
+use super::*;
+use crate::driver::{Capabilities, Driver, EngineOptions, IoTotals, StrataBTree, Visit};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+fn tiny(suite: &str, engines: Option<&str>) -> RunOptions {
+    let mut opts = RunOptions::new(suite);
+    opts.records = Some(3000);
+    opts.ops = Some(3000);
+    opts.threads = vec![1, 2];
+    opts.engines = engines.map(str::to_string);
+    opts.progress = false;
+    opts
+}
+
+fn workloads_ops(out: &RunOutput) -> Vec<(String, String, u32)> {
+    out.results
+        .iter()
+        .map(|r| (r.workload.clone(), r.op.clone(), r.threads))
+        .collect()
+}
+
+#[test]
+fn every_workload_runs_on_every_engine() {
+    let tmp = tempfile::tempdir().unwrap();
+    for suite in ["ycsb", "dbbench", "default"] {
+        let mut opts = tiny(suite, None);
+        opts.out_dir = Some(tmp.path().join(suite));
+        let out = run(&opts).unwrap();
+        for engine in driver::engines() {
+            let rows: Vec<&BenchResult> = out
+                .results
+                .iter()
+                .filter(|r| r.engine == engine.name())
+                .collect();
+            let has = |w: &str, op: &str, t: u32| {
+                rows.iter()
+                    .any(|r| r.workload == w && r.op == op && r.threads == t && r.ops > 0)
+            };
+            let expected: &[(&str, &str, u32)] = match suite {
+                "ycsb" => &[
+                    ("ycsb-load", "insert", 1),
+                    ("ycsb-a", "read", 1),
+                    ("ycsb-a", "update", 2),
+                    ("ycsb-b", "read", 2),
+                    ("ycsb-c", "read", 1),
+                    ("ycsb-d", "insert", 1),
+                    ("ycsb-d", "read", 2),
+                    ("ycsb-e", "scan", 1),
+                    ("ycsb-e", "insert", 2),
+                    ("ycsb-f", "rmw", 1),
+                    ("ycsb-f", "read", 2),
+                ],
+                "dbbench" => &[
+                    ("fillseq", "insert", 1),
+                    ("fillrandom", "insert", 1),
+                    ("readrandom", "read", 2),
+                    ("readseq", "scan", 2),
+                    ("seekrandom", "scan", 1),
+                    ("readwhilewriting", "read", 2),
+                    ("readwhilewriting", "update", 1),
+                    ("deleterandom", "delete", 1),
+                ],
+                _ => &[
+                    ("fillrandom", "insert", 1),
+                    ("readrandom", "read", 1),
+                    ("ycsb-a", "update", 1),
+                    ("ycsb-b", "read", 2),
+                    ("ycsb-c", "read", 2),
+                    ("ycsb-e", "scan", 2),
+                ],
+            };
+            for &(w, op, t) in expected {
+                assert!(
+                    has(w, op, t),
+                    "{suite}: no {w}/{op}/{t} row for {}: {:?}",
+                    engine.name(),
+                    workloads_ops(&out)
+                );
+            }
+            let readseq: u64 = rows
+                .iter()
+                .filter(|r| r.workload == "readseq" && r.threads == 1)
+                .map(|r| r.ops)
+                .sum();
+            if suite == "dbbench" {
+                assert_eq!(readseq, 3000, "readseq visits every record once");
+            }
+        }
+        let report = std::fs::read_to_string(&out.report_path).unwrap();
+        assert!(report.contains("## Engines") && report.contains("## All results"));
+    }
+}
+
+#[test]
+fn json_lines_carry_every_required_field() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut opts = tiny("default", Some("strata-btree"));
+    opts.out_dir = Some(tmp.path().join("out"));
+    let out = run(&opts).unwrap();
+    let text = std::fs::read_to_string(&out.results_path).unwrap();
+    assert_eq!(text.lines().count(), out.results.len());
+    let required = [
+        "suite",
+        "engine",
+        "workload",
+        "op",
+        "threads",
+        "records",
+        "ops",
+        "secs",
+        "ops_per_sec",
+        "p50_us",
+        "p99_us",
+        "p999_us",
+        "max_us",
+        "io_reads",
+        "io_writes",
+        "bytes_read",
+        "bytes_written",
+        "rss_bytes",
+        "disk_bytes",
+    ];
+    for line in text.lines() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        let obj = v.as_object().unwrap();
+        for f in required {
+            assert!(obj.contains_key(f), "field {f} missing in {line}");
+        }
+        assert_eq!(obj["suite"], "default");
+        assert!(obj["ops"].as_u64().unwrap() > 0);
+        assert!(obj["secs"].as_f64().unwrap() > 0.0);
+        // The strata engine keeps I/O counters: they are numbers, not null.
+        assert!(obj["io_reads"].is_u64() && obj["bytes_written"].is_u64());
+    }
+}
+
+#[test]
+fn target_rate_paces_the_operations() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut opts = tiny("default", Some("strata-btree"));
+    opts.records = Some(1000);
+    opts.ops = Some(400);
+    opts.threads = vec![2];
+    opts.target_rate = Some(4000.0);
+    opts.out_dir = Some(tmp.path().join("out"));
+    let out = run(&opts).unwrap();
+    let read = out
+        .results
+        .iter()
+        .find(|r| r.workload == "readrandom")
+        .unwrap();
+    // 400 operations at 4000/s take at least 0.1 s (the last is scheduled at 99.5 ms).
+    assert!(read.secs >= 0.095, "{}", read.secs);
+    assert!(read.ops_per_sec <= 4400.0, "{}", read.ops_per_sec);
+}
+
+/// An engine whose reads go wrong after a while: it must be caught, not measured.
+struct Broken {
+    mode: Fault,
+}
+
+#[derive(Clone, Copy)]
+enum Fault {
+    /// Gets return the value stored under the next key.
+    WrongKey,
+    /// Updates after the first few thousand writes are silently dropped.
+    LostUpdate,
+    /// Scans skip one record.
+    ScanSkip,
+}
+
+struct BrokenDriver {
+    inner: Box<dyn Driver>,
+    mode: Fault,
+    writes: AtomicU64,
+}
+
+impl Engine for Broken {
+    fn name(&self) -> &'static str {
+        "broken"
+    }
+    fn version(&self) -> String {
+        "0".into()
+    }
+    fn capabilities(&self) -> Capabilities {
+        StrataBTree.capabilities()
+    }
+    fn settings(&self, _: &EngineOptions) -> String {
+        String::new()
+    }
+    fn create(&self, dir: &Path, opts: &EngineOptions) -> Result<Box<dyn Driver>> {
+        Ok(Box::new(BrokenDriver {
+            inner: StrataBTree.create(dir, opts)?,
+            mode: self.mode,
+            writes: AtomicU64::new(0),
+        }))
+    }
+    fn open(&self, dir: &Path, opts: &EngineOptions) -> Result<Box<dyn Driver>> {
+        Ok(Box::new(BrokenDriver {
+            inner: StrataBTree.open(dir, opts)?,
+            mode: self.mode,
+            writes: AtomicU64::new(0),
+        }))
+    }
+}
+
+impl Driver for BrokenDriver {
+    fn put(&self, key: u64, value: &[u8]) -> Result<()> {
+        let n = self.writes.fetch_add(1, Ordering::Relaxed);
+        if matches!(self.mode, Fault::LostUpdate) && n > 3500 {
+            return Ok(());
+        }
+        self.inner.put(key, value)
+    }
+    fn put_batch(&self, records: &[(u64, &[u8])]) -> Result<()> {
+        self.inner.put_batch(records)
+    }
+    fn get(&self, key: u64, value: &mut Vec<u8>) -> Result<bool> {
+        match self.mode {
+            Fault::WrongKey if key % 97 == 5 => self.inner.get(key + 1, value),
+            _ => self.inner.get(key, value),
+        }
+    }
+    fn delete(&self, key: u64) -> Result<()> {
+        self.inner.delete(key)
+    }
+    fn scan(
+        &self,
+        lo: u64,
+        hi: u64,
+        limit: u64,
+        reverse: bool,
+        visit: &mut Visit<'_>,
+    ) -> Result<u64> {
+        if matches!(self.mode, Fault::ScanSkip) {
+            let mut i = 0;
+            return self.inner.scan(lo, hi, limit, reverse, &mut |k, v| {
+                i += 1;
+                if i == 3 { Ok(()) } else { visit(k, v) }
+            });
+        }
+        self.inner.scan(lo, hi, limit, reverse, visit)
+    }
+    fn count(&self, lo: u64, hi: u64) -> Result<u64> {
+        self.inner.count(lo, hi)
+    }
+    fn sample(
+        &self,
+        lo: u64,
+        hi: u64,
+        k: usize,
+        rng: &mut dyn rand::RngCore,
+    ) -> Result<Vec<(u64, Vec<u8>)>> {
+        self.inner.sample(lo, hi, k, rng)
+    }
+    fn checkpoint(&self) -> Result<()> {
+        self.inner.checkpoint()
+    }
+    fn io(&self) -> Option<IoTotals> {
+        self.inner.io()
+    }
+    fn close(self: Box<Self>) -> Result<()> {
+        self.inner.close()
+    }
+}
+
+#[test]
+fn a_wrong_engine_cannot_post_a_number() {
+    for (mode, suite) in [
+        (Fault::WrongKey, "default"),
+        (Fault::LostUpdate, "ycsb"),
+        (Fault::ScanSkip, "dbbench"),
+        (Fault::ScanSkip, "ycsb"),
+    ] {
+        let tmp = tempfile::tempdir().unwrap();
+        let cfg = SuiteConfig {
+            records: 3000,
+            ops: Some(3000),
+            threads: vec![1],
+            target_rate: None,
+            codec: ValueCodec::bytes(100).unwrap(),
+            cache_bytes: 8 << 20,
+            durability: Durability::None,
+            page_size: 4096,
+            seed: 7,
+            data_dir: tmp.path().to_path_buf(),
+            progress: false,
+        };
+        let engines: Vec<Box<dyn Engine>> = vec![Box::new(Broken { mode })];
+        let err = run_suite(suite, &cfg, &engines).unwrap_err();
+        assert!(matches!(err, BenchError::Verify(_)), "{suite}: {err}");
+    }
+}
