@@ -21,6 +21,7 @@ pub mod distributions;
 pub mod driver;
 mod error;
 pub mod measure;
+pub mod plot;
 pub mod report;
 pub mod result;
 pub mod suites;

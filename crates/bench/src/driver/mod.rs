@@ -20,11 +20,27 @@
 //! falls back to `/proc/self/io`. Operations an engine cannot do (range counts and sampling on peers) return
 //! [`BenchError::Usage`](crate::BenchError::Usage); suites consult [`Capabilities`] first.
 
+#[cfg(feature = "fjall")]
+mod fjall;
+#[cfg(feature = "lmdb")]
+mod lmdb;
+#[cfg(feature = "redb")]
+mod redb;
+#[cfg(feature = "rocksdb")]
+mod rocksdb;
 mod strata_btree;
 
+#[cfg(feature = "fjall")]
+pub use fjall::Fjall;
+#[cfg(feature = "lmdb")]
+pub use lmdb::Lmdb;
+#[cfg(feature = "redb")]
+pub use redb::Redb;
+#[cfg(feature = "rocksdb")]
+pub use rocksdb::RocksDb;
 pub use strata_btree::StrataBTree;
 
-use crate::error::Result;
+use crate::error::{BenchError, Result};
 use std::path::Path;
 use strata::Durability;
 
@@ -71,14 +87,24 @@ pub struct Capabilities {
     pub sample: bool,
 }
 
+impl Capabilities {
+    /// Plain key-value engines: no range counts, no sampling.
+    pub const KEY_VALUE: Capabilities = Capabilities {
+        count: false,
+        sample: false,
+    };
+}
+
 /// An engine under test: creates and opens databases.
 pub trait Engine: Send + Sync {
     /// Stable name used in results (`strata-btree`, `redb`, …).
     fn name(&self) -> &'static str;
     /// The engine's version (crate version for peers).
     fn version(&self) -> String;
-    /// What the engine's drivers support.
-    fn capabilities(&self) -> Capabilities;
+    /// What the engine's drivers support (default: plain key-value, no counts or sampling).
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::KEY_VALUE
+    }
     /// How `opts` map onto this engine's own settings, one line for the report.
     fn settings(&self, opts: &EngineOptions) -> String;
     /// Creates an empty database in `dir` (which must not hold one).
@@ -110,16 +136,27 @@ pub trait Driver: Send + Sync {
         reverse: bool,
         visit: &mut Visit<'_>,
     ) -> Result<u64>;
-    /// Number of records with keys in `[lo, hi]`.
-    fn count(&self, lo: u64, hi: u64) -> Result<u64>;
-    /// `k` independent uniform samples, with replacement, of the records with keys in `[lo, hi]`.
+    /// Number of records with keys in `[lo, hi]` (refused by engines without [`Capabilities::count`]).
+    fn count(&self, lo: u64, hi: u64) -> Result<u64> {
+        let _ = (lo, hi);
+        Err(BenchError::Usage(
+            "this engine does not support range counts".into(),
+        ))
+    }
+    /// `k` independent uniform samples, with replacement, of the records with keys in `[lo, hi]` (refused by
+    /// engines without [`Capabilities::sample`]).
     fn sample(
         &self,
         lo: u64,
         hi: u64,
         k: usize,
         rng: &mut dyn rand::RngCore,
-    ) -> Result<Vec<(u64, Vec<u8>)>>;
+    ) -> Result<Vec<(u64, Vec<u8>)>> {
+        let _ = (lo, hi, k, rng);
+        Err(BenchError::Usage(
+            "this engine does not support range sampling".into(),
+        ))
+    }
     /// Makes everything written so far durable in the engine's main data files (a checkpoint, a flush of
     /// memory tables), so that a phase's I/O includes the cost of getting its writes to disk.
     fn checkpoint(&self) -> Result<()>;
@@ -128,9 +165,57 @@ pub trait Driver: Send + Sync {
         None
     }
     /// I/O counters since the driver was opened, if the engine keeps them.
-    fn io(&self) -> Option<IoTotals>;
+    fn io(&self) -> Option<IoTotals> {
+        None
+    }
     /// Closes the database, reporting errors.
     fn close(self: Box<Self>) -> Result<()>;
+}
+
+/// A key stored as 8 big-endian bytes by `engine`; anything else is reported as the engine's error.
+#[cfg_attr(
+    not(any(feature = "fjall", feature = "lmdb", feature = "rocksdb")),
+    allow(dead_code)
+)]
+pub(crate) fn key_from_be(engine: &'static str, bytes: &[u8]) -> Result<u64> {
+    let arr: [u8; 8] = bytes.try_into().map_err(|_| {
+        BenchError::peer(
+            engine,
+            format!("a {}-byte key in the database", bytes.len()),
+        )
+    })?;
+    Ok(u64::from_be_bytes(arr))
+}
+
+/// Feeds up to `limit` items of `items` to `each`; returns how many.
+#[cfg_attr(
+    not(any(feature = "fjall", feature = "lmdb", feature = "redb")),
+    allow(dead_code)
+)]
+pub(crate) fn visit_limited<T>(
+    items: impl Iterator<Item = T>,
+    limit: u64,
+    mut each: impl FnMut(T) -> Result<()>,
+) -> Result<u64> {
+    let mut seen = 0;
+    for item in items.take(usize::try_from(limit).unwrap_or(usize::MAX)) {
+        each(item)?;
+        seen += 1;
+    }
+    Ok(seen)
+}
+
+/// `items` forwards, or backwards when `reverse`.
+#[cfg_attr(not(any(feature = "fjall", feature = "redb")), allow(dead_code))]
+pub(crate) fn directed<'a, T: 'a>(
+    items: impl DoubleEndedIterator<Item = T> + 'a,
+    reverse: bool,
+) -> Box<dyn Iterator<Item = T> + 'a> {
+    if reverse {
+        Box::new(items.rev())
+    } else {
+        Box::new(items)
+    }
 }
 
 /// I/O counters of one engine, summed over its files (`io_*`, `bytes_*`, `syncs`) and for its page files
@@ -167,7 +252,17 @@ impl std::ops::Sub for IoTotals {
 
 /// Every engine this build can measure: Strata's families first, then the peers compiled in.
 pub fn engines() -> Vec<Box<dyn Engine>> {
-    vec![Box::new(StrataBTree)]
+    #[allow(unused_mut)]
+    let mut all: Vec<Box<dyn Engine>> = vec![Box::new(StrataBTree)];
+    #[cfg(feature = "redb")]
+    all.push(Box::new(Redb));
+    #[cfg(feature = "fjall")]
+    all.push(Box::new(Fjall));
+    #[cfg(feature = "lmdb")]
+    all.push(Box::new(Lmdb));
+    #[cfg(feature = "rocksdb")]
+    all.push(Box::new(RocksDb));
+    all
 }
 
 /// The engines named in `list` (comma-separated), or all of them for `None`; unknown names are an error

@@ -369,6 +369,19 @@ pub fn run(opts: &RunOptions) -> Result<RunOutput> {
         baseline,
         figures: Vec::new(),
     };
+    let figures = crate::plot::write_figures(&results, &out_dir.join("figures"))?
+        .into_iter()
+        .map(|f| {
+            let rel = |p: &Path| {
+                p.strip_prefix(&out_dir)
+                    .unwrap_or(p)
+                    .to_string_lossy()
+                    .into_owned()
+            };
+            (f.title, rel(&f.svg), rel(&f.png))
+        })
+        .collect();
+    let report = Report { figures, ..report };
     let report_path = out_dir.join("report.md");
     write_file(&report_path, report.markdown().as_bytes())?;
     Ok(RunOutput {

@@ -1,0 +1,177 @@
+//! Driver for redb (`redb`), a pure-Rust copy-on-write B-tree stored in one file (in the spirit of LMDB).
+//!
+//! * Table `strata_bench`: `u64` keys (redb orders them numerically) → byte-string values.
+//! * Cache: `Builder::set_cache_size(cache_bytes)` (redb's page cache for reads and writes).
+//! * Every `put`/`delete` is one write transaction; `put_batch` one transaction for the batch.
+//! * Durability: `None` → `Durability::None` (the commit is not persisted until a later durable commit; a
+//!   crash rolls back to the last durable one). `Flush` and `Sync` → `Durability::Immediate` (fsync per
+//!   commit): redb has no level that survives a process kill without an fsync, so `Flush` costs it a sync.
+//! * `checkpoint`: an empty write transaction committed with `Durability::Immediate`.
+//! * Reads use a fresh read transaction per operation (an MVCC snapshot); redb keeps no I/O counters.
+
+use super::{Driver, Engine, EngineOptions, Visit, directed, visit_limited};
+use crate::error::{BenchError, Result};
+use redb::{Database, ReadableDatabase, TableDefinition};
+use std::path::Path;
+use strata::Durability;
+
+const NAME: &str = "redb";
+const VERSION: &str = "4.6.0";
+const TABLE: TableDefinition<u64, &[u8]> = TableDefinition::new("strata_bench");
+const FILE: &str = "data.redb";
+
+fn err(e: impl std::fmt::Display) -> BenchError {
+    BenchError::peer(NAME, e)
+}
+
+/// The `redb` engine.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Redb;
+
+fn durability(d: Durability) -> redb::Durability {
+    match d {
+        Durability::None => redb::Durability::None,
+        Durability::Flush | Durability::Sync => redb::Durability::Immediate,
+    }
+}
+
+impl Redb {
+    fn open_db(&self, dir: &Path, opts: &EngineOptions, create: bool) -> Result<Box<dyn Driver>> {
+        let path = dir.join(FILE);
+        if create {
+            std::fs::create_dir_all(dir).map_err(|e| BenchError::io(dir, e))?;
+        } else if !path.exists() {
+            return Err(err(format!("no redb database in {}", dir.display())));
+        }
+        let db = Database::builder()
+            .set_cache_size(opts.cache_bytes)
+            .create(&path)
+            .map_err(err)?;
+        let driver = RedbDriver {
+            db,
+            durability: durability(opts.durability),
+        };
+        if create {
+            // Create the table so that readers find it.
+            driver.write(|_| Ok(()))?;
+        }
+        Ok(Box::new(driver))
+    }
+}
+
+impl Engine for Redb {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn version(&self) -> String {
+        VERSION.into()
+    }
+
+    fn settings(&self, opts: &EngineOptions) -> String {
+        format!(
+            "cache_size {} bytes; one write transaction per put, durability {:?} (strata `{}`; redb has no \
+             level between None and an fsync per commit); u64 keys, byte-string values",
+            opts.cache_bytes,
+            durability(opts.durability),
+            opts.durability.name()
+        )
+    }
+
+    fn create(&self, dir: &Path, opts: &EngineOptions) -> Result<Box<dyn Driver>> {
+        self.open_db(dir, opts, true)
+    }
+
+    fn open(&self, dir: &Path, opts: &EngineOptions) -> Result<Box<dyn Driver>> {
+        self.open_db(dir, opts, false)
+    }
+}
+
+/// An open redb database.
+pub struct RedbDriver {
+    db: Database,
+    durability: redb::Durability,
+}
+
+impl RedbDriver {
+    /// Runs `f` on the table inside one write transaction and commits it.
+    fn write(&self, f: impl FnOnce(&mut redb::Table<u64, &[u8]>) -> Result<()>) -> Result<()> {
+        self.write_with(self.durability, f)
+    }
+
+    fn write_with(
+        &self,
+        durability: redb::Durability,
+        f: impl FnOnce(&mut redb::Table<u64, &[u8]>) -> Result<()>,
+    ) -> Result<()> {
+        let mut txn = self.db.begin_write().map_err(err)?;
+        txn.set_durability(durability).map_err(err)?;
+        {
+            let mut table = txn.open_table(TABLE).map_err(err)?;
+            f(&mut table)?;
+        }
+        txn.commit().map_err(err)
+    }
+}
+
+impl Driver for RedbDriver {
+    fn put(&self, key: u64, value: &[u8]) -> Result<()> {
+        self.write(|t| t.insert(key, value).map(drop).map_err(err))
+    }
+
+    fn put_batch(&self, records: &[(u64, &[u8])]) -> Result<()> {
+        self.write(|t| {
+            for (k, v) in records {
+                t.insert(*k, *v).map_err(err)?;
+            }
+            Ok(())
+        })
+    }
+
+    fn get(&self, key: u64, value: &mut Vec<u8>) -> Result<bool> {
+        let txn = self.db.begin_read().map_err(err)?;
+        let table = txn.open_table(TABLE).map_err(err)?;
+        match table.get(key).map_err(err)? {
+            Some(v) => {
+                value.clear();
+                value.extend_from_slice(v.value());
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+
+    fn delete(&self, key: u64) -> Result<()> {
+        self.write(|t| t.remove(key).map(drop).map_err(err))
+    }
+
+    fn scan(
+        &self,
+        lo: u64,
+        hi: u64,
+        limit: u64,
+        reverse: bool,
+        visit: &mut Visit<'_>,
+    ) -> Result<u64> {
+        if lo > hi || limit == 0 {
+            return Ok(0);
+        }
+        let txn = self.db.begin_read().map_err(err)?;
+        let table = txn.open_table(TABLE).map_err(err)?;
+        let range = table.range(lo..=hi).map_err(err)?;
+        visit_limited(directed(range, reverse), limit, |item| {
+            let (k, v) = item.map_err(err)?;
+            visit(k.value(), v.value())
+        })
+    }
+
+    fn checkpoint(&self) -> Result<()> {
+        self.write_with(redb::Durability::Immediate, |_| Ok(()))
+    }
+
+    fn close(self: Box<Self>) -> Result<()> {
+        self.checkpoint()?;
+        drop(self.db);
+        Ok(())
+    }
+}

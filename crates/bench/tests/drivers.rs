@@ -1,0 +1,175 @@
+//! Every engine of the build against a `BTreeMap` model: seeded random puts, batches, deletes and gets, scans
+//! in both directions with bounds and limits, then checkpoint, close, reopen and a full comparison. Range
+//! counts and sampling must be refused exactly by the engines that do not have them.
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use std::collections::BTreeMap;
+use strata_bench::driver::{Driver, EngineOptions, ValueFormat, engines};
+use strata_bench::values::ValueCodec;
+use strata_bench::{BenchError, Result};
+
+type Model = BTreeMap<u64, Vec<u8>>;
+
+fn scan_all(db: &dyn Driver, lo: u64, hi: u64, limit: u64, reverse: bool) -> Vec<(u64, Vec<u8>)> {
+    let mut out = Vec::new();
+    let n = db
+        .scan(lo, hi, limit, reverse, &mut |k, v| {
+            out.push((k, v.to_vec()));
+            Ok(())
+        })
+        .unwrap();
+    assert_eq!(n, out.len() as u64);
+    out
+}
+
+fn expected(model: &Model, lo: u64, hi: u64, limit: u64, reverse: bool) -> Vec<(u64, Vec<u8>)> {
+    if lo > hi {
+        return Vec::new();
+    }
+    let range = model.range(lo..=hi).map(|(k, v)| (*k, v.clone()));
+    if reverse {
+        range.rev().take(limit as usize).collect()
+    } else {
+        range.take(limit as usize).collect()
+    }
+}
+
+fn check_contents(name: &str, db: &dyn Driver, model: &Model) {
+    assert_eq!(
+        scan_all(db, 0, u64::MAX, u64::MAX, false),
+        expected(model, 0, u64::MAX, u64::MAX, false),
+        "{name}: full scan"
+    );
+    let mut buf = Vec::new();
+    for (k, v) in model {
+        assert!(db.get(*k, &mut buf).unwrap(), "{name}: {k} missing");
+        assert_eq!(&buf, v, "{name}: value of {k}");
+    }
+}
+
+fn exercise(format: ValueFormat) {
+    let codec = match format {
+        ValueFormat::U64 => ValueCodec::u64(),
+        ValueFormat::Bytes => ValueCodec::bytes(100).unwrap(),
+    };
+    for engine in engines() {
+        let name = engine.name();
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("db");
+        let opts = EngineOptions {
+            cache_bytes: 4 << 20,
+            values: format,
+            ..EngineOptions::default()
+        };
+        let db = engine.create(&dir, &opts).unwrap();
+        let mut model = Model::new();
+        let mut versions: BTreeMap<u64, u32> = BTreeMap::new();
+        let mut rng = ChaCha8Rng::seed_from_u64(11);
+        let mut buf = Vec::new();
+        let mut next_version = |k: u64| {
+            let v = versions.entry(k).or_insert(0);
+            *v += 1;
+            codec.value(k, *v)
+        };
+        for step in 0..3000 {
+            let k = rng.random_range(0..600u64) * 3;
+            match rng.random_range(0..10) {
+                0..=3 => {
+                    let v = next_version(k);
+                    db.put(k, &v).unwrap();
+                    model.insert(k, v);
+                }
+                4 => {
+                    let recs: Vec<(u64, Vec<u8>)> = (0..rng.random_range(1..20))
+                        .map(|i| {
+                            let key = (k + i * 7) % 1800;
+                            (key, next_version(key))
+                        })
+                        .collect();
+                    let refs: Vec<(u64, &[u8])> = recs.iter().map(|(k, v)| (*k, &v[..])).collect();
+                    db.put_batch(&refs).unwrap();
+                    for (k, v) in recs {
+                        model.insert(k, v);
+                    }
+                }
+                5 => {
+                    db.delete(k).unwrap();
+                    model.remove(&k);
+                }
+                6..=8 => {
+                    let found = db.get(k, &mut buf).unwrap();
+                    assert_eq!(
+                        found,
+                        model.contains_key(&k),
+                        "{name}: get {k} at step {step}"
+                    );
+                    if found {
+                        assert_eq!(Some(&buf), model.get(&k), "{name}: value of {k}");
+                    }
+                }
+                _ => {
+                    let lo = rng.random_range(0..2000);
+                    let hi = rng.random_range(0..2000);
+                    let limit = rng.random_range(0..50);
+                    let reverse = rng.random_bool(0.5);
+                    assert_eq!(
+                        scan_all(db.as_ref(), lo, hi, limit, reverse),
+                        expected(&model, lo, hi, limit, reverse),
+                        "{name}: scan [{lo}, {hi}] limit {limit} reverse {reverse}"
+                    );
+                }
+            }
+        }
+        assert!(scan_all(db.as_ref(), 10, 5, 10, false).is_empty());
+        assert!(scan_all(db.as_ref(), 0, 100, 0, false).is_empty());
+        // A visitor error stops the scan and comes back.
+        let stopped: Result<u64> = db.scan(0, u64::MAX, u64::MAX, false, &mut |_, _| {
+            Err(BenchError::Verify("stop".into()))
+        });
+        assert!(matches!(stopped, Err(BenchError::Verify(_))) || model.is_empty());
+        check_contents(name, db.as_ref(), &model);
+
+        let caps = engine.capabilities();
+        let count = db.count(0, 1000);
+        let mut rng2 = ChaCha8Rng::seed_from_u64(1);
+        let sample = db.sample(0, 1000, 5, &mut rng2);
+        if caps.count {
+            let want = model.range(0..=1000).count() as u64;
+            assert_eq!(count.unwrap(), want, "{name}: count");
+        } else {
+            assert!(matches!(count, Err(BenchError::Usage(_))), "{name}: count");
+        }
+        if caps.sample {
+            for (k, v) in sample.unwrap() {
+                assert_eq!(model.get(&k), Some(&v), "{name}: sample");
+            }
+        } else {
+            assert!(
+                matches!(sample, Err(BenchError::Usage(_))),
+                "{name}: sample"
+            );
+        }
+
+        db.checkpoint().unwrap();
+        db.close().unwrap();
+        let db = engine.open(&dir, &opts).unwrap();
+        check_contents(name, db.as_ref(), &model);
+        db.close().unwrap();
+        assert!(
+            engine.open(&tmp.path().join("missing"), &opts).is_err(),
+            "{name}: opening a directory without a database"
+        );
+        assert!(!engine.settings(&opts).is_empty() && !engine.version().is_empty());
+    }
+}
+
+#[test]
+fn engines_match_a_model_with_u64_values() {
+    exercise(ValueFormat::U64);
+}
+
+#[test]
+fn engines_match_a_model_with_byte_values() {
+    exercise(ValueFormat::Bytes);
+}
