@@ -371,6 +371,8 @@ fn bench_smoke_writes_json_lines_and_report() {
         "bench",
         "--suite",
         "smoke",
+        "--engines",
+        "strata-btree",
         "--records",
         "2000",
         "--json",

@@ -405,6 +405,7 @@ mod tests {
         opts.records = Some(500);
         opts.out_dir = Some(tmp.path().join("out"));
         opts.progress = false;
+        opts.engines = Some("strata-btree".into());
         let out = run(&opts).unwrap();
         let ops: Vec<(&str, &str)> = out
             .results
