@@ -419,15 +419,18 @@ fn bench_smoke_writes_json_lines_and_report() {
         "{report}"
     );
     assert!(report.contains("cores"), "{report}");
-    let leftovers: Vec<_> = std::fs::read_dir(&out_dir)
+    let mut leftovers: Vec<_> = std::fs::read_dir(&out_dir)
         .unwrap()
-        .map(|e| e.unwrap().file_name())
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
         .collect();
+    leftovers.sort();
     assert_eq!(
-        leftovers.len(),
-        2,
-        "data directory not removed: {leftovers:?}"
+        leftovers,
+        ["figures", "report.md", "results.jsonl"],
+        "data directory not removed"
     );
+    assert!(out_dir.join("figures/throughput.png").exists());
+    assert!(report.contains("![Throughput per workload](figures/throughput.png)"));
 }
 
 #[test]
