@@ -260,7 +260,14 @@ impl Report<'_> {
             let _ = writeln!(s, "| engine | version | settings |");
             let _ = writeln!(s, "|---|---|---|");
             for e in &self.engines {
-                let _ = writeln!(s, "| {} | {} | {} |", e.name, e.version, e.settings);
+                let cell = |t: &str| t.replace('|', "\\|");
+                let _ = writeln!(
+                    s,
+                    "| {} | {} | {} |",
+                    cell(&e.name),
+                    cell(&e.version),
+                    cell(&e.settings)
+                );
             }
             s.push('\n');
         }
