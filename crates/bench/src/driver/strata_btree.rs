@@ -140,20 +140,30 @@ impl Driver for StrataDriver {
             Direction::Forward
         };
         let mut seen = 0u64;
-        let mut buf = Vec::new();
+        // Chunks bound how long one call holds the tree's read lock; the next chunk resumes after the last key.
         while seen < limit && lo <= hi {
-            buf.clear();
             let want = (limit - seen).min(SCAN_CHUNK) as usize;
             let range = KeyRange::inclusive(lo.to_be_bytes().to_vec(), hi.to_be_bytes().to_vec());
-            self.db.scan_into(&range, dir, want, &mut buf)?;
-            for (k, v) in &buf {
-                visit(key_of(k), v)?;
+            let mut last = None;
+            let mut failed = None;
+            let got = self.db.scan_visit(&range, dir, want, &mut |k, v| {
+                let k = key_of(k);
+                last = Some(k);
+                match visit(k, v) {
+                    Ok(()) => Ok(true),
+                    Err(e) => {
+                        failed = Some(e);
+                        Ok(false)
+                    }
+                }
+            })?;
+            if let Some(e) = failed {
+                return Err(e);
             }
-            seen += buf.len() as u64;
-            if buf.len() < want {
+            seen += got as u64;
+            let Some(last) = last.filter(|_| got == want) else {
                 break;
-            }
-            let last = key_of(&buf.last().expect("a full chunk").0);
+            };
             if reverse {
                 match last.checked_sub(1) {
                     Some(h) => hi = h,

@@ -524,6 +524,20 @@ impl RawDb {
         self.inner.index.scan(range, dir, max, out)
     }
 
+    /// Calls `visit(key, value)` for up to `max` records of `range` in `dir` order, until it returns
+    /// `false`; returns how many it visited. Values are not copied, but the visitor runs under the index's
+    /// read lock: it must not call into this database (writers wait while it runs, so keep `max` modest).
+    pub fn scan_visit(
+        &self,
+        range: &KeyRange,
+        dir: Direction,
+        max: usize,
+        visit: &mut crate::index::RecordVisitor<'_>,
+    ) -> Result<usize> {
+        self.check_poison()?;
+        self.inner.index.scan_visit(range, dir, max, visit)
+    }
+
     /// An ordered iterator over `range`. It reads in chunks and does not hold locks between chunks: writes
     /// made while it runs may or may not be seen, but every record it returns was live when read and keys are
     /// strictly ordered.

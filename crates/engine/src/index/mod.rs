@@ -108,6 +108,9 @@ pub struct IndexStats {
     pub checkpointed_seqno: u64,
 }
 
+/// Receives one record of a scan (key, value); returns whether the scan should go on.
+pub type RecordVisitor<'a> = dyn FnMut(&[u8], &[u8]) -> Result<bool> + 'a;
+
 /// What an integrity check verified.
 #[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct CheckReport {
@@ -123,6 +126,16 @@ pub trait OrderedIndex: Send + Sync {
     fn get(&self, key: &[u8], out: &mut Vec<u8>) -> Result<bool>;
     /// Applies a batch atomically with respect to readers. Keys and values were validated by the caller.
     fn apply(&self, ops: &[WriteOp]) -> Result<()>;
+    /// Calls `visit(key, value)` for up to `max` records of `range` in `dir` order, until it returns
+    /// `false`; returns how many records it visited. The visitor runs while the index holds its read locks:
+    /// it must not call into the same index.
+    fn scan_visit(
+        &self,
+        range: &KeyRange,
+        dir: Direction,
+        max: usize,
+        visit: &mut RecordVisitor<'_>,
+    ) -> Result<usize>;
     /// Appends to `out` up to `max` records of `range`, in `dir` order.
     fn scan(
         &self,
@@ -130,7 +143,13 @@ pub trait OrderedIndex: Send + Sync {
         dir: Direction,
         max: usize,
         out: &mut Vec<(Vec<u8>, Vec<u8>)>,
-    ) -> Result<()>;
+    ) -> Result<()> {
+        self.scan_visit(range, dir, max, &mut |k, v| {
+            out.push((k.to_vec(), v.to_vec()));
+            Ok(true)
+        })
+        .map(drop)
+    }
     /// Number of live records.
     fn len(&self) -> u64;
     /// True when there are no records.

@@ -39,7 +39,8 @@ mod write;
 
 use crate::error::{Error, Result};
 use crate::index::{
-    CheckReport, Direction, IndexStats, KeyRange, OrderedIndex, SamplingIndex, WriteOp,
+    CheckReport, Direction, IndexStats, KeyRange, OrderedIndex, RecordVisitor, SamplingIndex,
+    WriteOp,
 };
 use crate::storage::{BufferPool, IoSnapshot, IoStats, PageFile, PageId};
 use meta::TreeMeta;
@@ -218,15 +219,15 @@ impl OrderedIndex for BTree {
         Ok(())
     }
 
-    fn scan(
+    fn scan_visit(
         &self,
         range: &KeyRange,
         dir: Direction,
         max: usize,
-        out: &mut Vec<(Vec<u8>, Vec<u8>)>,
-    ) -> Result<()> {
+        visit: &mut RecordVisitor<'_>,
+    ) -> Result<usize> {
         let st = self.state.read();
-        read::scan(self, &st, range, dir, max, out)
+        read::scan(self, &st, range, dir, max, visit)
     }
 
     fn len(&self) -> u64 {

@@ -4,7 +4,7 @@
 use super::node::ValueRef;
 use super::{BTree, TreeState, overflow};
 use crate::error::Result;
-use crate::index::{Direction, KeyRange};
+use crate::index::{Direction, KeyRange, RecordVisitor};
 use crate::storage::page::{PageType, page_type};
 use crate::storage::{PageId, PageReadGuard};
 use rand::Rng;
@@ -217,11 +217,12 @@ pub(super) fn scan(
     range: &KeyRange,
     dir: Direction,
     max: usize,
-    out: &mut Vec<(Vec<u8>, Vec<u8>)>,
-) -> Result<()> {
+    visit: &mut RecordVisitor<'_>,
+) -> Result<usize> {
     if max == 0 {
-        return Ok(());
+        return Ok(0);
     }
+    let mut overflow = Vec::new();
     let mut taken = 0usize;
     let (mut cur, step) = match dir {
         Direction::Forward => (Cursor::seek_first(tree, st, range.lo_ref())?, 1),
@@ -237,19 +238,19 @@ pub(super) fn scan(
                 Direction::Reverse => range.above_lo(key),
             };
             if !inside {
-                return Ok(());
+                return Ok(taken);
             }
-            let mut value = Vec::new();
-            load_value(
-                tree,
-                tree.layout.leaf_value(&leaf, cur.idx as usize),
-                &mut value,
-            )?;
-            out.push((key.to_vec(), value));
+            let more = match tree.layout.leaf_value(&leaf, cur.idx as usize) {
+                ValueRef::Inline(v) => visit(key, v)?,
+                chained => {
+                    load_value(tree, chained, &mut overflow)?;
+                    visit(key, &overflow)?
+                }
+            };
             cur.idx += step;
             taken += 1;
-            if taken == max {
-                return Ok(());
+            if taken == max || !more {
+                return Ok(taken);
             }
         }
         drop(leaf);
@@ -258,7 +259,7 @@ pub(super) fn scan(
             Direction::Reverse => cur.prev_leaf(tree, st)?,
         };
         if !more {
-            return Ok(());
+            return Ok(taken);
         }
     }
 }
