@@ -42,7 +42,7 @@ pub struct BenchArgs {
     /// List the suites and exit.
     #[arg(long)]
     list: bool,
-    /// Durability of the writes of load phases.
+    /// Durability of every write of the run, for every engine.
     #[arg(long, value_enum, default_value = "none")]
     durability: DurabilityArg,
     /// Seed of every random choice.

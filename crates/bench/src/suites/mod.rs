@@ -103,7 +103,7 @@ pub struct SuiteConfig {
     pub codec: ValueCodec,
     /// Cache budget of every engine, in bytes.
     pub cache_bytes: usize,
-    /// Durability of the writes of load phases.
+    /// Durability of every write of the run, for every engine.
     pub durability: Durability,
     /// Page size of page-based engines.
     pub page_size: usize,
