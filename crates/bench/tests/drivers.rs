@@ -1,10 +1,12 @@
 //! Every engine of the build against a `BTreeMap` model: seeded random puts, batches, deletes and gets, scans
 //! in both directions with bounds and limits, then checkpoint, close, reopen and a full comparison. Range
-//! counts and sampling must be refused exactly by the engines that do not have them.
+//! counts and sampling must be refused exactly by the engines that do not have them. A short run at every
+//! durability level checks that each level's writes survive a close and reopen.
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::collections::BTreeMap;
+use strata::Durability;
 use strata_bench::driver::{Driver, EngineOptions, ValueFormat, engines};
 use strata_bench::values::ValueCodec;
 use strata_bench::{BenchError, Result};
@@ -138,17 +140,20 @@ fn exercise(format: ValueFormat) {
             let want = model.range(0..=1000).count() as u64;
             assert_eq!(count.unwrap(), want, "{name}: count");
         } else {
-            assert!(matches!(count, Err(BenchError::Usage(_))), "{name}: count");
+            match count {
+                Err(BenchError::Usage(msg)) => assert!(msg.contains(name), "{name}: {msg}"),
+                other => panic!("{name}: count should be refused, got {other:?}"),
+            }
         }
         if caps.sample {
             for (k, v) in sample.unwrap() {
                 assert_eq!(model.get(&k), Some(&v), "{name}: sample");
             }
         } else {
-            assert!(
-                matches!(sample, Err(BenchError::Usage(_))),
-                "{name}: sample"
-            );
+            match sample {
+                Err(BenchError::Usage(msg)) => assert!(msg.contains(name), "{name}: {msg}"),
+                other => panic!("{name}: sample should be refused, got {other:?}"),
+            }
         }
 
         db.checkpoint().unwrap();
@@ -172,4 +177,93 @@ fn engines_match_a_model_with_u64_values() {
 #[test]
 fn engines_match_a_model_with_byte_values() {
     exercise(ValueFormat::Bytes);
+}
+
+#[test]
+fn every_durability_level_survives_close_and_reopen() {
+    let codec = ValueCodec::bytes(100).unwrap();
+    for engine in engines() {
+        let name = engine.name();
+        for durability in [Durability::None, Durability::Flush, Durability::Sync] {
+            let tmp = tempfile::tempdir().unwrap();
+            let dir = tmp.path().join("db");
+            let opts = EngineOptions {
+                cache_bytes: 4 << 20,
+                durability,
+                values: ValueFormat::Bytes,
+                ..EngineOptions::default()
+            };
+            assert!(!engine.settings(&opts).is_empty());
+            let db = engine.create(&dir, &opts).unwrap();
+            let mut model = Model::new();
+            for k in 0..16u64 {
+                let v = codec.value(k, 1);
+                db.put(k, &v).unwrap();
+                model.insert(k, v);
+            }
+            let batch: Vec<(u64, Vec<u8>)> = (8..24u64).map(|k| (k, codec.value(k, 2))).collect();
+            let refs: Vec<(u64, &[u8])> = batch.iter().map(|(k, v)| (*k, &v[..])).collect();
+            db.put_batch(&refs).unwrap();
+            model.extend(batch);
+            for k in [0, 5, 23] {
+                db.delete(k).unwrap();
+                model.remove(&k);
+            }
+            // No checkpoint: closing alone must keep every write.
+            db.close().unwrap();
+            let db = engine.open(&dir, &opts).unwrap();
+            check_contents(&format!("{name} ({durability:?})"), db.as_ref(), &model);
+            db.close().unwrap();
+        }
+    }
+}
+
+#[test]
+fn drivers_are_shared_by_threads() {
+    let codec = ValueCodec::u64();
+    const THREADS: u64 = 4;
+    const PER_THREAD: u64 = 200;
+    for engine in engines() {
+        let name = engine.name();
+        let tmp = tempfile::tempdir().unwrap();
+        let opts = EngineOptions {
+            cache_bytes: 4 << 20,
+            ..EngineOptions::default()
+        };
+        let db = engine.create(&tmp.path().join("db"), &opts).unwrap();
+        std::thread::scope(|s| {
+            for t in 0..THREADS {
+                let db = db.as_ref();
+                s.spawn(move || {
+                    let mut buf = Vec::new();
+                    for i in 0..PER_THREAD {
+                        let k = i * THREADS + t;
+                        if i % 10 == 0 {
+                            let recs = [(k, codec.value(k, 1))];
+                            let refs: Vec<(u64, &[u8])> =
+                                recs.iter().map(|(k, v)| (*k, &v[..])).collect();
+                            db.put_batch(&refs).unwrap();
+                        } else {
+                            db.put(k, &codec.value(k, 1)).unwrap();
+                        }
+                        assert!(db.get(k, &mut buf).unwrap(), "{name}: own write of {k}");
+                        codec.check(k, 1, &buf).unwrap();
+                        // Other threads' records in a scan must be whole and in order.
+                        let mut last = None;
+                        db.scan(0, k, 20, true, &mut |key, v| {
+                            assert!(last.is_none_or(|l| key < l), "{name}: order");
+                            last = Some(key);
+                            codec.check(key, 1, v)
+                        })
+                        .unwrap();
+                    }
+                });
+            }
+        });
+        let model: Model = (0..THREADS * PER_THREAD)
+            .map(|k| (k, codec.value(k, 1)))
+            .collect();
+        check_contents(name, db.as_ref(), &model);
+        db.close().unwrap();
+    }
 }

@@ -1,16 +1,20 @@
 //! Driver for fjall (`fjall`), a pure-Rust log-structured merge tree (LSM) engine in the spirit of RocksDB.
 //!
-//! * One keyspace `strata_bench`, keys as 8 big-endian bytes, fjall's default keyspace options (leveled
-//!   compaction, LZ4 blocks, Bloom filters) as its maintainers ship them.
-//! * Cache: `Database::builder(..).cache_size(cache_bytes)` (block cache shared by all keyspaces); memtables
-//!   and the journal are fjall's defaults on top of it.
-//! * Durability: `None` → `manual_journal_persist(true)` (journal writes stay in fjall's buffer until a
-//!   persist); `Flush` → fjall's default, the journal is written to the OS after every write
-//!   (`PersistMode::Buffer`); `Sync` → additionally `persist(PersistMode::SyncData)` after every write.
+//! * One keyspace `strata_bench`, keys as 8 big-endian bytes, fjall's default keyspace options as its
+//!   maintainers ship them: leveled compaction, 64 MiB memtables, 4 KiB data blocks, LZ4 from level 2 on,
+//!   Bloom filters.
+//! * Cache: `Database::builder(..).cache_size(cache_bytes)`, the block cache shared by all keyspaces.
+//!   Memtables (64 MiB each) and the journal come on top of it, as for RocksDB's write buffers.
+//! * Durability: the database and the keyspace are opened with `manual_journal_persist(true)` (otherwise
+//!   every write flushes the journal to the OS, whatever the bench asks for), and the driver persists the
+//!   journal itself after every write: `None` → nothing (journal records stay in fjall's write buffer until
+//!   it fills or a later persist); `Flush` → `persist(PersistMode::Buffer)` (journal written to the OS);
+//!   `Sync` → `persist(PersistMode::SyncData)` (written and fdatasynced).
 //! * `checkpoint`: `persist(SyncAll)` and a memtable flush to a table file (`rotate_memtable_and_wait`), so
-//!   a fill phase pays for putting its data into tables.
-//! * Compaction runs on fjall's background threads: their I/O shows in `/proc/self/io`, not in per-call
-//!   latencies. fjall keeps no I/O counters the lab can read.
+//!   a fill phase pays for putting its data into tables. `close` persists with `SyncAll` and drops the
+//!   database, which stops fjall's worker threads.
+//! * Flushes and compactions run on fjall's worker threads: their I/O shows in `/proc/self/io`, not in
+//!   per-call latencies. fjall keeps no I/O counters the lab can read.
 
 use super::{Driver, Engine, EngineOptions, Visit, directed, key_from_be, visit_limited};
 use crate::error::{BenchError, Result};
@@ -21,6 +25,8 @@ use strata::Durability;
 const NAME: &str = "fjall";
 const VERSION: &str = "3.1.13";
 const KEYSPACE: &str = "strata_bench";
+/// File fjall writes when it creates a database.
+const MARKER: &str = "version";
 
 fn err(e: impl std::fmt::Display) -> BenchError {
     BenchError::peer(NAME, e)
@@ -30,23 +36,35 @@ fn err(e: impl std::fmt::Display) -> BenchError {
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Fjall;
 
+/// How the journal is persisted after every write (`None`: not at all).
+fn persist_mode(d: Durability) -> Option<PersistMode> {
+    match d {
+        Durability::None => None,
+        Durability::Flush => Some(PersistMode::Buffer),
+        Durability::Sync => Some(PersistMode::SyncData),
+    }
+}
+
 impl Fjall {
     fn open_db(&self, dir: &Path, opts: &EngineOptions, create: bool) -> Result<Box<dyn Driver>> {
-        if !create && !dir.exists() {
+        if !create && !dir.join(MARKER).exists() {
             return Err(err(format!("no fjall database in {}", dir.display())));
         }
         let db = Database::builder(dir)
             .cache_size(opts.cache_bytes as u64)
-            .manual_journal_persist(opts.durability == Durability::None)
+            .manual_journal_persist(true)
             .open()
             .map_err(err)?;
+        // The keyspace's options are stored when it is created; a reopen uses the stored ones.
         let keyspace = db
-            .keyspace(KEYSPACE, KeyspaceCreateOptions::default)
+            .keyspace(KEYSPACE, || {
+                KeyspaceCreateOptions::default().manual_journal_persist(true)
+            })
             .map_err(err)?;
         Ok(Box::new(FjallDriver {
             db,
             keyspace,
-            sync: opts.durability == Durability::Sync,
+            persist: persist_mode(opts.durability),
         }))
     }
 }
@@ -63,18 +81,18 @@ impl Engine for Fjall {
     fn settings(&self, opts: &EngineOptions) -> String {
         let journal = match opts.durability {
             Durability::None => {
-                "manual_journal_persist (journal buffered in fjall until a persist)"
+                "manual_journal_persist, no persist per write (journal buffered in fjall)"
             }
             Durability::Flush => {
-                "journal written to the OS after every write (PersistMode::Buffer)"
+                "manual_journal_persist + persist(Buffer) per write (journal written to the OS)"
             }
             Durability::Sync => {
-                "journal written and fdatasynced after every write (PersistMode::SyncData)"
+                "manual_journal_persist + persist(SyncData) per write (journal fdatasynced)"
             }
         };
         format!(
-            "cache_size {} bytes; default keyspace options (leveled compaction, LZ4, Bloom filters); {journal}; \
-             keys as 8 big-endian bytes",
+            "cache_size {} bytes; default keyspace options (leveled compaction, 64 MiB memtables, LZ4 from L2, \
+             Bloom filters); {journal}; keys as 8 big-endian bytes",
             opts.cache_bytes
         )
     }
@@ -92,15 +110,16 @@ impl Engine for Fjall {
 pub struct FjallDriver {
     db: Database,
     keyspace: Keyspace,
-    sync: bool,
+    persist: Option<PersistMode>,
 }
 
 impl FjallDriver {
+    /// Persists the journal as the durability asks, after a write.
     fn after_write(&self) -> Result<()> {
-        if self.sync {
-            self.db.persist(PersistMode::SyncData).map_err(err)?;
+        match self.persist {
+            Some(mode) => self.db.persist(mode).map_err(err),
+            None => Ok(()),
         }
-        Ok(())
     }
 }
 
@@ -113,12 +132,11 @@ impl Driver for FjallDriver {
     }
 
     fn put_batch(&self, records: &[(u64, &[u8])]) -> Result<()> {
-        let mut batch = self.db.batch();
+        let mut batch = self.db.batch().durability(self.persist);
         for (k, v) in records {
             batch.insert(&self.keyspace, k.to_be_bytes(), *v);
         }
-        batch.commit().map_err(err)?;
-        self.after_write()
+        batch.commit().map_err(err)
     }
 
     fn get(&self, key: u64, value: &mut Vec<u8>) -> Result<bool> {
@@ -155,13 +173,30 @@ impl Driver for FjallDriver {
         })
     }
 
+    fn count(&self, _lo: u64, _hi: u64) -> Result<u64> {
+        Err(BenchError::Usage(format!(
+            "{NAME} does not support range counts"
+        )))
+    }
+
+    fn sample(
+        &self,
+        _lo: u64,
+        _hi: u64,
+        _k: usize,
+        _rng: &mut dyn rand::RngCore,
+    ) -> Result<Vec<(u64, Vec<u8>)>> {
+        Err(BenchError::Usage(format!(
+            "{NAME} does not support range sampling"
+        )))
+    }
+
     fn checkpoint(&self) -> Result<()> {
         self.db.persist(PersistMode::SyncAll).map_err(err)?;
         self.keyspace.rotate_memtable_and_wait().map_err(err)
     }
 
     fn close(self: Box<Self>) -> Result<()> {
-        self.db.persist(PersistMode::SyncAll).map_err(err)?;
-        Ok(())
+        self.db.persist(PersistMode::SyncAll).map_err(err)
     }
 }

@@ -1,13 +1,18 @@
-//! Driver for LMDB (`lmdb`) through the `heed` crate: a copy-on-write B+-tree in a memory-mapped file, one
-//! writer at a time, readers on MVCC snapshots without locks.
+//! Driver for LMDB (`lmdb`) through the `heed` crate (LMDB 0.9.70 from the `mdb.master` branch, built by
+//! `lmdb-master-sys`): a copy-on-write B+-tree in a memory-mapped file, one writer at a time, readers on
+//! MVCC snapshots without locks.
 //!
 //! * One named database `strata_bench`, keys as 8 big-endian bytes (LMDB compares bytes lexicographically).
 //! * Cache: LMDB has none of its own; reads go through the memory map and the OS page cache, so the cache
-//!   budget does not bound it (the report says so). The map size is 64 GiB of address space (sparse).
+//!   budget does not bound it (the report says so: compare its memory use with care). The map size is
+//!   64 GiB of address space (sparse: the file grows only as pages are used).
 //! * Durability: `None` and `Flush` → `NO_SYNC | NO_META_SYNC`: a commit writes its pages to the file with
 //!   `write(2)` (no `WRITE_MAP`), so it survives a process kill but not a power loss; LMDB has no weaker
-//!   level. `Sync` → LMDB's default, an fsync per commit.
-//! * Every `put`/`delete` is one write transaction; `checkpoint` is `force_sync` (fsync of the data file).
+//!   level, so at `none` LMDB pays a `Flush`'s system calls. `Sync` → LMDB's default, an fdatasync of the data
+//!   file per commit.
+//! * Every `put`/`delete` is one write transaction, `put_batch` one for the batch; concurrent writers queue
+//!   on LMDB's writer lock. `checkpoint` is `force_sync` (fsync of the data file); `close` syncs and waits
+//!   for the environment to close.
 //! * Read transactions are opened per operation without thread-local storage (`read_txn_without_tls`), so
 //!   any thread may read. LMDB keeps no I/O counters the lab can read.
 
@@ -20,7 +25,7 @@ use std::path::Path;
 use strata::Durability;
 
 const NAME: &str = "lmdb";
-const VERSION: &str = "heed 0.23.1 (LMDB 0.9)";
+const VERSION: &str = "0.23.1";
 const DATABASE: &str = "strata_bench";
 /// Address space reserved for the map; the file grows only as pages are used.
 const MAP_SIZE: usize = 64 << 30;
@@ -83,14 +88,14 @@ impl Engine for Lmdb {
 
     fn settings(&self, opts: &EngineOptions) -> String {
         let sync = match opts.durability {
-            Durability::Sync => "default flags (fsync per commit)",
+            Durability::Sync => "default flags (an fdatasync per commit)",
             _ => {
                 "NO_SYNC | NO_META_SYNC (commits written to the OS, not fsynced; LMDB has no weaker level)"
             }
         };
         format!(
-            "no cache of its own: memory map + OS page cache (the {}-byte budget does not apply); map size \
-             64 GiB; one write transaction per put; {sync}; keys as 8 big-endian bytes",
+            "LMDB 0.9.70 via heed; no cache of its own: memory map + OS page cache (the {}-byte budget does \
+             not apply); map size 64 GiB; one write transaction per put; {sync}; keys as 8 big-endian bytes",
             opts.cache_bytes
         )
     }
@@ -174,6 +179,24 @@ impl Driver for LmdbDriver {
             let range = self.db.range(&txn, &bounds).map_err(err)?;
             visit_limited(range, limit, &mut each)
         }
+    }
+
+    fn count(&self, _lo: u64, _hi: u64) -> Result<u64> {
+        Err(BenchError::Usage(format!(
+            "{NAME} does not support range counts"
+        )))
+    }
+
+    fn sample(
+        &self,
+        _lo: u64,
+        _hi: u64,
+        _k: usize,
+        _rng: &mut dyn rand::RngCore,
+    ) -> Result<Vec<(u64, Vec<u8>)>> {
+        Err(BenchError::Usage(format!(
+            "{NAME} does not support range sampling"
+        )))
     }
 
     fn checkpoint(&self) -> Result<()> {

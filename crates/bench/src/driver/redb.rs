@@ -1,13 +1,24 @@
-//! Driver for redb (`redb`), a pure-Rust copy-on-write B-tree stored in one file (in the spirit of LMDB).
+//! Driver for redb (`redb`), a pure-Rust copy-on-write B-tree stored in one file (in the spirit of LMDB),
+//! with redb's default settings apart from the cache size.
 //!
-//! * Table `strata_bench`: `u64` keys (redb orders them numerically) → byte-string values.
-//! * Cache: `Builder::set_cache_size(cache_bytes)` (redb's page cache for reads and writes).
-//! * Every `put`/`delete` is one write transaction; `put_batch` one transaction for the batch.
-//! * Durability: `None` → `Durability::None` (the commit is not persisted until a later durable commit; a
-//!   crash rolls back to the last durable one). `Flush` and `Sync` → `Durability::Immediate` (fsync per
-//!   commit): redb has no level that survives a process kill without an fsync, so `Flush` costs it a sync.
-//! * `checkpoint`: an empty write transaction committed with `Durability::Immediate`.
-//! * Reads use a fresh read transaction per operation (an MVCC snapshot); redb keeps no I/O counters.
+//! * Table `strata_bench`: `u64` keys (redb's `u64` key type orders them numerically; it stores them as 8
+//!   little-endian bytes, which is redb's own encoding of the same key) → byte-string values (8 bytes for
+//!   [`ValueFormat::U64`](super::ValueFormat), the run's value size otherwise).
+//! * Cache: `Builder::set_cache_size(cache_bytes)`, redb's page cache for reads and dirty pages.
+//! * Every `put`/`delete` is one write transaction; `put_batch` one transaction for the batch. redb has one
+//!   writer at a time: concurrent writers queue on `begin_write`.
+//! * Durability: `None` → `Durability::None` (the commit stays in redb's memory until a later durable
+//!   commit; a crash of the process rolls back to the last durable one). `Flush` and `Sync` →
+//!   `Durability::Immediate` (an fsync per commit): redb has no level in between — a `None` commit does not
+//!   reach the OS, so the only level that survives a killed process is the fsynced one, and `Flush` costs redb
+//!   an fsync per write. Results at `flush` are therefore redb at `sync`.
+//! * Caveat of `None`: pages of the last durable state that `None` commits replace are only reused after the
+//!   next durable commit (pages allocated since can be reused at once), so a long run of `None` writes over a
+//!   large database grows the file until a `checkpoint`.
+//! * `checkpoint`: an empty write transaction committed with `Durability::Immediate` (which also makes every
+//!   earlier `None` commit durable). `close` checkpoints, then `Database::close` (errors reported).
+//! * Reads use a fresh read transaction per operation (an MVCC snapshot, never blocked by the writer); redb
+//!   keeps no I/O counters.
 
 use super::{Driver, Engine, EngineOptions, Visit, directed, visit_limited};
 use crate::error::{BenchError, Result};
@@ -43,10 +54,14 @@ impl Redb {
         } else if !path.exists() {
             return Err(err(format!("no redb database in {}", dir.display())));
         }
-        let db = Database::builder()
-            .set_cache_size(opts.cache_bytes)
-            .create(&path)
-            .map_err(err)?;
+        let mut builder = Database::builder();
+        builder.set_cache_size(opts.cache_bytes);
+        let db = if create {
+            builder.create(&path)
+        } else {
+            builder.open(&path)
+        }
+        .map_err(err)?;
         let driver = RedbDriver {
             db,
             durability: durability(opts.durability),
@@ -70,11 +85,18 @@ impl Engine for Redb {
 
     fn settings(&self, opts: &EngineOptions) -> String {
         format!(
-            "cache_size {} bytes; one write transaction per put, durability {:?} (strata `{}`; redb has no \
-             level between None and an fsync per commit); u64 keys, byte-string values",
+            "redb defaults; cache_size {} bytes; one write transaction per put, Durability::{:?} for strata \
+             `{}` ({}); u64 keys, byte-string values",
             opts.cache_bytes,
             durability(opts.durability),
-            opts.durability.name()
+            opts.durability.name(),
+            match opts.durability {
+                Durability::None => "commits stay in redb's memory until a durable commit",
+                Durability::Flush => {
+                    "an fsync per commit: redb has no level that reaches the OS without one"
+                }
+                Durability::Sync => "an fsync per commit",
+            }
         )
     }
 
@@ -165,13 +187,30 @@ impl Driver for RedbDriver {
         })
     }
 
+    fn count(&self, _lo: u64, _hi: u64) -> Result<u64> {
+        Err(BenchError::Usage(format!(
+            "{NAME} does not support range counts"
+        )))
+    }
+
+    fn sample(
+        &self,
+        _lo: u64,
+        _hi: u64,
+        _k: usize,
+        _rng: &mut dyn rand::RngCore,
+    ) -> Result<Vec<(u64, Vec<u8>)>> {
+        Err(BenchError::Usage(format!(
+            "{NAME} does not support range sampling"
+        )))
+    }
+
     fn checkpoint(&self) -> Result<()> {
         self.write_with(redb::Durability::Immediate, |_| Ok(()))
     }
 
     fn close(self: Box<Self>) -> Result<()> {
         self.checkpoint()?;
-        drop(self.db);
-        Ok(())
+        self.db.close().map_err(err)
     }
 }
