@@ -4,7 +4,7 @@
 //! on one database of N = `--records` (default 1 000 000) `u64` keys with 100-byte checkable values:
 //!
 //! 1. `fillrandom`: the N keys in a seeded random order, one write each, then a checkpoint (1 thread);
-//! 2. `readrandom`: `--ops` (default 500 000) uniformly random gets, at each `--threads` count;
+//! 2. `readrandom`: `--ops` (default 200 000) uniformly random gets, at each `--threads` count;
 //! 3. `ycsb-a`, `ycsb-b`, `ycsb-c`, `ycsb-e`: the YCSB workloads ([`super::ycsb`]), `--ops` operations each,
 //!    at each `--threads` count.
 
@@ -23,7 +23,7 @@ pub const NAME: &str = "default";
 pub const DESCRIPTION: &str =
     "fillrandom, readrandom, YCSB A, B, C, E; 100-byte values; every engine (the no-flags run)";
 pub const DEFAULT_RECORDS: u64 = 1_000_000;
-pub const DEFAULT_OPS: u64 = 500_000;
+pub const DEFAULT_OPS: u64 = 200_000;
 const WORKLOADS: [&str; 4] = ["ycsb-a", "ycsb-b", "ycsb-c", "ycsb-e"];
 
 /// Method notes for the report.
