@@ -30,6 +30,9 @@ pub struct BenchArgs {
     /// operation's scheduled start.
     #[arg(long, value_name = "OPS")]
     target_rate: Option<f64>,
+    /// Nexts after each seek of the dbbench suite's seekrandom.
+    #[arg(long, value_name = "N", default_value_t = strata_bench::suites::dbbench::DEFAULT_NEXTS)]
+    nexts: u64,
     /// Engine the report's ratios are taken against (default: the first engine).
     #[arg(long, value_name = "ENGINE")]
     baseline: Option<String>,
@@ -80,6 +83,7 @@ pub fn run(args: &BenchArgs, cache_bytes: usize) -> CliResult {
         engines: args.engines.clone(),
         baseline: args.baseline.clone(),
         target_rate: args.target_rate,
+        nexts: args.nexts,
         cache_bytes,
         durability: args.durability.into(),
         page_size: args.page_size,

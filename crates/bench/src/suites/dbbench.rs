@@ -8,7 +8,7 @@
 //! * `readrandom`: gets of uniformly random keys (op `read`);
 //! * `readseq`: the whole key space read in order by range scans, split into one contiguous slice per thread
 //!   (op `scan`, one op per record);
-//! * `seekrandom`: a seek to a random key followed by `NEXTS` nexts (op `scan`, one op per seek);
+//! * `seekrandom`: a seek to a random key followed by `--nexts` nexts (default 10; op `scan`, one op per seek);
 //! * `readwhilewriting`: the reader threads do random gets while one extra thread updates random keys until
 //!   the readers finish (ops `read` and `update`);
 //! * `deleterandom`: deletes of distinct random keys, N/10 of them (1 thread, op `delete`); afterwards every
@@ -32,18 +32,19 @@ use std::sync::atomic::{AtomicBool, Ordering};
 pub const NAME: &str = "dbbench";
 pub const DESCRIPTION: &str = "db_bench phases: fillseq, fillrandom, readrandom, readseq, seekrandom, readwhilewriting, deleterandom";
 pub const DEFAULT_RECORDS: u64 = 1_000_000;
-/// Nexts after each seek of `seekrandom`.
-pub const NEXTS: u64 = 10;
+/// Nexts after each seek of `seekrandom` when `--nexts` is not given.
+pub const DEFAULT_NEXTS: u64 = 10;
 
 /// Method notes for the report.
 pub fn notes(cfg: &SuiteConfig) -> Vec<String> {
     vec![
         format!(
             "db_bench phases over {} keys with {}-byte values; fills are single-threaded and include a final \
-             checkpoint (flush); readrandom, readseq, seekrandom ({NEXTS} nexts) and readwhilewriting run at \
+             checkpoint (flush); readrandom, readseq, seekrandom ({} nexts) and readwhilewriting run at \
              each thread count on the fillrandom database; deleterandom removes N/10 distinct random keys.",
             cfg.records,
-            cfg.codec.size()
+            cfg.codec.size(),
+            cfg.nexts
         ),
         "readwhilewriting: `threads` readers plus one writer thread that updates random keys until the readers \
          are done; its `update` row counts the writer's operations over the same wall time."
@@ -138,23 +139,24 @@ fn seek_random(
     let n = keys.loaded();
     let codec = ctx.codec();
     let engine = ctx.engine.name();
+    let nexts = ctx.cfg.nexts;
     ctx.parallel(db, dir, "seekrandom", threads, ops, |w, share| {
-        let mut got = Vec::with_capacity(NEXTS as usize + 1);
+        let mut got = Vec::with_capacity(nexts.min(1 << 16) as usize + 1);
         for _ in 0..share {
             let start = w.rng.random_range(0..n);
             got.clear();
             w.op("scan", |w| {
                 w.buf.clear();
-                db.scan(start, u64::MAX, NEXTS + 1, false, &mut |k, v| {
+                db.scan(start, u64::MAX, nexts + 1, false, &mut |k, v| {
                     got.push(k);
                     w.buf.extend_from_slice(v);
                     Ok(())
                 })
             })?;
-            let want = (NEXTS + 1).min(n - start);
+            let want = (nexts + 1).min(n - start);
             verify(got.len() as u64 == want, || {
                 format!(
-                    "{engine}: seek to {start} + {NEXTS} nexts returned {} records",
+                    "{engine}: seek to {start} + {nexts} nexts returned {} records",
                     got.len()
                 )
             })?;

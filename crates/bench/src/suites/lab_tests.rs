@@ -283,6 +283,7 @@ fn a_wrong_engine_cannot_post_a_number() {
             threads: vec![1],
             target_rate: None,
             codec: ValueCodec::bytes(100).unwrap(),
+            nexts: 10,
             cache_bytes: 8 << 20,
             durability: Durability::None,
             page_size: 4096,

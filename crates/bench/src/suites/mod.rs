@@ -101,6 +101,8 @@ pub struct SuiteConfig {
     pub target_rate: Option<f64>,
     /// Value format and size of every record.
     pub codec: ValueCodec,
+    /// Nexts after each seek of `seekrandom`.
+    pub nexts: u64,
     /// Cache budget of every engine, in bytes.
     pub cache_bytes: usize,
     /// Durability of every write of the run, for every engine.
@@ -167,6 +169,8 @@ pub struct RunOptions {
     pub baseline: Option<String>,
     /// Scheduled operations per second, all threads together.
     pub target_rate: Option<f64>,
+    /// Nexts after each seek of `seekrandom`.
+    pub nexts: u64,
     pub cache_bytes: usize,
     pub durability: Durability,
     pub page_size: usize,
@@ -190,6 +194,7 @@ impl RunOptions {
             engines: None,
             baseline: None,
             target_rate: None,
+            nexts: dbbench::DEFAULT_NEXTS,
             cache_bytes: 64 << 20,
             durability: Durability::None,
             page_size: 4096,
@@ -280,6 +285,7 @@ pub fn run(opts: &RunOptions) -> Result<RunOutput> {
         threads: opts.threads.clone(),
         target_rate: opts.target_rate,
         codec,
+        nexts: opts.nexts,
         cache_bytes: opts.cache_bytes,
         durability: opts.durability,
         page_size: opts.page_size,
