@@ -124,6 +124,10 @@ impl FjallDriver {
 }
 
 impl Driver for FjallDriver {
+    fn engine(&self) -> &'static str {
+        NAME
+    }
+
     fn put(&self, key: u64, value: &[u8]) -> Result<()> {
         self.keyspace
             .insert(key.to_be_bytes(), value)
@@ -171,24 +175,6 @@ impl Driver for FjallDriver {
             let (k, v) = guard.into_inner().map_err(err)?;
             visit(key_from_be(NAME, &k)?, &v)
         })
-    }
-
-    fn count(&self, _lo: u64, _hi: u64) -> Result<u64> {
-        Err(BenchError::Usage(format!(
-            "{NAME} does not support range counts"
-        )))
-    }
-
-    fn sample(
-        &self,
-        _lo: u64,
-        _hi: u64,
-        _k: usize,
-        _rng: &mut dyn rand::RngCore,
-    ) -> Result<Vec<(u64, Vec<u8>)>> {
-        Err(BenchError::Usage(format!(
-            "{NAME} does not support range sampling"
-        )))
     }
 
     fn checkpoint(&self) -> Result<()> {

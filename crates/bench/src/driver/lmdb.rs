@@ -124,6 +124,10 @@ impl LmdbDriver {
 }
 
 impl Driver for LmdbDriver {
+    fn engine(&self) -> &'static str {
+        NAME
+    }
+
     fn put(&self, key: u64, value: &[u8]) -> Result<()> {
         self.write(|t| self.db.put(t, &key.to_be_bytes(), value))
     }
@@ -179,24 +183,6 @@ impl Driver for LmdbDriver {
             let range = self.db.range(&txn, &bounds).map_err(err)?;
             visit_limited(range, limit, &mut each)
         }
-    }
-
-    fn count(&self, _lo: u64, _hi: u64) -> Result<u64> {
-        Err(BenchError::Usage(format!(
-            "{NAME} does not support range counts"
-        )))
-    }
-
-    fn sample(
-        &self,
-        _lo: u64,
-        _hi: u64,
-        _k: usize,
-        _rng: &mut dyn rand::RngCore,
-    ) -> Result<Vec<(u64, Vec<u8>)>> {
-        Err(BenchError::Usage(format!(
-            "{NAME} does not support range sampling"
-        )))
     }
 
     fn checkpoint(&self) -> Result<()> {

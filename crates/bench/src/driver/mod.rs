@@ -118,6 +118,8 @@ pub type Visit<'a> = dyn FnMut(u64, &[u8]) -> Result<()> + 'a;
 
 /// One open database with `u64` keys and byte-string values.
 pub trait Driver: Send + Sync {
+    /// Name of the engine this driver belongs to (as [`Engine::name`]).
+    fn engine(&self) -> &'static str;
     /// Inserts or overwrites one record, with the configured durability.
     fn put(&self, key: u64, value: &[u8]) -> Result<()>;
     /// Inserts records as one atomic batch.
@@ -139,9 +141,10 @@ pub trait Driver: Send + Sync {
     /// Number of records with keys in `[lo, hi]` (refused by engines without [`Capabilities::count`]).
     fn count(&self, lo: u64, hi: u64) -> Result<u64> {
         let _ = (lo, hi);
-        Err(BenchError::Usage(
-            "this engine does not support range counts".into(),
-        ))
+        Err(BenchError::Usage(format!(
+            "{} does not support range counts",
+            self.engine()
+        )))
     }
     /// `k` independent uniform samples, with replacement, of the records with keys in `[lo, hi]` (refused by
     /// engines without [`Capabilities::sample`]).
@@ -153,9 +156,10 @@ pub trait Driver: Send + Sync {
         rng: &mut dyn rand::RngCore,
     ) -> Result<Vec<(u64, Vec<u8>)>> {
         let _ = (lo, hi, k, rng);
-        Err(BenchError::Usage(
-            "this engine does not support range sampling".into(),
-        ))
+        Err(BenchError::Usage(format!(
+            "{} does not support range sampling",
+            self.engine()
+        )))
     }
     /// Makes everything written so far durable in the engine's main data files (a checkpoint, a flush of
     /// memory tables), so that a phase's I/O includes the cost of getting its writes to disk.

@@ -137,6 +137,10 @@ impl RedbDriver {
 }
 
 impl Driver for RedbDriver {
+    fn engine(&self) -> &'static str {
+        NAME
+    }
+
     fn put(&self, key: u64, value: &[u8]) -> Result<()> {
         self.write(|t| t.insert(key, value).map(drop).map_err(err))
     }
@@ -185,24 +189,6 @@ impl Driver for RedbDriver {
             let (k, v) = item.map_err(err)?;
             visit(k.value(), v.value())
         })
-    }
-
-    fn count(&self, _lo: u64, _hi: u64) -> Result<u64> {
-        Err(BenchError::Usage(format!(
-            "{NAME} does not support range counts"
-        )))
-    }
-
-    fn sample(
-        &self,
-        _lo: u64,
-        _hi: u64,
-        _k: usize,
-        _rng: &mut dyn rand::RngCore,
-    ) -> Result<Vec<(u64, Vec<u8>)>> {
-        Err(BenchError::Usage(format!(
-            "{NAME} does not support range sampling"
-        )))
     }
 
     fn checkpoint(&self) -> Result<()> {

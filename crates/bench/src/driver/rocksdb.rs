@@ -113,6 +113,10 @@ pub struct RocksDriver {
 }
 
 impl Driver for RocksDriver {
+    fn engine(&self) -> &'static str {
+        NAME
+    }
+
     fn put(&self, key: u64, value: &[u8]) -> Result<()> {
         self.db
             .put_opt(key.to_be_bytes(), value, &self.write)
@@ -186,24 +190,6 @@ impl Driver for RocksDriver {
         }
         it.status().map_err(err)?;
         Ok(seen)
-    }
-
-    fn count(&self, _lo: u64, _hi: u64) -> Result<u64> {
-        Err(BenchError::Usage(format!(
-            "{NAME} does not support range counts"
-        )))
-    }
-
-    fn sample(
-        &self,
-        _lo: u64,
-        _hi: u64,
-        _k: usize,
-        _rng: &mut dyn rand::RngCore,
-    ) -> Result<Vec<(u64, Vec<u8>)>> {
-        Err(BenchError::Usage(format!(
-            "{NAME} does not support range sampling"
-        )))
     }
 
     fn checkpoint(&self) -> Result<()> {

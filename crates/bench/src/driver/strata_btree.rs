@@ -102,6 +102,10 @@ fn key_of(bytes: &[u8]) -> u64 {
 }
 
 impl Driver for StrataDriver {
+    fn engine(&self) -> &'static str {
+        "strata-btree"
+    }
+
     fn put(&self, key: u64, value: &[u8]) -> Result<()> {
         Ok(self.db.insert(&key.to_be_bytes(), value)?)
     }

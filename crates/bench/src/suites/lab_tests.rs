@@ -209,6 +209,10 @@ impl Engine for Broken {
 }
 
 impl Driver for BrokenDriver {
+    fn engine(&self) -> &'static str {
+        "broken"
+    }
+
     fn put(&self, key: u64, value: &[u8]) -> Result<()> {
         let n = self.writes.fetch_add(1, Ordering::Relaxed);
         if matches!(self.mode, Fault::LostUpdate) && n > 3500 {
