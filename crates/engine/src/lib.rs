@@ -9,6 +9,7 @@
 //!   [`index::OrderedIndex`] trait.
 //! * [`storage`]: `Vfs` backends, page file, buffer pool, log, I/O counters.
 
+pub mod algo;
 pub mod db;
 pub mod error;
 pub mod index;
