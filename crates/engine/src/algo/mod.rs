@@ -6,6 +6,9 @@
 //!   "which shard" step of dynamized sampling and the per-shard weighted set sampler.
 //! * [`bloom`]: a Bloom filter with double hashing over xxh3 — no false negatives, false-positive rate set at
 //!   construction; the dynamized family keeps one per shard over its tombstones.
+//! * [`isam`]: static separator levels over a sorted `u64` array (ISAM), the search structure of in-memory
+//!   shards.
 
 pub mod alias;
 pub mod bloom;
+pub mod isam;
