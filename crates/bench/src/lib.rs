@@ -10,6 +10,7 @@
 //! * [`result`]: [`BenchResult`], one JSON object per line per (suite, engine, workload, op, threads).
 //! * [`suites`]: the named suites (today `smoke`) and [`run`], which runs one into an output directory.
 //! * [`report`]: the text table, `report.md` and the machine description ([`sysinfo`]).
+//! * [`plot`]: the run's figures (throughput, latency percentiles, thread scaling) as SVG and PNG.
 //!
 //! ```no_run
 //! let opts = strata_bench::RunOptions::new("smoke");

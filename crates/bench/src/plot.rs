@@ -1,15 +1,18 @@
 //! # Figures of a benchmark run
 //!
-//! [`write_figures`] turns a run's rows into SVG and PNG files (the same drawing code renders both; text uses
-//! the DejaVu Sans font embedded by the `dejavu` crate, so no system font library is needed):
+//! [`write_figures`] turns a run's rows into SVG and PNG files of [`SIZE`] pixels (the same drawing code
+//! renders both; text uses the DejaVu Sans font embedded by the `dejavu` crate, so no system font library is
+//! needed):
 //!
-//! * `throughput`: grouped bars of throughput per workload, one bar per engine (a workload's throughput is
-//!   all its operations over the phase's time, at the smallest thread count run);
-//! * `latency-<workload>`: for each workload, p50 / p99 / p99.9 latency per operation and engine, log scale;
+//! * `throughput`: grouped bars of throughput per workload, one bar per engine. A workload's throughput is
+//!   all its operations (every op of the phase) over the phase's time, at the smallest thread count run.
+//! * `latency-<workload>`: for each workload, p50 / p99 / p99.9 latency of each operation, one bar per
+//!   engine, on a log scale (at the smallest thread count run).
 //! * `threads`: throughput against thread count, one small chart per workload that ran at two or more
-//!   thread counts, one line per engine.
+//!   thread counts, one line per engine (only written when some workload did).
 //!
-//! Every engine keeps one colour in every figure (order of first appearance).
+//! Every engine keeps one colour in every figure (engines in order of first appearance in the results);
+//! the legend sits in its own column right of the plot so that it never hides data.
 
 use crate::error::{BenchError, Result};
 use crate::result::BenchResult;
@@ -23,8 +26,12 @@ use std::sync::Once;
 /// Width and height of every figure, in pixels.
 pub const SIZE: (u32, u32) = (1000, 600);
 const FONT: &str = "sans-serif";
+/// Font sizes (pixels) of titles, labels and small labels.
+const TITLE_PX: u32 = 22;
+const LABEL_PX: u32 = 14;
+const SMALL_PX: u32 = 12;
 
-/// One written figure.
+/// One written figure: a title and the files (an .svg and a .png with the same stem).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Figure {
     pub title: String,
@@ -32,7 +39,7 @@ pub struct Figure {
     pub png: PathBuf,
 }
 
-/// Colours of engines 0, 1, 2, … (a colour-blind-friendly palette, then repeats).
+/// Colours of engines 0, 1, 2, … (the Okabe–Ito colour-blind-friendly palette, then repeats).
 const COLOURS: [RGBColor; 8] = [
     RGBColor(0, 114, 178),
     RGBColor(230, 159, 0),
@@ -51,8 +58,8 @@ fn colour(i: usize) -> RGBColor {
 fn register_fonts() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
-        // The embedded fonts are valid TrueType files; should registration fail anyway, text is skipped by
-        // the backends rather than breaking the run.
+        // The embedded fonts are valid TrueType files; should registration fail anyway, drawing text
+        // reports an error (`write_figures` returns it) rather than panicking.
         let _ = plotters::style::register_font(FONT, FontStyle::Normal, dejavu::sans::regular());
         let _ = plotters::style::register_font(FONT, FontStyle::Bold, dejavu::sans::bold());
     });
@@ -68,85 +75,245 @@ fn first_seen<'a>(items: impl Iterator<Item = &'a str>) -> Vec<&'a str> {
     out
 }
 
-/// A grouped bar chart: groups along x, one bar per series in each group.
-struct Bars {
-    title: String,
-    y_desc: String,
-    log: bool,
-    groups: Vec<String>,
-    /// (series name, colour index, value per group; `None` = no bar).
-    series: Vec<(String, usize, Vec<Option<f64>>)>,
+/// `v` with at most two decimals, trailing zeros removed.
+fn trim(v: f64) -> String {
+    let s = format!("{v:.2}");
+    let s = s.trim_end_matches('0').trim_end_matches('.');
+    if s == "-0" { "0".into() } else { s.into() }
 }
 
-/// Throughput with a K/M suffix.
+/// A rate with a K/M/G suffix (`1.5K`, `800K`, `1.25M`).
 fn fmt_rate(v: f64) -> String {
-    if v >= 1e6 {
-        format!("{:.1}M", v / 1e6)
-    } else if v >= 1e3 {
-        format!("{:.0}K", v / 1e3)
+    let a = v.abs();
+    if a >= 1e9 {
+        format!("{}G", trim(v / 1e9))
+    } else if a >= 1e6 {
+        format!("{}M", trim(v / 1e6))
+    } else if a >= 1e3 {
+        format!("{}K", trim(v / 1e3))
     } else {
-        format!("{v:.0}")
+        trim(v)
     }
 }
 
-fn fmt_latency(v: f64) -> String {
-    if v >= 1000.0 {
-        format!("{:.0}ms", v / 1000.0)
-    } else if v >= 1.0 {
-        format!("{v:.0}µs")
+/// A latency given in microseconds, in the unit that suits it (`100ns`, `10µs`, `1ms`, `2s`).
+fn fmt_latency(us: f64) -> String {
+    if us >= 1e6 {
+        format!("{}s", trim(us / 1e6))
+    } else if us >= 1e3 {
+        format!("{}ms", trim(us / 1e3))
+    } else if us >= 1.0 {
+        format!("{}µs", trim(us))
     } else {
-        format!("{v:.2}µs")
+        format!("{}ns", trim(us * 1e3))
     }
 }
 
 type DrawResult<T, DB> =
     std::result::Result<T, DrawingAreaErrorKind<<DB as DrawingBackend>::ErrorType>>;
 
+fn font(px: u32) -> FontDesc<'static> {
+    (FONT, px).into_font()
+}
+
+/// Width in pixels of `text` in `style` (a rough estimate should the font not measure).
+fn text_width<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    text: &str,
+    style: &TextStyle<'_>,
+) -> u32 {
+    area.estimate_text_size(text, style)
+        .map(|(w, _)| w)
+        .unwrap_or_else(|_| (text.chars().count() as f64 * style.font.get_size() * 0.62) as u32)
+}
+
+/// `text`, shortened with an ellipsis in the middle (names often differ only at their ends) when wider
+/// than `max_px`.
+fn fit<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    text: &str,
+    style: &TextStyle<'_>,
+    max_px: u32,
+) -> String {
+    if text_width(area, text, style) <= max_px {
+        return text.to_string();
+    }
+    let chars: Vec<char> = text.chars().collect();
+    for keep in (1..chars.len()).rev() {
+        let (head, tail) = (keep.div_ceil(2), keep / 2);
+        let s: String = chars[..head]
+            .iter()
+            .chain(['…'].iter())
+            .chain(chars[chars.len() - tail..].iter())
+            .collect();
+        if text_width(area, &s, style) <= max_px {
+            return s;
+        }
+    }
+    String::new()
+}
+
+/// Width of the legend column for these names.
+fn legend_width<'a, DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    names: impl Iterator<Item = &'a str>,
+) -> u32 {
+    let style = font(LABEL_PX).into_text_style(root);
+    let widest = names
+        .map(|n| text_width(root, n, &style))
+        .max()
+        .unwrap_or(0);
+    (widest + 50).clamp(130, 300)
+}
+
+/// The legend: a colour swatch and a name per engine, from the top of `area`.
+fn draw_legend<'a, DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    top: i32,
+    entries: impl Iterator<Item = (&'a str, usize)>,
+) -> DrawResult<(), DB> {
+    let style = font(LABEL_PX)
+        .into_text_style(area)
+        .pos(Pos::new(HPos::Left, VPos::Center));
+    let max_px = area.dim_in_pixel().0.saturating_sub(40);
+    for (row, (name, c)) in entries.enumerate() {
+        let y = top + row as i32 * 24;
+        area.draw(&Rectangle::new(
+            [(8, y - 7), (24, y + 7)],
+            colour(c).filled(),
+        ))?;
+        area.draw(&Text::new(
+            fit(area, name, &style, max_px),
+            (30, y),
+            style.clone(),
+        ))?;
+    }
+    Ok(())
+}
+
+/// One series of a bar chart: an engine's name, colour index and value per group (`None` = no bar).
+struct Series {
+    name: String,
+    colour: usize,
+    values: Vec<Option<f64>>,
+}
+
+/// A grouped bar chart: groups along x, one bar per series in each group. Groups may be gathered into
+/// clusters (a second row of labels under the first, with a separator line between clusters).
+struct Bars {
+    title: String,
+    y_desc: String,
+    log: bool,
+    groups: Vec<String>,
+    /// (label, number of consecutive groups it spans); empty = no second row.
+    clusters: Vec<(String, usize)>,
+    series: Vec<Series>,
+}
+
+impl Bars {
+    fn values(&self) -> impl Iterator<Item = f64> + '_ {
+        self.series
+            .iter()
+            .flat_map(|s| s.values.iter().flatten().copied())
+    }
+}
+
+/// How group labels are set under the x axis.
+struct XLabels {
+    style_px: u32,
+    rotate: bool,
+    /// The labels, shortened if they had to be.
+    texts: Vec<String>,
+    /// Height of the label area.
+    height: u32,
+}
+
+/// Chooses horizontal labels (normal or small font) when they fit their group's width, else rotated ones.
+fn x_labels<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    groups: &[String],
+    group_px: f64,
+    clusters: bool,
+) -> XLabels {
+    let extra = if clusters { 24 } else { 0 };
+    for px in [LABEL_PX, SMALL_PX] {
+        let style = font(px).into_text_style(root);
+        let widest = groups
+            .iter()
+            .map(|g| text_width(root, g, &style))
+            .max()
+            .unwrap_or(0);
+        if f64::from(widest) <= group_px * 0.95 {
+            return XLabels {
+                style_px: px,
+                rotate: false,
+                texts: groups.to_vec(),
+                height: 36 + extra,
+            };
+        }
+    }
+    // Rotated: the label area takes what the longest label needs, up to 40 % of the figure.
+    let style = font(SMALL_PX).into_text_style(root);
+    let max_px = SIZE.1 * 2 / 5 - 20;
+    let texts: Vec<String> = groups
+        .iter()
+        .map(|g| fit(root, g, &style, max_px))
+        .collect();
+    let widest = texts
+        .iter()
+        .map(|g| text_width(root, g, &style))
+        .max()
+        .unwrap_or(0);
+    XLabels {
+        style_px: SMALL_PX,
+        rotate: true,
+        texts,
+        height: widest + 20 + extra,
+    }
+}
+
+/// The log scale's range: whole decades around the positive values, at least two of them.
+fn log_range(values: impl Iterator<Item = f64>) -> (f64, f64) {
+    let (mut min, mut max) = (f64::INFINITY, 0.0f64);
+    for v in values.filter(|v| v.is_finite() && *v > 0.0) {
+        min = min.min(v);
+        max = max.max(v);
+    }
+    if !min.is_finite() {
+        return (0.1, 10.0);
+    }
+    let lo = 10f64.powi(min.log10().floor() as i32);
+    let hi = 10f64.powi(max.log10().ceil() as i32).max(lo * 100.0);
+    // A hair wider, so that rounding never drops the end decades' ticks.
+    (lo * (1.0 - 1e-9), hi * (1.0 + 1e-9))
+}
+
 fn draw_bars<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, bars: &Bars) -> DrawResult<(), DB> {
     root.fill(&WHITE)?;
     let n = bars.groups.len().max(1);
     let k = bars.series.len().max(1);
-    let values = || {
-        bars.series
-            .iter()
-            .flat_map(|s| s.2.iter().flatten().copied())
-    };
-    let max = values().filter(|v| v.is_finite()).fold(0.0f64, f64::max);
-    let longest = bars
-        .groups
-        .iter()
-        .map(|g| g.chars().count())
-        .max()
-        .unwrap_or(0);
-    let rotate = longest * n > 110;
-    let bottom = if rotate {
-        (longest as u32 * 8 + 20).min(220)
-    } else {
-        40
-    };
-    let (area, legend) = root.split_horizontally(SIZE.0 - 170);
-    let title = (FONT, 22).into_font().style(FontStyle::Bold);
+    let legend_w = legend_width(root, bars.series.iter().map(|s| s.name.as_str()));
+    let (area, legend) = root.split_horizontally(SIZE.0 - legend_w);
+    const Y_LABELS: u32 = 80;
+    const MARGIN: u32 = 12;
+    let plot_w = f64::from(SIZE.0 - legend_w - Y_LABELS - 2 * MARGIN);
+    let labels = x_labels(
+        root,
+        &bars.groups,
+        plot_w / n as f64,
+        !bars.clusters.is_empty(),
+    );
+    let title_style = font(TITLE_PX).style(FontStyle::Bold).into_text_style(root);
+    let title = fit(root, &bars.title, &title_style, SIZE.0 - legend_w - 20);
     let mut builder = ChartBuilder::on(&area);
     builder
-        .caption(&bars.title, title)
-        .margin(10)
-        .x_label_area_size(bottom)
-        .y_label_area_size(80);
+        .caption(title, title_style)
+        .margin(MARGIN)
+        .x_label_area_size(labels.height)
+        .y_label_area_size(Y_LABELS);
     let x_range = 0.0..n as f64;
-    let label_style = if rotate {
-        (FONT, 13)
-            .into_font()
-            .transform(FontTransform::Rotate90)
-            .into_text_style(&area)
-    } else {
-        (FONT, 14).into_font().into_text_style(&area)
-    };
     if bars.log {
-        let lo = values()
-            .filter(|v| v.is_finite() && *v > 0.0)
-            .fold(f64::INFINITY, f64::min);
-        let lo = if lo.is_finite() { lo / 2.0 } else { 0.01 };
-        let hi = (max * 2.0).max(lo * 10.0);
+        let (lo, hi) = log_range(bars.values());
         let mut chart = builder.build_cartesian_2d(x_range, (lo..hi).log_scale())?;
         chart
             .configure_mesh()
@@ -154,16 +321,18 @@ fn draw_bars<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, bars: &Bars) -> 
             .x_labels(0)
             .y_desc(bars.y_desc.as_str())
             .y_label_formatter(&|v| fmt_latency(*v))
-            .label_style((FONT, 14))
+            .label_style(font(LABEL_PX))
             .draw()?;
-        draw_group_labels(root, &chart, bars, &label_style, rotate, lo)?;
-        for (j, (_, c, vals)) in bars.series.iter().enumerate() {
-            chart.draw_series(vals.iter().enumerate().filter_map(|(i, v)| {
-                let v = (*v)?.max(lo);
-                Some(bar(i, j, k, lo, v, colour(*c)))
-            }))?;
-        }
+        // Zero, negative and NaN values become empty bars on the bottom line; infinite ones reach the top.
+        let clamp = |v: f64| if v.is_nan() { lo } else { v.clamp(lo, hi) };
+        draw_bar_series(&mut chart, bars, k, lo, clamp)?;
+        let bottom = chart.backend_coord(&(0.0, lo)).1;
+        draw_x_labels(root, &chart, bars, &labels, bottom, (lo, hi))?;
     } else {
+        let max = bars
+            .values()
+            .filter(|v| v.is_finite())
+            .fold(0.0f64, f64::max);
         let hi = if max > 0.0 { max * 1.1 } else { 1.0 };
         let mut chart = builder.build_cartesian_2d(x_range, 0.0..hi)?;
         chart
@@ -172,73 +341,109 @@ fn draw_bars<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, bars: &Bars) -> 
             .x_labels(0)
             .y_desc(bars.y_desc.as_str())
             .y_label_formatter(&|v| fmt_rate(*v))
-            .label_style((FONT, 14))
+            .label_style(font(LABEL_PX))
             .draw()?;
-        draw_group_labels(root, &chart, bars, &label_style, rotate, 0.0)?;
-        for (j, (_, c, vals)) in bars.series.iter().enumerate() {
-            chart.draw_series(vals.iter().enumerate().filter_map(|(i, v)| {
-                let v = (*v)?;
-                let v = if v.is_finite() { v.max(0.0) } else { 0.0 };
-                Some(bar(i, j, k, 0.0, v, colour(*c)))
-            }))?;
-        }
+        let clamp = |v: f64| if v.is_finite() { v.clamp(0.0, hi) } else { 0.0 };
+        draw_bar_series(&mut chart, bars, k, 0.0, clamp)?;
+        let bottom = chart.backend_coord(&(0.0, 0.0)).1;
+        draw_x_labels(root, &chart, bars, &labels, bottom, (0.0, hi))?;
     }
     draw_legend(
         &legend,
-        bars.series.iter().map(|(name, c, _)| (name.as_str(), *c)),
+        60,
+        bars.series.iter().map(|s| (s.name.as_str(), s.colour)),
     )?;
     root.present()
 }
 
-/// Bar `j` of `k` in group `i`, from `y0` to `y1`.
-fn bar(i: usize, j: usize, k: usize, y0: f64, y1: f64, c: RGBColor) -> Rectangle<(f64, f64)> {
-    let width = 0.8 / k as f64;
-    let x0 = i as f64 + 0.1 + j as f64 * width;
-    Rectangle::new([(x0, y0), (x0 + width * 0.92, y1)], c.filled())
-}
+type BarChart<'a, DB, Y> =
+    ChartContext<'a, DB, Cartesian2d<plotters::coord::types::RangedCoordf64, Y>>;
 
-/// Group names under the x axis, centred on their groups (drawn on the root area so that rotated labels
-/// are not clipped).
-fn draw_group_labels<DB: DrawingBackend, Y: Ranged<ValueType = f64>>(
-    root: &DrawingArea<DB, Shift>,
-    chart: &ChartContext<'_, DB, Cartesian2d<plotters::coord::types::RangedCoordf64, Y>>,
+fn draw_bar_series<DB: DrawingBackend, Y: Ranged<ValueType = f64>>(
+    chart: &mut BarChart<'_, DB, Y>,
     bars: &Bars,
-    style: &TextStyle<'_>,
-    rotate: bool,
-    y0: f64,
+    k: usize,
+    base: f64,
+    clamp: impl Fn(f64) -> f64,
 ) -> DrawResult<(), DB> {
-    for (i, g) in bars.groups.iter().enumerate() {
-        let (x, y) = chart.backend_coord(&(i as f64 + 0.5, y0));
-        let pos = if rotate {
-            Pos::new(HPos::Left, VPos::Center)
-        } else {
-            Pos::new(HPos::Center, VPos::Top)
-        };
-        root.draw(&Text::new(g.clone(), (x, y + 8), style.pos(pos)))?;
+    let width = 0.8 / k as f64;
+    for (j, s) in bars.series.iter().enumerate() {
+        let c = colour(s.colour);
+        chart.draw_series(s.values.iter().enumerate().filter_map(|(i, v)| {
+            let x0 = i as f64 + 0.1 + j as f64 * width;
+            let top = clamp((*v)?);
+            Some(Rectangle::new(
+                [(x0, base), (x0 + width * 0.9, top)],
+                c.filled(),
+            ))
+        }))?;
     }
     Ok(())
 }
 
-fn draw_legend<'a, DB: DrawingBackend>(
-    area: &DrawingArea<DB, Shift>,
-    entries: impl Iterator<Item = (&'a str, usize)>,
+/// Group labels under the x axis, centred on their groups (drawn on the root area so that rotated labels
+/// are not clipped), then cluster labels and separators.
+fn draw_x_labels<DB: DrawingBackend, Y: Ranged<ValueType = f64>>(
+    root: &DrawingArea<DB, Shift>,
+    chart: &BarChart<'_, DB, Y>,
+    bars: &Bars,
+    labels: &XLabels,
+    bottom: i32,
+    (y_lo, y_hi): (f64, f64),
 ) -> DrawResult<(), DB> {
-    let style = (FONT, 14).into_font().into_text_style(area);
-    for (row, (name, c)) in entries.enumerate() {
-        let y = 60 + row as i32 * 24;
-        area.draw(&Rectangle::new([(8, y), (24, y + 14)], colour(c).filled()))?;
-        area.draw(&Text::new(name.to_string(), (30, y), style.clone()))?;
+    let x_of = |x: f64| chart.backend_coord(&(x, y_lo)).0;
+    let style = if labels.rotate {
+        font(labels.style_px)
+            .transform(FontTransform::Rotate90)
+            .into_text_style(root)
+            .pos(Pos::new(HPos::Left, VPos::Center))
+    } else {
+        font(labels.style_px)
+            .into_text_style(root)
+            .pos(Pos::new(HPos::Center, VPos::Top))
+    };
+    for (i, g) in labels.texts.iter().enumerate() {
+        let x = x_of(i as f64 + 0.5);
+        root.draw(&Text::new(g.clone(), (x, bottom + 8), style.clone()))?;
+    }
+    if bars.clusters.is_empty() {
+        return Ok(());
+    }
+    let cluster_style = font(LABEL_PX)
+        .style(FontStyle::Bold)
+        .into_text_style(root)
+        .pos(Pos::new(HPos::Center, VPos::Top));
+    let row_y = bottom + labels.height as i32 - 26;
+    let mut start = 0usize;
+    for (c, (name, span)) in bars.clusters.iter().enumerate() {
+        let end = start + span;
+        let (x0, x1) = (x_of(start as f64), x_of(end as f64));
+        let text = fit(root, name, &cluster_style, (x1 - x0).max(0) as u32);
+        root.draw(&Text::new(
+            text,
+            ((x0 + x1) / 2, row_y),
+            cluster_style.clone(),
+        ))?;
+        if c > 0 {
+            let top = chart.backend_coord(&(0.0, y_hi)).1;
+            root.draw(&PathElement::new(
+                vec![(x0, top), (x0, row_y + 16)],
+                RGBColor(150, 150, 150).stroke_width(1),
+            ))?;
+        }
+        start = end;
     }
     Ok(())
 }
 
-/// One engine's line in a thread panel: colour index, engine name, (threads, ops/s) points.
-type Line = (usize, String, Vec<(u32, f64)>);
+/// One engine's line in a thread panel: colour index, (threads, ops/s) points in increasing threads.
+type Line = (usize, Vec<(u32, f64)>);
 
-/// Lines of throughput against threads, one chart per workload.
+/// Lines of throughput against threads, one panel per workload.
 struct ThreadLines {
     /// (workload, its lines).
     panels: Vec<(String, Vec<Line>)>,
+    /// (engine, colour index) of every engine with a line.
     engines: Vec<(String, usize)>,
 }
 
@@ -247,59 +452,76 @@ fn draw_threads<DB: DrawingBackend>(
     t: &ThreadLines,
 ) -> DrawResult<(), DB> {
     root.fill(&WHITE)?;
-    let (main, legend) = root.split_horizontally(SIZE.0 - 170);
+    let legend_w = legend_width(root, t.engines.iter().map(|e| e.0.as_str()));
+    let (main, legend) = root.split_horizontally(SIZE.0 - legend_w);
     let main = main.titled(
         "Throughput against threads",
-        (FONT, 22).into_font().style(FontStyle::Bold),
+        font(TITLE_PX).style(FontStyle::Bold),
     )?;
     let n = t.panels.len();
     let cols = (n as f64).sqrt().ceil().max(1.0) as usize;
     let rows = n.div_ceil(cols).max(1);
+    let small = if n > 4 { SMALL_PX } else { LABEL_PX };
     for (panel, (workload, lines)) in main.split_evenly((rows, cols)).iter().zip(&t.panels) {
-        let max_t = lines
-            .iter()
-            .flat_map(|l| l.2.iter().map(|p| p.0))
-            .max()
-            .unwrap_or(1);
+        // Thread counts are categories along x (evenly spaced: 1, 2, 4, 8 … read as a log scale).
+        let mut counts: Vec<u32> = lines.iter().flat_map(|l| l.1.iter().map(|p| p.0)).collect();
+        counts.sort_unstable();
+        counts.dedup();
+        let index = |t: u32| counts.iter().position(|c| *c == t).unwrap_or(0) as f64;
         let max_y = lines
             .iter()
-            .flat_map(|l| l.2.iter().map(|p| p.1))
+            .flat_map(|l| l.1.iter().map(|p| p.1))
             .filter(|v| v.is_finite())
             .fold(0.0f64, f64::max);
+        let caption_style = font(LABEL_PX).style(FontStyle::Bold).into_text_style(root);
+        let caption = fit(
+            root,
+            workload,
+            &caption_style,
+            panel.dim_in_pixel().0.saturating_sub(20),
+        );
         let mut chart = ChartBuilder::on(panel)
-            .caption(workload, (FONT, 15))
+            .caption(caption, caption_style)
             .margin(8)
-            .x_label_area_size(28)
-            .y_label_area_size(56)
-            .build_cartesian_2d(0.5..max_t as f64 + 0.5, 0.0..(max_y * 1.15).max(1.0))?;
+            .x_label_area_size(small * 2 + 14)
+            .y_label_area_size(small * 4 + 10)
+            .build_cartesian_2d(
+                -0.5..counts.len() as f64 - 0.5,
+                0.0..(max_y * 1.15).max(1.0),
+            )?;
         chart
             .configure_mesh()
-            .x_labels(max_t.min(16) as usize)
-            .x_label_formatter(&|v| {
-                if (v - v.round()).abs() < 1e-6 && *v >= 1.0 {
-                    format!("{v:.0}")
-                } else {
-                    String::new()
-                }
-            })
+            .disable_x_mesh()
+            .x_labels(0)
+            .x_desc("threads")
+            .y_labels(6)
             .y_label_formatter(&|v| fmt_rate(*v))
-            .label_style((FONT, 12))
+            .label_style(font(small))
+            .axis_desc_style(font(small))
             .draw()?;
-        for (c, _, points) in lines {
+        let tick_style = font(small)
+            .into_text_style(root)
+            .pos(Pos::new(HPos::Center, VPos::Top));
+        for (i, c) in counts.iter().enumerate() {
+            let (x, y) = chart.backend_coord(&(i as f64, 0.0));
+            root.draw(&Text::new(c.to_string(), (x, y + 4), tick_style.clone()))?;
+        }
+        for (c, points) in lines {
             let pts: Vec<(f64, f64)> = points
                 .iter()
-                .map(|(t, y)| (f64::from(*t), if y.is_finite() { *y } else { 0.0 }))
+                .map(|(t, y)| (index(*t), if y.is_finite() { y.max(0.0) } else { 0.0 }))
                 .collect();
             let col = colour(*c);
             chart.draw_series(LineSeries::new(pts.clone(), col.stroke_width(2)))?;
             chart.draw_series(pts.into_iter().map(|p| Circle::new(p, 4, col.filled())))?;
         }
     }
-    draw_legend(&legend, t.engines.iter().map(|(n, c)| (n.as_str(), *c)))?;
+    draw_legend(&legend, 60, t.engines.iter().map(|(n, c)| (n.as_str(), *c)))?;
     root.present()
 }
 
-/// Total throughput of each (engine, workload, threads) phase: all its ops over the phase's time.
+/// Total throughput of an (engine, workload, threads) phase: all its ops over the phase's time (rows of a
+/// phase share `secs`). `None` when the engine did not run it; zero for a phase of no time.
 fn phase_rate(results: &[BenchResult], engine: &str, workload: &str, threads: u32) -> Option<f64> {
     let rows: Vec<&BenchResult> = results
         .iter()
@@ -307,18 +529,30 @@ fn phase_rate(results: &[BenchResult], engine: &str, workload: &str, threads: u3
         .collect();
     let secs = rows.first()?.secs;
     let ops: u64 = rows.iter().map(|r| r.ops).sum();
-    Some(if secs > 0.0 { ops as f64 / secs } else { 0.0 })
+    Some(if secs > 0.0 && secs.is_finite() {
+        ops as f64 / secs
+    } else {
+        0.0
+    })
 }
 
-fn min_threads(results: &[BenchResult], workload: &str) -> u32 {
-    results
+/// Distinct thread counts a workload ran at, increasing.
+fn thread_counts(results: &[BenchResult], workload: &str, engine: Option<&str>) -> Vec<u32> {
+    let mut ts: Vec<u32> = results
         .iter()
-        .filter(|r| r.workload == workload)
+        .filter(|r| r.workload == workload && engine.is_none_or(|e| r.engine == e))
         .map(|r| r.threads)
-        .min()
-        .unwrap_or(1)
+        .collect();
+    ts.sort_unstable();
+    ts.dedup();
+    ts
 }
 
+fn plural(t: u32) -> &'static str {
+    if t == 1 { "" } else { "s" }
+}
+
+/// Draws one figure into `<stem>.svg` and `<stem>.png` in `dir`.
 fn render(
     dir: &Path,
     stem: &str,
@@ -354,20 +588,33 @@ fn bars_figure(dir: &Path, stem: &str, bars: &Bars) -> Result<Figure> {
     )
 }
 
-/// A file-name-safe version of a workload name.
-fn stem_of(name: &str) -> String {
-    name.chars()
+/// A file-name-safe, length-limited version of a workload name, distinct from the names in `used` (which it
+/// joins).
+fn stem_of(name: &str, used: &mut Vec<String>) -> String {
+    let safe: String = name
+        .chars()
         .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '.' {
                 c
             } else {
                 '_'
             }
         })
-        .collect()
+        .take(100)
+        .collect();
+    let mut stem = safe.clone();
+    let mut n = 1;
+    while used.contains(&stem) {
+        n += 1;
+        stem = format!("{safe}-{n}");
+    }
+    used.push(stem.clone());
+    stem
 }
 
-/// Writes every figure the results support into `dir` (created if missing) and returns them in order.
+/// Writes every figure the results support into `dir` (created if missing) and returns them in order:
+/// `throughput`, then `latency-<workload>` per workload (order of first appearance), then `threads` if some
+/// workload ran at two or more thread counts. No rows, no figures (and no directory).
 pub fn write_figures(results: &[BenchResult], dir: &Path) -> Result<Vec<Figure>> {
     if results.is_empty() {
         return Ok(Vec::new());
@@ -377,119 +624,125 @@ pub fn write_figures(results: &[BenchResult], dir: &Path) -> Result<Vec<Figure>>
     let engines = first_seen(results.iter().map(|r| r.engine.as_str()));
     let workloads = first_seen(results.iter().map(|r| r.workload.as_str()));
     let colour_of = |e: &str| engines.iter().position(|x| *x == e).unwrap_or(0);
+    let min_threads = |w: &str| {
+        thread_counts(results, w, None)
+            .first()
+            .copied()
+            .unwrap_or(1)
+    };
     let mut figures = Vec::new();
 
+    // Throughput per workload, at each workload's smallest thread count (named when it is not 1).
     let throughput = Bars {
         title: "Throughput per workload".into(),
         y_desc: "operations per second".into(),
         log: false,
-        groups: workloads.iter().map(|w| w.to_string()).collect(),
+        groups: workloads
+            .iter()
+            .map(|w| match min_threads(w) {
+                1 => w.to_string(),
+                t => format!("{w} ({t} threads)"),
+            })
+            .collect(),
+        clusters: Vec::new(),
         series: engines
             .iter()
-            .map(|e| {
-                let vals = workloads
+            .map(|e| Series {
+                name: e.to_string(),
+                colour: colour_of(e),
+                values: workloads
                     .iter()
-                    .map(|w| phase_rate(results, e, w, min_threads(results, w)))
-                    .collect();
-                (e.to_string(), colour_of(e), vals)
+                    .map(|w| phase_rate(results, e, w, min_threads(w)))
+                    .collect(),
             })
             .collect(),
     };
     figures.push(bars_figure(dir, "throughput", &throughput)?);
 
+    // Latency percentiles per workload: a cluster per op, a group per percentile, a bar per engine.
+    type Quantile = fn(&BenchResult) -> f64;
+    let quantiles: [(&str, Quantile); 3] = [
+        ("p50", |r| r.p50_us),
+        ("p99", |r| r.p99_us),
+        ("p99.9", |r| r.p999_us),
+    ];
+    let mut stems = vec!["throughput".to_string(), "threads".to_string()];
     for w in &workloads {
-        let t = min_threads(results, w);
+        let t = min_threads(w);
         let rows: Vec<&BenchResult> = results
             .iter()
             .filter(|r| r.workload == *w && r.threads == t)
             .collect();
         let ops = first_seen(rows.iter().map(|r| r.op.as_str()));
-        type Quantile = fn(&BenchResult) -> f64;
-        let quantiles: [(&str, Quantile); 3] = [
-            ("p50", |r| r.p50_us),
-            ("p99", |r| r.p99_us),
-            ("p99.9", |r| r.p999_us),
-        ];
-        let mut groups = Vec::new();
-        for op in &ops {
-            for (q, _) in &quantiles {
-                groups.push(format!("{op} {q}"));
-            }
-        }
+        let groups = ops
+            .iter()
+            .flat_map(|_| quantiles.iter().map(|q| q.0.to_string()))
+            .collect();
         let series = engines
             .iter()
             .filter(|e| rows.iter().any(|r| r.engine == **e))
-            .map(|e| {
-                let mut vals = Vec::new();
-                for op in &ops {
-                    let row = rows.iter().find(|r| r.engine == *e && r.op == *op);
-                    for (_, f) in &quantiles {
-                        vals.push(row.map(|r| f(r)));
-                    }
-                }
-                (e.to_string(), colour_of(e), vals)
+            .map(|e| Series {
+                name: e.to_string(),
+                colour: colour_of(e),
+                values: ops
+                    .iter()
+                    .flat_map(|op| {
+                        let row = rows.iter().find(|r| r.engine == *e && r.op == *op);
+                        quantiles.iter().map(move |(_, f)| row.map(|r| f(r)))
+                    })
+                    .collect(),
             })
             .collect();
+        let several = thread_counts(results, w, None).len() > 1;
+        let title = if t != 1 || several {
+            format!("Latency percentiles, {w} ({t} thread{})", plural(t))
+        } else {
+            format!("Latency percentiles, {w}")
+        };
         let bars = Bars {
-            title: format!(
-                "Latency percentiles, {w} ({t} thread{})",
-                if t == 1 { "" } else { "s" }
-            ),
-            y_desc: "latency (log scale)".into(),
+            title,
+            y_desc: "latency per operation (log scale)".into(),
             log: true,
             groups,
+            clusters: ops
+                .iter()
+                .map(|op| (op.to_string(), quantiles.len()))
+                .collect(),
             series,
         };
-        figures.push(bars_figure(dir, &format!("latency-{}", stem_of(w)), &bars)?);
+        figures.push(bars_figure(
+            dir,
+            &stem_of(&format!("latency-{w}"), &mut stems),
+            &bars,
+        )?);
     }
 
-    let swept: Vec<&str> = workloads
+    // Throughput against threads, for workloads run at several thread counts.
+    let panels: Vec<(String, Vec<Line>)> = workloads
         .iter()
-        .copied()
-        .filter(|w| {
-            let mut ts: Vec<u32> = results
+        .filter(|w| thread_counts(results, w, None).len() >= 2)
+        .map(|w| {
+            let lines = engines
                 .iter()
-                .filter(|r| r.workload == *w)
-                .map(|r| r.threads)
+                .filter_map(|e| {
+                    let points: Vec<(u32, f64)> = thread_counts(results, w, Some(e))
+                        .into_iter()
+                        .filter_map(|t| Some((t, phase_rate(results, e, w, t)?)))
+                        .collect();
+                    (!points.is_empty()).then(|| (colour_of(e), points))
+                })
                 .collect();
-            ts.sort_unstable();
-            ts.dedup();
-            ts.len() >= 2
+            (w.to_string(), lines)
         })
         .collect();
-    if !swept.is_empty() {
-        let panels = swept
-            .iter()
-            .map(|w| {
-                let lines = engines
-                    .iter()
-                    .filter_map(|e| {
-                        let mut ts: Vec<u32> = results
-                            .iter()
-                            .filter(|r| r.engine == *e && r.workload == *w)
-                            .map(|r| r.threads)
-                            .collect();
-                        ts.sort_unstable();
-                        ts.dedup();
-                        if ts.is_empty() {
-                            return None;
-                        }
-                        let points = ts
-                            .iter()
-                            .filter_map(|t| Some((*t, phase_rate(results, e, w, *t)?)))
-                            .collect();
-                        Some((colour_of(e), e.to_string(), points))
-                    })
-                    .collect();
-                (w.to_string(), lines)
-            })
-            .collect();
+    if !panels.is_empty() {
         let lines = ThreadLines {
-            panels,
             engines: engines
                 .iter()
                 .map(|e| (e.to_string(), colour_of(e)))
+                .filter(|(_, c)| panels.iter().any(|p| p.1.iter().any(|l| l.0 == *c)))
                 .collect(),
+            panels,
         };
         figures.push(render(
             dir,
@@ -550,8 +803,10 @@ mod tests {
         }
     }
 
+    /// Width and height from a PNG's IHDR chunk (after checking the signature).
     fn png_size(path: &Path) -> (u32, u32) {
         let bytes = std::fs::read(path).unwrap();
+        assert!(bytes.len() > 24, "{}", path.display());
         assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n", "{}", path.display());
         assert_eq!(&bytes[12..16], b"IHDR");
         let w = u32::from_be_bytes(bytes[16..20].try_into().unwrap());
@@ -559,31 +814,75 @@ mod tests {
         (w, h)
     }
 
-    #[test]
-    fn figures_cover_throughput_latency_and_threads() {
-        let mut rows = Vec::new();
-        for (i, e) in ["strata-btree", "redb", "a-peer-with-a-long-name"]
-            .iter()
-            .enumerate()
-        {
-            rows.push(row(e, "fillrandom", "insert", 1, 1000, 0.5 + i as f64));
-            for t in [1, 2, 4] {
-                rows.push(row(e, "ycsb-a", "read", t, 500, 0.25 * f64::from(t)));
-                rows.push(row(e, "ycsb-a", "update", t, 500, 0.25 * f64::from(t)));
+    /// Reads an SVG and checks that it looks like well-formed XML: an `<svg>` root and balanced tags.
+    fn read_svg(path: &Path) -> String {
+        let text = std::fs::read_to_string(path).unwrap();
+        let body = text.trim();
+        let body = match body.strip_prefix("<?xml") {
+            Some(rest) => rest[rest.find("?>").unwrap() + 2..].trim_start(),
+            None => body,
+        };
+        assert!(body.starts_with("<svg"), "{}", path.display());
+        assert!(body.ends_with("</svg>"), "{}", path.display());
+        let mut open: Vec<&str> = Vec::new();
+        let mut rest = body;
+        while let Some(start) = rest.find('<') {
+            let end = start + rest[start..].find('>').expect("unclosed tag");
+            let tag = &rest[start + 1..end];
+            rest = &rest[end + 1..];
+            if tag.starts_with('?') || tag.starts_with('!') || tag.ends_with('/') {
+                continue;
+            }
+            if let Some(closing) = tag.strip_prefix('/') {
+                assert_eq!(open.pop(), Some(closing.trim()), "{}", path.display());
+            } else {
+                open.push(tag.split_whitespace().next().unwrap_or(""));
             }
         }
-        // A zero-throughput row and a zero latency must not break the scales.
-        let mut zero = row("redb", "scan", "scan", 1, 0, 0.0);
-        zero.p50_us = 0.0;
-        rows.push(zero);
+        assert!(open.is_empty(), "unclosed {open:?} in {}", path.display());
+        text
+    }
+
+    fn stems(figs: &[Figure]) -> Vec<String> {
+        figs.iter()
+            .map(|f| {
+                assert_eq!(f.svg.file_stem(), f.png.file_stem());
+                assert_eq!(f.svg.extension().unwrap(), "svg");
+                assert_eq!(f.png.extension().unwrap(), "png");
+                f.svg.file_stem().unwrap().to_string_lossy().into_owned()
+            })
+            .collect()
+    }
+
+    const ENGINES: [&str; 3] = ["strata-btree", "redb", "a-peer-with-a-long-name"];
+
+    /// Three engines; a fill, a two-op workload run at 1, 2 and 4 threads, and a scan.
+    fn sample() -> Vec<BenchResult> {
+        let mut rows = Vec::new();
+        for (i, e) in ENGINES.iter().enumerate() {
+            let f = 1.0 + i as f64;
+            rows.push(row(e, "fillrandom", "insert", 1, 100_000, 0.5 * f));
+            for t in [1, 2, 4] {
+                let secs = 0.5 * f / f64::from(t).sqrt();
+                let mut read = row(e, "ycsb-a", "read", t, 50_000, secs);
+                read.p50_us = 0.8 * f;
+                read.p999_us = 900.0 * f;
+                rows.push(read);
+                rows.push(row(e, "ycsb-a", "update", t, 50_000, secs));
+            }
+            rows.push(row(e, "scan", "scan", 1, 1_000 * (i as u64 + 1), 0.1));
+        }
+        rows
+    }
+
+    #[test]
+    fn figures_cover_throughput_latency_and_threads() {
+        let rows = sample();
         let tmp = tempfile::tempdir().unwrap();
-        let figs = write_figures(&rows, &tmp.path().join("figs")).unwrap();
-        let stems: Vec<String> = figs
-            .iter()
-            .map(|f| f.svg.file_stem().unwrap().to_string_lossy().into_owned())
-            .collect();
+        let dir = tmp.path().join("figs");
+        let figs = write_figures(&rows, &dir).unwrap();
         assert_eq!(
-            stems,
+            stems(&figs),
             [
                 "throughput",
                 "latency-fillrandom",
@@ -592,54 +891,147 @@ mod tests {
                 "threads"
             ]
         );
+        let titles: Vec<&str> = figs.iter().map(|f| f.title.as_str()).collect();
+        assert_eq!(
+            titles,
+            [
+                "Throughput per workload",
+                "Latency percentiles, fillrandom",
+                "Latency percentiles, ycsb-a (1 thread)",
+                "Latency percentiles, scan",
+                "Throughput against threads",
+            ]
+        );
         for f in &figs {
-            let svg = std::fs::read_to_string(&f.svg).unwrap();
-            assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
-            assert!(svg.contains("redb"), "{}", f.svg.display());
-            // Only redb ran the scan workload: the others are not in its legend.
-            let scan_only = f.svg.ends_with("latency-scan.svg");
-            assert_eq!(
-                svg.contains("strata-btree"),
-                !scan_only,
-                "{}",
+            assert!(f.svg.starts_with(&dir) && f.png.starts_with(&dir));
+            let svg = read_svg(&f.svg);
+            assert!(
+                svg.contains(&f.title),
+                "{} lacks its title",
                 f.svg.display()
             );
+            for e in ENGINES {
+                assert!(svg.contains(e), "{} lacks {e}", f.svg.display());
+            }
             assert_eq!(png_size(&f.png), SIZE);
         }
-        let throughput = std::fs::read_to_string(&figs[0].svg).unwrap();
-        assert!(throughput.contains("Throughput per workload") && throughput.contains("ycsb-a"));
-        assert!(
-            std::fs::read_to_string(&figs[2].svg)
-                .unwrap()
-                .contains("update p99.9")
-        );
+        let throughput = read_svg(&figs[0].svg);
+        for w in ["fillrandom", "ycsb-a", "scan"] {
+            assert!(throughput.contains(w));
+        }
+        // Y axis in K/M: the largest throughput is 200K ops/s (100K over 0.5 s; 2 × 50K over 0.5 s).
+        assert!(throughput.contains("200K") || throughput.contains("100K"));
+        let ycsb = read_svg(&figs[2].svg);
+        for s in ["read", "update", "p50", "p99", "p99.9"] {
+            assert!(ycsb.contains(s), "latency figure lacks {s}");
+        }
+        // Log scale in whole decades: p50 0.8 µs … p99.9 2700 µs → 100ns … 10ms.
+        assert!(ycsb.contains("100ns") && ycsb.contains("10ms"));
+        let threads = read_svg(&figs[4].svg);
+        assert!(threads.contains("ycsb-a") && threads.contains("threads"));
     }
 
     #[test]
-    fn no_rows_no_figures() {
+    fn empty_results_make_no_figures() {
         let tmp = tempfile::tempdir().unwrap();
-        assert!(write_figures(&[], tmp.path()).unwrap().is_empty());
-        // One engine, one workload, one thread count: no thread figure.
+        let dir = tmp.path().join("none");
+        assert!(write_figures(&[], &dir).unwrap().is_empty());
+        assert!(!dir.exists());
+    }
+
+    #[test]
+    fn one_engine_one_workload_has_no_thread_figure() {
+        let tmp = tempfile::tempdir().unwrap();
         let figs = write_figures(&[row("e", "w", "read", 1, 10, 1.0)], tmp.path()).unwrap();
-        assert_eq!(figs.len(), 2);
+        assert_eq!(stems(&figs), ["throughput", "latency-w"]);
+        for f in &figs {
+            assert!(read_svg(&f.svg).contains(&f.title));
+            assert_eq!(png_size(&f.png), SIZE);
+        }
+    }
+
+    #[test]
+    fn zero_throughput_and_odd_latencies_do_not_break_the_scales() {
+        let mut zero = row("redb", "scan", "scan", 1, 0, 0.0);
+        zero.ops_per_sec = f64::NAN;
+        zero.p50_us = 0.0;
+        zero.p99_us = f64::NAN;
+        zero.p999_us = f64::INFINITY;
+        let mut slow = row("lmdb", "scan", "scan", 1, 5, f64::NAN);
+        slow.p50_us = -1.0;
+        let tmp = tempfile::tempdir().unwrap();
+        let figs = write_figures(&[zero.clone()], tmp.path()).unwrap();
+        assert_eq!(stems(&figs), ["throughput", "latency-scan"]);
+        let figs = write_figures(&[zero, slow], tmp.path()).unwrap();
+        assert_eq!(stems(&figs), ["throughput", "latency-scan"]);
+        for f in &figs {
+            let svg = read_svg(&f.svg);
+            assert!(svg.contains("redb") && svg.contains("lmdb"));
+            assert_eq!(png_size(&f.png), SIZE);
+        }
     }
 
     #[test]
     fn many_long_workload_names_fit() {
-        let rows: Vec<BenchResult> = (0..12)
+        let mut rows: Vec<BenchResult> = (0..14)
             .map(|i| {
                 row(
-                    "e",
-                    &format!("a-rather-long-workload-name-{i}"),
+                    if i % 2 == 0 { "a" } else { "b" },
+                    &format!("a-rather-long-workload-name-number-{i}/with spaces & <marks>"),
                     "read",
                     1,
-                    10,
+                    10 + i,
                     1.0,
                 )
             })
             .collect();
+        rows.push(row("a", &"x".repeat(300), "read", 2, 10, 1.0));
         let tmp = tempfile::tempdir().unwrap();
         let figs = write_figures(&rows, tmp.path()).unwrap();
-        assert_eq!(png_size(&figs[0].png), SIZE);
+        assert_eq!(figs.len(), 15 + 1);
+        assert_eq!(figs[0].title, "Throughput per workload");
+        assert!(
+            figs[1].svg.ends_with(
+                "latency-a-rather-long-workload-name-number-0_with_spaces____marks_.svg"
+            )
+        );
+        for f in &figs {
+            read_svg(&f.svg);
+            assert_eq!(png_size(&f.png), SIZE);
+        }
+    }
+
+    #[test]
+    fn labels_and_scales() {
+        assert_eq!(fmt_rate(0.0), "0");
+        assert_eq!(fmt_rate(950.0), "950");
+        assert_eq!(fmt_rate(1500.0), "1.5K");
+        assert_eq!(fmt_rate(800_000.0), "800K");
+        assert_eq!(fmt_rate(1_250_000.0), "1.25M");
+        assert_eq!(fmt_rate(3e9), "3G");
+        assert_eq!(fmt_latency(0.1), "100ns");
+        assert_eq!(fmt_latency(1.0), "1µs");
+        assert_eq!(fmt_latency(250.0), "250µs");
+        assert_eq!(fmt_latency(10_000.0), "10ms");
+        assert_eq!(fmt_latency(2e6), "2s");
+        let near = |(a, b): (f64, f64), (c, d): (f64, f64)| {
+            assert!(
+                (a / c - 1.0).abs() < 1e-6 && (b / d - 1.0).abs() < 1e-6,
+                "{a} {b}"
+            );
+            assert!(a <= c && b >= d);
+        };
+        near(log_range([0.8, 2700.0].into_iter()), (0.1, 10_000.0));
+        near(log_range([2.0, 3.0].into_iter()), (1.0, 100.0));
+        near(log_range([1.0, 1000.0].into_iter()), (1.0, 1000.0));
+        near(
+            log_range([0.0, f64::NAN, f64::INFINITY].into_iter()),
+            (0.1, 10.0),
+        );
+        let mut used = vec!["throughput".to_string()];
+        assert_eq!(stem_of("latency-a/b", &mut used), "latency-a_b");
+        assert_eq!(stem_of("latency-a_b", &mut used), "latency-a_b-2");
+        assert_eq!(stem_of("throughput", &mut used), "throughput-2");
+        assert_eq!(stem_of(&"x".repeat(300), &mut used).len(), 100);
     }
 }
