@@ -95,14 +95,16 @@ impl Zipfian {
     }
 }
 
+/// 64-bit FNV-1a of `bytes`.
+pub fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}
+
 /// 64-bit FNV-1a over the little-endian bytes of `v`.
 pub fn fnv1a64(v: u64) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in v.to_le_bytes() {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    h
+    fnv1a(&v.to_le_bytes())
 }
 
 /// YCSB's scrambled zipfian over keys 0..keys.

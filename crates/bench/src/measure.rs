@@ -149,14 +149,6 @@ impl<'d> Phase<'d> {
         r
     }
 
-    /// Records one operation of kind `op` timed by the caller (for loops where the call that ends the loop,
-    /// like an iterator's final `None`, must not count).
-    #[inline]
-    pub fn record(&mut self, op: OpId, elapsed: Duration) {
-        self.ops[op.0].1.record(elapsed);
-        self.progress.tick();
-    }
-
     /// Adds latencies recorded elsewhere (by a worker thread) to operation kind `op`.
     pub fn merge(&mut self, op: &'static str, lat: &Latency) {
         let id = self.op(op);

@@ -15,7 +15,7 @@
 //! the legend sits in its own column right of the plot so that it never hides data.
 
 use crate::error::{BenchError, Result};
-use crate::result::BenchResult;
+use crate::result::{BenchResult, first_seen};
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::FontTransform;
@@ -63,16 +63,6 @@ fn register_fonts() {
         let _ = plotters::style::register_font(FONT, FontStyle::Normal, dejavu::sans::regular());
         let _ = plotters::style::register_font(FONT, FontStyle::Bold, dejavu::sans::bold());
     });
-}
-
-fn first_seen<'a>(items: impl Iterator<Item = &'a str>) -> Vec<&'a str> {
-    let mut out: Vec<&str> = Vec::new();
-    for s in items {
-        if !out.contains(&s) {
-            out.push(s);
-        }
-    }
-    out
 }
 
 /// `v` with at most two decimals, trailing zeros removed.

@@ -1,7 +1,7 @@
 //! Human-readable output: the results table as aligned text (stdout) and as Markdown, and the `report.md`
 //! of a run (machine, parameters, table, notes on method).
 
-use crate::result::BenchResult;
+use crate::result::{BenchResult, first_seen};
 use crate::sysinfo::{Machine, UtcTime};
 use std::fmt::Write as _;
 
@@ -157,19 +157,9 @@ pub struct EngineInfo {
 /// Per workload, a table of every (op, threads, engine) with throughput and latency and the throughput ratio
 /// against `baseline` (for the same workload, op and threads).
 pub fn comparison_tables(results: &[BenchResult], baseline: &str) -> String {
-    let mut workloads: Vec<&str> = Vec::new();
-    for r in results {
-        if !workloads.contains(&r.workload.as_str()) {
-            workloads.push(&r.workload);
-        }
-    }
     let mut s = String::new();
-    for w in workloads {
-        let _ = writeln!(
-            s,
-            "### {w}
-"
-        );
+    for w in first_seen(results.iter().map(|r| r.workload.as_str())) {
+        let _ = writeln!(s, "### {w}\n");
         let _ = writeln!(
             s,
             "| op | threads | engine | ops/s | vs {baseline} | p50 µs | p99 µs | p99.9 µs | max µs |"
@@ -177,12 +167,7 @@ pub fn comparison_tables(results: &[BenchResult], baseline: &str) -> String {
         let _ = writeln!(s, "|---|---:|---|---:|---:|---:|---:|---:|---:|");
         let mut rows: Vec<&BenchResult> = results.iter().filter(|r| r.workload == w).collect();
         // Group by op (first appearance), then threads, keeping engine order.
-        let mut ops: Vec<&str> = Vec::new();
-        for r in &rows {
-            if !ops.contains(&r.op.as_str()) {
-                ops.push(&r.op);
-            }
-        }
+        let ops = first_seen(rows.iter().map(|r| r.op.as_str()));
         rows.sort_by_key(|r| (ops.iter().position(|o| *o == r.op).unwrap_or(0), r.threads));
         for r in rows {
             let base = results.iter().find(|b| {

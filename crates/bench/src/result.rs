@@ -71,3 +71,14 @@ impl BenchResult {
         serde_json::to_string(self).expect("a BenchResult always serialises")
     }
 }
+
+/// The distinct items of `items` in order of first appearance (engines, workloads, ops of a run).
+pub(crate) fn first_seen<'a>(items: impl Iterator<Item = &'a str>) -> Vec<&'a str> {
+    let mut out: Vec<&str> = Vec::new();
+    for s in items {
+        if !out.contains(&s) {
+            out.push(s);
+        }
+    }
+    out
+}

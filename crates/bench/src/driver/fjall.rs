@@ -45,30 +45,6 @@ fn persist_mode(d: Durability) -> Option<PersistMode> {
     }
 }
 
-impl Fjall {
-    fn open_db(&self, dir: &Path, opts: &EngineOptions, create: bool) -> Result<Box<dyn Driver>> {
-        if !create && !dir.join(MARKER).exists() {
-            return Err(err(format!("no fjall database in {}", dir.display())));
-        }
-        let db = Database::builder(dir)
-            .cache_size(opts.cache_bytes as u64)
-            .manual_journal_persist(true)
-            .open()
-            .map_err(err)?;
-        // The keyspace's options are stored when it is created; a reopen uses the stored ones.
-        let keyspace = db
-            .keyspace(KEYSPACE, || {
-                KeyspaceCreateOptions::default().manual_journal_persist(true)
-            })
-            .map_err(err)?;
-        Ok(Box::new(FjallDriver {
-            db,
-            keyspace,
-            persist: persist_mode(opts.durability),
-        }))
-    }
-}
-
 impl Engine for Fjall {
     fn name(&self) -> &'static str {
         NAME
@@ -97,12 +73,26 @@ impl Engine for Fjall {
         )
     }
 
-    fn create(&self, dir: &Path, opts: &EngineOptions) -> Result<Box<dyn Driver>> {
-        self.open_db(dir, opts, true)
-    }
-
-    fn open(&self, dir: &Path, opts: &EngineOptions) -> Result<Box<dyn Driver>> {
-        self.open_db(dir, opts, false)
+    fn open_dir(&self, dir: &Path, opts: &EngineOptions, create: bool) -> Result<Box<dyn Driver>> {
+        if !create && !dir.join(MARKER).exists() {
+            return Err(err(format!("no fjall database in {}", dir.display())));
+        }
+        let db = Database::builder(dir)
+            .cache_size(opts.cache_bytes as u64)
+            .manual_journal_persist(true)
+            .open()
+            .map_err(err)?;
+        // The keyspace's options are stored when it is created; a reopen uses the stored ones.
+        let keyspace = db
+            .keyspace(KEYSPACE, || {
+                KeyspaceCreateOptions::default().manual_journal_persist(true)
+            })
+            .map_err(err)?;
+        Ok(Box::new(FjallDriver {
+            db,
+            keyspace,
+            persist: persist_mode(opts.durability),
+        }))
     }
 }
 
@@ -159,7 +149,7 @@ impl Driver for FjallDriver {
         self.after_write()
     }
 
-    fn scan(
+    fn scan_range(
         &self,
         lo: u64,
         hi: u64,
@@ -167,9 +157,6 @@ impl Driver for FjallDriver {
         reverse: bool,
         visit: &mut Visit<'_>,
     ) -> Result<u64> {
-        if lo > hi || limit == 0 {
-            return Ok(0);
-        }
         let range = self.keyspace.range(lo.to_be_bytes()..=hi.to_be_bytes());
         visit_limited(directed(range, reverse), limit, |guard| {
             let (k, v) = guard.into_inner().map_err(err)?;

@@ -40,8 +40,30 @@ fn err(e: impl std::fmt::Display) -> BenchError {
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Lmdb;
 
-impl Lmdb {
-    fn open_env(&self, dir: &Path, opts: &EngineOptions, create: bool) -> Result<Box<dyn Driver>> {
+impl Engine for Lmdb {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn version(&self) -> String {
+        VERSION.into()
+    }
+
+    fn settings(&self, opts: &EngineOptions) -> String {
+        let sync = match opts.durability {
+            Durability::Sync => "default flags (an fdatasync per commit)",
+            _ => {
+                "NO_SYNC | NO_META_SYNC (commits written to the OS, not fsynced; LMDB has no weaker level)"
+            }
+        };
+        format!(
+            "LMDB 0.9.70 via heed; no cache of its own: memory map + OS page cache (the {}-byte budget does \
+             not apply); map size 64 GiB; one write transaction per put; {sync}; keys as 8 big-endian bytes",
+            opts.cache_bytes
+        )
+    }
+
+    fn open_dir(&self, dir: &Path, opts: &EngineOptions, create: bool) -> Result<Box<dyn Driver>> {
         if create {
             std::fs::create_dir_all(dir).map_err(|e| BenchError::io(dir, e))?;
         } else if !dir.join("data.mdb").exists() {
@@ -74,38 +96,6 @@ impl Lmdb {
             .map_err(|e: heed::Error| err(e))?
             .unwrap_commit();
         Ok(Box::new(LmdbDriver { env, db }))
-    }
-}
-
-impl Engine for Lmdb {
-    fn name(&self) -> &'static str {
-        NAME
-    }
-
-    fn version(&self) -> String {
-        VERSION.into()
-    }
-
-    fn settings(&self, opts: &EngineOptions) -> String {
-        let sync = match opts.durability {
-            Durability::Sync => "default flags (an fdatasync per commit)",
-            _ => {
-                "NO_SYNC | NO_META_SYNC (commits written to the OS, not fsynced; LMDB has no weaker level)"
-            }
-        };
-        format!(
-            "LMDB 0.9.70 via heed; no cache of its own: memory map + OS page cache (the {}-byte budget does \
-             not apply); map size 64 GiB; one write transaction per put; {sync}; keys as 8 big-endian bytes",
-            opts.cache_bytes
-        )
-    }
-
-    fn create(&self, dir: &Path, opts: &EngineOptions) -> Result<Box<dyn Driver>> {
-        self.open_env(dir, opts, true)
-    }
-
-    fn open(&self, dir: &Path, opts: &EngineOptions) -> Result<Box<dyn Driver>> {
-        self.open_env(dir, opts, false)
     }
 }
 
@@ -157,7 +147,7 @@ impl Driver for LmdbDriver {
         self.write(|t| self.db.delete(t, &key.to_be_bytes()).map(drop))
     }
 
-    fn scan(
+    fn scan_range(
         &self,
         lo: u64,
         hi: u64,
@@ -165,9 +155,6 @@ impl Driver for LmdbDriver {
         reverse: bool,
         visit: &mut Visit<'_>,
     ) -> Result<u64> {
-        if lo > hi || limit == 0 {
-            return Ok(0);
-        }
         let txn = self.env.read_txn().map_err(err)?;
         let (lo, hi) = (lo.to_be_bytes(), hi.to_be_bytes());
         let bounds = (Bound::Included(&lo[..]), Bound::Included(&hi[..]));

@@ -107,10 +107,17 @@ pub trait Engine: Send + Sync {
     }
     /// How `opts` map onto this engine's own settings, one line for the report.
     fn settings(&self, opts: &EngineOptions) -> String;
+    /// Creates an empty database in `dir` when `create` (the directory must not hold one), else opens the
+    /// database in `dir` (which must exist).
+    fn open_dir(&self, dir: &Path, opts: &EngineOptions, create: bool) -> Result<Box<dyn Driver>>;
     /// Creates an empty database in `dir` (which must not hold one).
-    fn create(&self, dir: &Path, opts: &EngineOptions) -> Result<Box<dyn Driver>>;
+    fn create(&self, dir: &Path, opts: &EngineOptions) -> Result<Box<dyn Driver>> {
+        self.open_dir(dir, opts, true)
+    }
     /// Opens the database in `dir`.
-    fn open(&self, dir: &Path, opts: &EngineOptions) -> Result<Box<dyn Driver>>;
+    fn open(&self, dir: &Path, opts: &EngineOptions) -> Result<Box<dyn Driver>> {
+        self.open_dir(dir, opts, false)
+    }
 }
 
 /// Receives the records of a scan, in order; an error stops the scan and is returned by it.
@@ -131,6 +138,20 @@ pub trait Driver: Send + Sync {
     /// Visits up to `limit` records with keys in `[lo, hi]`, ascending (descending when `reverse`), and
     /// returns how many it visited.
     fn scan(
+        &self,
+        lo: u64,
+        hi: u64,
+        limit: u64,
+        reverse: bool,
+        visit: &mut Visit<'_>,
+    ) -> Result<u64> {
+        if lo > hi || limit == 0 {
+            return Ok(0);
+        }
+        self.scan_range(lo, hi, limit, reverse, visit)
+    }
+    /// [`scan`](Self::scan) for a non-empty range (`lo <= hi`) and `limit >= 1`.
+    fn scan_range(
         &self,
         lo: u64,
         hi: u64,

@@ -46,34 +46,6 @@ fn durability(d: Durability) -> redb::Durability {
     }
 }
 
-impl Redb {
-    fn open_db(&self, dir: &Path, opts: &EngineOptions, create: bool) -> Result<Box<dyn Driver>> {
-        let path = dir.join(FILE);
-        if create {
-            std::fs::create_dir_all(dir).map_err(|e| BenchError::io(dir, e))?;
-        } else if !path.exists() {
-            return Err(err(format!("no redb database in {}", dir.display())));
-        }
-        let mut builder = Database::builder();
-        builder.set_cache_size(opts.cache_bytes);
-        let db = if create {
-            builder.create(&path)
-        } else {
-            builder.open(&path)
-        }
-        .map_err(err)?;
-        let driver = RedbDriver {
-            db,
-            durability: durability(opts.durability),
-        };
-        if create {
-            // Create the table so that readers find it.
-            driver.write(|_| Ok(()))?;
-        }
-        Ok(Box::new(driver))
-    }
-}
-
 impl Engine for Redb {
     fn name(&self) -> &'static str {
         NAME
@@ -100,12 +72,30 @@ impl Engine for Redb {
         )
     }
 
-    fn create(&self, dir: &Path, opts: &EngineOptions) -> Result<Box<dyn Driver>> {
-        self.open_db(dir, opts, true)
-    }
-
-    fn open(&self, dir: &Path, opts: &EngineOptions) -> Result<Box<dyn Driver>> {
-        self.open_db(dir, opts, false)
+    fn open_dir(&self, dir: &Path, opts: &EngineOptions, create: bool) -> Result<Box<dyn Driver>> {
+        let path = dir.join(FILE);
+        if create {
+            std::fs::create_dir_all(dir).map_err(|e| BenchError::io(dir, e))?;
+        } else if !path.exists() {
+            return Err(err(format!("no redb database in {}", dir.display())));
+        }
+        let mut builder = Database::builder();
+        builder.set_cache_size(opts.cache_bytes);
+        let db = if create {
+            builder.create(&path)
+        } else {
+            builder.open(&path)
+        }
+        .map_err(err)?;
+        let driver = RedbDriver {
+            db,
+            durability: durability(opts.durability),
+        };
+        if create {
+            // Create the table so that readers find it.
+            driver.write(|_| Ok(()))?;
+        }
+        Ok(Box::new(driver))
     }
 }
 
@@ -171,7 +161,7 @@ impl Driver for RedbDriver {
         self.write(|t| t.remove(key).map(drop).map_err(err))
     }
 
-    fn scan(
+    fn scan_range(
         &self,
         lo: u64,
         hi: u64,
@@ -179,9 +169,6 @@ impl Driver for RedbDriver {
         reverse: bool,
         visit: &mut Visit<'_>,
     ) -> Result<u64> {
-        if lo > hi || limit == 0 {
-            return Ok(0);
-        }
         let txn = self.db.begin_read().map_err(err)?;
         let table = txn.open_table(TABLE).map_err(err)?;
         let range = table.range(lo..=hi).map_err(err)?;

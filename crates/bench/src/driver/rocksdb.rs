@@ -42,34 +42,6 @@ fn err(e: impl std::fmt::Display) -> BenchError {
 #[derive(Debug, Clone, Copy, Default)]
 pub struct RocksDb;
 
-impl RocksDb {
-    fn open_db(&self, dir: &Path, opts: &EngineOptions, create: bool) -> Result<Box<dyn Driver>> {
-        let mut o = Options::default();
-        o.create_if_missing(create);
-        o.increase_parallelism(2);
-        o.set_compaction_style(DBCompactionStyle::Level);
-        o.set_level_compaction_dynamic_level_bytes(true);
-        o.set_bytes_per_sync(1 << 20);
-        o.set_compression_type(DBCompressionType::Lz4);
-        o.set_manual_wal_flush(opts.durability == Durability::None);
-        let mut table = BlockBasedOptions::default();
-        let cache = Cache::new_lru_cache(opts.cache_bytes);
-        table.set_block_cache(&cache);
-        table.set_bloom_filter(10.0, false);
-        table.set_cache_index_and_filter_blocks(true);
-        table.set_pin_l0_filter_and_index_blocks_in_cache(true);
-        o.set_block_based_table_factory(&table);
-        let db = DB::open(&o, dir).map_err(err)?;
-        let mut write = WriteOptions::default();
-        write.set_sync(opts.durability == Durability::Sync);
-        Ok(Box::new(RocksDriver {
-            db,
-            write,
-            _cache: cache,
-        }))
-    }
-}
-
 impl Engine for RocksDb {
     fn name(&self) -> &'static str {
         NAME
@@ -95,12 +67,30 @@ impl Engine for RocksDb {
         )
     }
 
-    fn create(&self, dir: &Path, opts: &EngineOptions) -> Result<Box<dyn Driver>> {
-        self.open_db(dir, opts, true)
-    }
-
-    fn open(&self, dir: &Path, opts: &EngineOptions) -> Result<Box<dyn Driver>> {
-        self.open_db(dir, opts, false)
+    fn open_dir(&self, dir: &Path, opts: &EngineOptions, create: bool) -> Result<Box<dyn Driver>> {
+        let mut o = Options::default();
+        o.create_if_missing(create);
+        o.increase_parallelism(2);
+        o.set_compaction_style(DBCompactionStyle::Level);
+        o.set_level_compaction_dynamic_level_bytes(true);
+        o.set_bytes_per_sync(1 << 20);
+        o.set_compression_type(DBCompressionType::Lz4);
+        o.set_manual_wal_flush(opts.durability == Durability::None);
+        let mut table = BlockBasedOptions::default();
+        let cache = Cache::new_lru_cache(opts.cache_bytes);
+        table.set_block_cache(&cache);
+        table.set_bloom_filter(10.0, false);
+        table.set_cache_index_and_filter_blocks(true);
+        table.set_pin_l0_filter_and_index_blocks_in_cache(true);
+        o.set_block_based_table_factory(&table);
+        let db = DB::open(&o, dir).map_err(err)?;
+        let mut write = WriteOptions::default();
+        write.set_sync(opts.durability == Durability::Sync);
+        Ok(Box::new(RocksDriver {
+            db,
+            write,
+            _cache: cache,
+        }))
     }
 }
 
@@ -148,7 +138,7 @@ impl Driver for RocksDriver {
             .map_err(err)
     }
 
-    fn scan(
+    fn scan_range(
         &self,
         lo: u64,
         hi: u64,
@@ -156,9 +146,6 @@ impl Driver for RocksDriver {
         reverse: bool,
         visit: &mut Visit<'_>,
     ) -> Result<u64> {
-        if lo > hi || limit == 0 {
-            return Ok(0);
-        }
         let mut read = ReadOptions::default();
         read.set_iterate_lower_bound(lo.to_be_bytes());
         if let Some(end) = hi.checked_add(1) {

@@ -56,7 +56,11 @@ impl Engine for StrataBTree {
         )
     }
 
-    fn create(&self, dir: &Path, opts: &EngineOptions) -> Result<Box<dyn Driver>> {
+    fn open_dir(&self, dir: &Path, opts: &EngineOptions, create: bool) -> Result<Box<dyn Driver>> {
+        if !create {
+            let db = RawDb::open(dir, &options(opts))?;
+            return Ok(Box::new(StrataDriver { db }));
+        }
         let config = Config {
             index: IndexKind::BTree,
             key: TypeKind::U64,
@@ -69,11 +73,6 @@ impl Engine for StrataBTree {
             ..Config::default()
         };
         let db = RawDb::create(dir, &config, &options(opts))?;
-        Ok(Box::new(StrataDriver { db }))
-    }
-
-    fn open(&self, dir: &Path, opts: &EngineOptions) -> Result<Box<dyn Driver>> {
-        let db = RawDb::open(dir, &options(opts))?;
         Ok(Box::new(StrataDriver { db }))
     }
 }
@@ -95,6 +94,11 @@ fn totals(s: &IoSnapshot) -> IoTotals {
         page_reads: pages.reads,
         page_writes: pages.writes,
     }
+}
+
+/// The keys `[lo, hi]` as an engine range.
+fn inclusive(lo: u64, hi: u64) -> KeyRange {
+    KeyRange::inclusive(lo.to_be_bytes().to_vec(), hi.to_be_bytes().to_vec())
 }
 
 fn key_of(bytes: &[u8]) -> u64 {
@@ -129,7 +133,7 @@ impl Driver for StrataDriver {
         Ok(self.db.delete(&key.to_be_bytes())?)
     }
 
-    fn scan(
+    fn scan_range(
         &self,
         lo: u64,
         hi: u64,
@@ -147,7 +151,7 @@ impl Driver for StrataDriver {
         // Chunks bound how long one call holds the tree's read lock; the next chunk resumes after the last key.
         while seen < limit && lo <= hi {
             let want = (limit - seen).min(SCAN_CHUNK) as usize;
-            let range = KeyRange::inclusive(lo.to_be_bytes().to_vec(), hi.to_be_bytes().to_vec());
+            let range = inclusive(lo, hi);
             let mut last = None;
             let mut failed = None;
             let got = self.db.scan_visit(&range, dir, want, &mut |k, v| {
@@ -184,7 +188,7 @@ impl Driver for StrataDriver {
     }
 
     fn count(&self, lo: u64, hi: u64) -> Result<u64> {
-        let range = KeyRange::inclusive(lo.to_be_bytes().to_vec(), hi.to_be_bytes().to_vec());
+        let range = inclusive(lo, hi);
         Ok(self.db.count_range(&range)?)
     }
 
@@ -195,7 +199,7 @@ impl Driver for StrataDriver {
         k: usize,
         rng: &mut dyn rand::RngCore,
     ) -> Result<Vec<(u64, Vec<u8>)>> {
-        let range = KeyRange::inclusive(lo.to_be_bytes().to_vec(), hi.to_be_bytes().to_vec());
+        let range = inclusive(lo, hi);
         Ok(self
             .db
             .sample_range(&range, k, rng)?
@@ -209,7 +213,7 @@ impl Driver for StrataDriver {
     }
 
     fn height(&self) -> Option<u32> {
-        self.db.stats().ok().map(|s| s.tree.height)
+        Some(self.db.index_stats().height)
     }
 
     fn io(&self) -> Option<IoTotals> {

@@ -22,7 +22,7 @@
 //! B = records per leaf page. Every read is verified.
 
 use super::SuiteConfig;
-use super::common::Ctx;
+use super::common::{Ctx, remove_dir};
 use crate::driver::Engine;
 use crate::error::{BenchError, Result};
 use crate::report::fmt_bytes;
@@ -146,14 +146,14 @@ pub fn run(cfg: &SuiteConfig, engines: &[Box<dyn Engine>]) -> Result<Vec<BenchRe
     let dir = base.join("fillseq");
     let mut keys: Vec<u64> = (0..n).collect();
     out.extend(ctx.fill(&dir, "fillseq", &keys)?);
-    remove(&dir)?;
+    remove_dir(&dir)?;
     let dir = base.join("fillrandom");
     keys.shuffle(&mut rng);
     out.extend(ctx.fill(&dir, "fillrandom", &keys)?);
     let db = ctx.open(&dir)?;
     out.extend(ctx.read_random(db.as_ref(), &dir, &mut rng)?);
     db.close()?;
-    remove(&dir)?;
+    remove_dir(&dir)?;
 
     // Page I/Os with a pool of 1% of the data.
     let mut small = Ctx::new(NAME, cfg, engine.as_ref());
@@ -177,12 +177,8 @@ pub fn run(cfg: &SuiteConfig, engines: &[Box<dyn Engine>]) -> Result<Vec<BenchRe
         })?,
     );
     db.close()?;
-    remove(&dir)?;
+    remove_dir(&dir)?;
     Ok(out)
-}
-
-fn remove(dir: &std::path::Path) -> Result<()> {
-    std::fs::remove_dir_all(dir).map_err(|e| BenchError::io(dir, e))
 }
 
 #[cfg(test)]

@@ -2,14 +2,21 @@
 //! random-read phases (value = key, every read verified).
 
 use super::SuiteConfig;
+use super::runner::{Checker, KeyState};
 use crate::driver::{Driver, Engine, EngineOptions};
 use crate::error::{BenchError, Result};
 use crate::measure::{Phase, PhaseLabels};
 use crate::result::BenchResult;
 use crate::values::ValueCodec;
-use rand::Rng;
+use rand::seq::SliceRandom;
+use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::path::Path;
+
+/// Removes a database directory of the run.
+pub(crate) fn remove_dir(dir: &Path) -> Result<()> {
+    std::fs::remove_dir_all(dir).map_err(|e| BenchError::io(dir, e))
+}
 
 /// Fails the run with [`BenchError::Verify`] unless `ok`.
 pub(crate) fn verify(ok: bool, msg: impl FnOnce() -> String) -> Result<()> {
@@ -35,12 +42,24 @@ impl<'a> Ctx<'a> {
             suite,
             cfg,
             engine,
-            opts: EngineOptions {
-                cache_bytes: cfg.cache_bytes,
-                durability: cfg.durability,
-                page_size: cfg.page_size,
-                values: cfg.codec.format(),
-            },
+            opts: cfg.engine_options(),
+        }
+    }
+
+    /// Keys `0..records` in the run's seeded random order (Fisher–Yates, seeded by `--seed`).
+    pub fn random_order(&self) -> Vec<u64> {
+        let mut order: Vec<u64> = (0..self.cfg.records).collect();
+        order.shuffle(&mut ChaCha8Rng::seed_from_u64(self.cfg.seed));
+        order
+    }
+
+    /// A read checker over `keys` for this engine and codec, with `writers` concurrent writing threads.
+    pub fn checker<'k>(&self, keys: &'k KeyState, writers: u32) -> Checker<'k> {
+        Checker {
+            keys,
+            engine: self.engine.name(),
+            codec: self.codec(),
+            writers,
         }
     }
 
@@ -111,10 +130,21 @@ impl<'a> Ctx<'a> {
 
     /// [`insert_phase`](Self::insert_phase) into a fresh database in `dir`, which is closed afterwards.
     pub fn fill(&self, dir: &Path, workload: &str, keys: &[u64]) -> Result<Vec<BenchResult>> {
-        let db = self.create(dir)?;
-        let rows = self.insert_phase(db.as_ref(), dir, workload, keys)?;
+        let (db, rows) = self.fill_open(dir, workload, keys)?;
         db.close()?;
         Ok(rows)
+    }
+
+    /// [`insert_phase`](Self::insert_phase) into a fresh database in `dir`, which stays open.
+    pub fn fill_open(
+        &self,
+        dir: &Path,
+        workload: &str,
+        keys: &[u64],
+    ) -> Result<(Box<dyn Driver>, Vec<BenchResult>)> {
+        let db = self.create(dir)?;
+        let rows = self.insert_phase(db.as_ref(), dir, workload, keys)?;
+        Ok((db, rows))
     }
 
     /// `ops` gets of keys drawn by `pick`; each must find version 1 of its key.

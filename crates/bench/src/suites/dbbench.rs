@@ -18,12 +18,11 @@
 //! the fills and deleterandom runs at each `--threads` count.
 
 use super::SuiteConfig;
-use super::common::{Ctx, verify};
-use super::runner::{Checker, KeyState};
+use super::common::{Ctx, remove_dir, verify};
+use super::runner::KeyState;
 use crate::driver::{Driver, Engine};
-use crate::error::{BenchError, Result};
+use crate::error::Result;
 use crate::result::BenchResult;
-use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::path::Path;
@@ -52,18 +51,6 @@ pub fn notes(cfg: &SuiteConfig) -> Vec<String> {
     ]
 }
 
-/// Inserts `keys` in the given order into a fresh database in `dir` as phase `workload`, then checkpoints.
-pub(crate) fn fill(
-    ctx: &Ctx<'_>,
-    dir: &Path,
-    workload: &str,
-    order: &[u64],
-) -> Result<(Box<dyn Driver>, Vec<BenchResult>)> {
-    let db = ctx.create(dir)?;
-    let rows = ctx.insert_phase(db.as_ref(), dir, workload, order)?;
-    Ok((db, rows))
-}
-
 /// `ops` random gets on `threads` threads, every one checked.
 pub(crate) fn read_random(
     ctx: &Ctx<'_>,
@@ -73,12 +60,7 @@ pub(crate) fn read_random(
     threads: u32,
     ops: u64,
 ) -> Result<Vec<BenchResult>> {
-    let checker = Checker {
-        keys,
-        engine: ctx.engine.name(),
-        codec: ctx.codec(),
-        writers: 0,
-    };
+    let checker = ctx.checker(keys, 0);
     let n = keys.loaded();
     ctx.parallel(db, dir, "readrandom", threads, ops, |w, share| {
         for _ in 0..share {
@@ -89,29 +71,34 @@ pub(crate) fn read_random(
     })
 }
 
-fn read_seq(
+/// The keys `0..records` read in order by range scans as phase `workload`, split into one contiguous slice
+/// per thread (op `scan`, one op per record); every key must come back once, in order, with its value, and
+/// nothing may follow the last key.
+pub(crate) fn read_seq(
     ctx: &Ctx<'_>,
     db: &dyn Driver,
     dir: &Path,
-    keys: &KeyState,
+    workload: &str,
+    records: u64,
     threads: u32,
 ) -> Result<Vec<BenchResult>> {
-    let n = keys.loaded();
+    let n = records;
     let codec = ctx.codec();
     let engine = ctx.engine.name();
-    ctx.parallel(db, dir, "readseq", threads, n, |w, _| {
+    ctx.parallel(db, dir, workload, threads, n, |w, _| {
         let t = u64::from(threads);
         let (lo, hi) = (n * u64::from(w.id) / t, n * (u64::from(w.id) + 1) / t);
         if lo == hi {
             return Ok(());
         }
+        // The last slice runs to the end of the key space, so a key beyond `records` is caught too.
+        let end = if hi == n { u64::MAX } else { hi - 1 };
         let mut expect = lo;
         let mut last = std::time::Instant::now();
-        let mut lats = Vec::with_capacity(1024);
-        db.scan(lo, hi - 1, u64::MAX, false, &mut |k, v| {
-            lats.push(last.elapsed());
+        db.scan(lo, end, u64::MAX, false, &mut |k, v| {
+            w.record("scan", last.elapsed());
             verify(k == expect, || {
-                format!("{engine}: readseq returned key {k} where {expect} was due")
+                format!("{engine}: {workload} returned key {k} where {expect} was due")
             })?;
             codec.check(k, 1, v)?;
             expect += 1;
@@ -119,12 +106,11 @@ fn read_seq(
             Ok(())
         })?;
         verify(expect == hi, || {
-            format!("{engine}: readseq of [{lo}, {hi}) stopped at {expect}")
-        })?;
-        for d in lats {
-            w.record("scan", d);
-        }
-        Ok(())
+            format!(
+                "{engine}: {workload} of [{lo}, {hi}) returned {} records",
+                expect - lo
+            )
+        })
     })
 }
 
@@ -180,12 +166,7 @@ fn read_while_writing(
     threads: u32,
     ops: u64,
 ) -> Result<Vec<BenchResult>> {
-    let checker = Checker {
-        keys,
-        engine: ctx.engine.name(),
-        codec: ctx.codec(),
-        writers: 1,
-    };
+    let checker = ctx.checker(keys, 1);
     let n = keys.loaded();
     let readers_left = std::sync::atomic::AtomicU32::new(threads);
     let stop = AtomicBool::new(false);
@@ -258,24 +239,19 @@ pub fn run(cfg: &SuiteConfig, engines: &[Box<dyn Engine>]) -> Result<Vec<BenchRe
     for engine in engines {
         let ctx = Ctx::new(NAME, cfg, engine.as_ref());
         let base = cfg.data_dir.join(engine.name());
-        let mut order: Vec<u64> = (0..n).collect();
         let dir = base.join("fillseq");
-        let (db, rows) = fill(&ctx, &dir, "fillseq", &order)?;
-        out.extend(rows);
-        db.close()?;
-        std::fs::remove_dir_all(&dir).map_err(|e| BenchError::io(&dir, e))?;
+        out.extend(ctx.fill(&dir, "fillseq", &(0..n).collect::<Vec<u64>>())?);
+        remove_dir(&dir)?;
 
-        order.shuffle(&mut ChaCha8Rng::seed_from_u64(cfg.seed));
         let dir = base.join("fillrandom");
-        let (db, rows) = fill(&ctx, &dir, "fillrandom", &order)?;
+        let (db, rows) = ctx.fill_open(&dir, "fillrandom", &ctx.random_order())?;
         out.extend(rows);
-        drop(order);
-        let keys = KeyState::new(n, n, true);
+        let keys = KeyState::new(n, n);
         for &t in &cfg.threads {
             out.extend(read_random(&ctx, db.as_ref(), &dir, &keys, t, ops)?);
         }
         for &t in &cfg.threads {
-            out.extend(read_seq(&ctx, db.as_ref(), &dir, &keys, t)?);
+            out.extend(read_seq(&ctx, db.as_ref(), &dir, "readseq", n, t)?);
         }
         for &t in &cfg.threads {
             out.extend(seek_random(&ctx, db.as_ref(), &dir, &keys, t, ops)?);
@@ -285,7 +261,7 @@ pub fn run(cfg: &SuiteConfig, engines: &[Box<dyn Engine>]) -> Result<Vec<BenchRe
         }
         out.extend(delete_random(&ctx, db.as_ref(), &dir, &keys)?);
         db.close()?;
-        std::fs::remove_dir_all(&base).map_err(|e| BenchError::io(&base, e))?;
+        remove_dir(&base)?;
     }
     Ok(out)
 }

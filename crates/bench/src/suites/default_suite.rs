@@ -9,15 +9,12 @@
 //!    at each `--threads` count.
 
 use super::SuiteConfig;
-use super::common::Ctx;
+use super::common::{Ctx, remove_dir};
 use super::runner::KeyState;
 use super::{dbbench, ycsb};
 use crate::driver::Engine;
-use crate::error::{BenchError, Result};
+use crate::error::Result;
 use crate::result::BenchResult;
-use rand::SeedableRng;
-use rand::seq::SliceRandom;
-use rand_chacha::ChaCha8Rng;
 
 pub const NAME: &str = "default";
 pub const DESCRIPTION: &str =
@@ -51,13 +48,9 @@ pub fn run(cfg: &SuiteConfig, engines: &[Box<dyn Engine>]) -> Result<Vec<BenchRe
     for engine in engines {
         let ctx = Ctx::new(NAME, cfg, engine.as_ref());
         let dir = cfg.data_dir.join(engine.name());
-        let mut order: Vec<u64> = (0..n).collect();
-        order.shuffle(&mut ChaCha8Rng::seed_from_u64(cfg.seed));
-        let (db, rows) = dbbench::fill(&ctx, &dir, "fillrandom", &order)?;
+        let (db, rows) = ctx.fill_open(&dir, "fillrandom", &ctx.random_order())?;
         out.extend(rows);
-        drop(order);
-        let capacity = n + ycsb::insert_budget(&specs, ops, cfg.threads.len());
-        let keys = KeyState::new(n, capacity, true);
+        let keys = KeyState::new(n, n + ycsb::insert_budget(&specs, ops, cfg.threads.len()));
         for &t in &cfg.threads {
             out.extend(dbbench::read_random(
                 &ctx,
@@ -68,21 +61,16 @@ pub fn run(cfg: &SuiteConfig, engines: &[Box<dyn Engine>]) -> Result<Vec<BenchRe
                 ops,
             )?);
         }
-        for spec in &specs {
-            for &t in &cfg.threads {
-                out.extend(ycsb::run_workload(
-                    &ctx,
-                    db.as_ref(),
-                    &dir,
-                    &keys,
-                    *spec,
-                    t,
-                    ops,
-                )?);
-            }
-        }
+        out.extend(ycsb::run_sweep(
+            &ctx,
+            db.as_ref(),
+            &dir,
+            &keys,
+            &specs,
+            ops,
+        )?);
         db.close()?;
-        std::fs::remove_dir_all(&dir).map_err(|e| BenchError::io(&dir, e))?;
+        remove_dir(&dir)?;
     }
     Ok(out)
 }

@@ -192,16 +192,9 @@ impl Engine for Broken {
     fn settings(&self, _: &EngineOptions) -> String {
         String::new()
     }
-    fn create(&self, dir: &Path, opts: &EngineOptions) -> Result<Box<dyn Driver>> {
+    fn open_dir(&self, dir: &Path, opts: &EngineOptions, create: bool) -> Result<Box<dyn Driver>> {
         Ok(Box::new(BrokenDriver {
-            inner: StrataBTree.create(dir, opts)?,
-            mode: self.mode,
-            writes: AtomicU64::new(0),
-        }))
-    }
-    fn open(&self, dir: &Path, opts: &EngineOptions) -> Result<Box<dyn Driver>> {
-        Ok(Box::new(BrokenDriver {
-            inner: StrataBTree.open(dir, opts)?,
+            inner: StrataBTree.open_dir(dir, opts, create)?,
             mode: self.mode,
             writes: AtomicU64::new(0),
         }))
@@ -232,7 +225,7 @@ impl Driver for BrokenDriver {
     fn delete(&self, key: u64) -> Result<()> {
         self.inner.delete(key)
     }
-    fn scan(
+    fn scan_range(
         &self,
         lo: u64,
         hi: u64,

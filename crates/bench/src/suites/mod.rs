@@ -17,7 +17,7 @@ mod runner;
 pub mod smoke;
 pub mod ycsb;
 
-use crate::driver::{self, Engine};
+use crate::driver::{self, Engine, EngineOptions};
 use crate::error::{BenchError, Result};
 use crate::report::{EngineInfo, Report, fmt_bytes};
 use crate::result::BenchResult;
@@ -36,7 +36,16 @@ pub struct SuiteInfo {
     pub default_records: u64,
     /// Value size when `--value-size` is not given (8 = `u64` values).
     pub default_value_size: usize,
+    /// Runs the suite on the engines.
+    pub run: SuiteRunner,
+    /// Method notes for the report.
+    pub notes: fn(&SuiteConfig) -> Vec<String>,
+    /// Suite-specific findings for the report (Markdown), if the suite has any.
+    pub analysis: Option<fn(&SuiteConfig, &[BenchResult]) -> String>,
 }
+
+/// What runs a suite: its configuration and the engines in, its rows out.
+pub type SuiteRunner = fn(&SuiteConfig, &[Box<dyn Engine>]) -> Result<Vec<BenchResult>>;
 
 /// Every suite, in the order `--list` prints them.
 pub fn suites() -> &'static [SuiteInfo] {
@@ -46,30 +55,45 @@ pub fn suites() -> &'static [SuiteInfo] {
             description: default_suite::DESCRIPTION,
             default_records: default_suite::DEFAULT_RECORDS,
             default_value_size: 100,
+            run: default_suite::run,
+            notes: default_suite::notes,
+            analysis: None,
         },
         SuiteInfo {
             name: ycsb::NAME,
             description: ycsb::DESCRIPTION,
             default_records: ycsb::DEFAULT_RECORDS,
             default_value_size: 100,
+            run: ycsb::run,
+            notes: ycsb::suite_notes,
+            analysis: None,
         },
         SuiteInfo {
             name: dbbench::NAME,
             description: dbbench::DESCRIPTION,
             default_records: dbbench::DEFAULT_RECORDS,
             default_value_size: 100,
+            run: dbbench::run,
+            notes: dbbench::notes,
+            analysis: None,
         },
         SuiteInfo {
             name: smoke::NAME,
             description: smoke::DESCRIPTION,
             default_records: smoke::DEFAULT_RECORDS,
             default_value_size: 8,
+            run: smoke::run,
+            notes: smoke::notes,
+            analysis: None,
         },
         SuiteInfo {
             name: btree_cost::NAME,
             description: btree_cost::DESCRIPTION,
             default_records: btree_cost::DEFAULT_RECORDS,
             default_value_size: 8,
+            run: btree_cost::run,
+            notes: btree_cost::notes,
+            analysis: Some(btree_cost::analysis),
         },
     ]
 }
@@ -117,38 +141,25 @@ pub struct SuiteConfig {
     pub progress: bool,
 }
 
+impl SuiteConfig {
+    /// The options every engine of the run gets.
+    pub fn engine_options(&self) -> EngineOptions {
+        EngineOptions {
+            cache_bytes: self.cache_bytes,
+            durability: self.durability,
+            page_size: self.page_size,
+            values: self.codec.format(),
+        }
+    }
+}
+
 /// Runs suite `name` on `engines` and returns its rows.
 pub fn run_suite(
     name: &str,
     cfg: &SuiteConfig,
     engines: &[Box<dyn Engine>],
 ) -> Result<Vec<BenchResult>> {
-    match find(name)?.name {
-        default_suite::NAME => default_suite::run(cfg, engines),
-        ycsb::NAME => ycsb::run(cfg, engines),
-        dbbench::NAME => dbbench::run(cfg, engines),
-        smoke::NAME => smoke::run(cfg, engines),
-        btree_cost::NAME => btree_cost::run(cfg, engines),
-        other => Err(BenchError::Usage(format!("suite {other:?} has no runner"))),
-    }
-}
-
-fn suite_notes(name: &str, cfg: &SuiteConfig) -> Vec<String> {
-    match name {
-        default_suite::NAME => default_suite::notes(cfg),
-        ycsb::NAME => ycsb::notes(cfg, cfg.ops.unwrap_or(ycsb::DEFAULT_OPS)),
-        dbbench::NAME => dbbench::notes(cfg),
-        smoke::NAME => smoke::notes(cfg),
-        btree_cost::NAME => btree_cost::notes(cfg),
-        _ => Vec::new(),
-    }
-}
-
-fn suite_analysis(name: &str, cfg: &SuiteConfig, results: &[BenchResult]) -> String {
-    match name {
-        btree_cost::NAME => btree_cost::analysis(cfg, results),
-        _ => String::new(),
-    }
+    (find(name)?.run)(cfg, engines)
 }
 
 /// What `strata bench` asks for.
@@ -305,16 +316,13 @@ pub fn run(opts: &RunOptions) -> Result<RunOutput> {
         }
         write_file(json, lines.as_bytes())?;
     }
-    let analysis = suite_analysis(info.name, &cfg, &results);
+    let analysis = info
+        .analysis
+        .map_or_else(String::new, |f| f(&cfg, &results));
     let mut machine = Machine::detect();
     machine.filesystem = crate::sysinfo::filesystem_of(&out_dir);
     let engine_names: Vec<&str> = engines.iter().map(|e| e.name()).collect();
-    let engine_opts = crate::driver::EngineOptions {
-        cache_bytes: cfg.cache_bytes,
-        durability: cfg.durability,
-        page_size: cfg.page_size,
-        values: cfg.codec.format(),
-    };
+    let engine_opts = cfg.engine_options();
     let engine_infos = engines
         .iter()
         .map(|e| EngineInfo {
@@ -369,7 +377,7 @@ pub fn run(opts: &RunOptions) -> Result<RunOutput> {
             ),
         ],
         analysis: analysis.clone(),
-        notes: suite_notes(info.name, &cfg),
+        notes: (info.notes)(&cfg),
         results: &results,
         engines: engine_infos,
         baseline,

@@ -14,6 +14,7 @@
 //! must be found (unless the workload deletes).
 
 use super::common::{Ctx, verify};
+use crate::distributions::fnv1a;
 use crate::driver::Driver;
 use crate::error::{BenchError, Result};
 use crate::measure::{Latency, Progress};
@@ -33,12 +34,11 @@ pub(crate) struct KeyState {
 }
 
 impl KeyState {
-    /// Keys `0..loaded` exist at version 1 (when `present`) or not at all; room for `capacity` keys in all.
-    pub fn new(loaded: u64, capacity: u64, present: bool) -> Self {
-        let v = u32::from(present);
+    /// Keys `0..loaded` exist at version 1, later keys not yet; room for `capacity` keys in all.
+    pub fn new(loaded: u64, capacity: u64) -> Self {
         KeyState {
             versions: (0..capacity.max(loaded))
-                .map(|_| AtomicU32::new(v))
+                .map(|k| AtomicU32::new(u32::from(k < loaded)))
                 .collect(),
             next_key: AtomicU64::new(loaded),
             loaded,
@@ -216,13 +216,6 @@ impl Worker {
     }
 }
 
-/// A stable 64-bit tag of a workload name (FNV-1a), to derive per-workload RNG streams.
-fn tag(s: &str) -> u64 {
-    s.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
-    })
-}
-
 impl Ctx<'_> {
     /// Runs `body(worker, ops_of_this_worker)` on `threads` threads against `db` as one phase named
     /// `workload` of `ops` operations in all, and returns its rows (one per operation kind). Worker `i` gets
@@ -253,7 +246,7 @@ impl Ctx<'_> {
         body: impl Fn(&mut Worker, u64) -> Result<()> + Sync,
     ) -> Result<Vec<BenchResult>> {
         let mut phase = self.phase_threads(db, workload, ops, threads);
-        let seed = self.cfg.seed ^ tag(workload) ^ u64::from(threads).rotate_left(32);
+        let seed = self.cfg.seed ^ fnv1a(workload.as_bytes()) ^ u64::from(threads).rotate_left(32);
         let interval = self
             .cfg
             .target_rate

@@ -17,16 +17,14 @@
 //!
 //! A wrong answer aborts the run with [`BenchError::Verify`].
 
-use super::SuiteConfig;
-use super::common::{Ctx, verify};
-use crate::driver::{Driver, Engine};
+use super::common::{Ctx, remove_dir, verify};
+use super::{SuiteConfig, dbbench};
+use crate::driver::Engine;
 use crate::error::{BenchError, Result};
 use crate::result::BenchResult;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use std::path::Path;
-use std::time::Instant;
 
 pub const NAME: &str = "smoke";
 pub const DESCRIPTION: &str = "fillseq, fillrandom, readrandom, full scan, range count + sample on every index family (u64 keys and values)";
@@ -100,7 +98,7 @@ fn run_engine(ctx: &Ctx<'_>) -> Result<Vec<BenchResult>> {
     let dir = base.join("fillseq");
     let mut keys: Vec<u64> = (0..n).collect();
     out.extend(ctx.fill(&dir, "fillseq", &keys)?);
-    std::fs::remove_dir_all(&dir).map_err(|e| BenchError::io(&dir, e))?;
+    remove_dir(&dir)?;
 
     let dir = base.join("fillrandom");
     keys.shuffle(&mut rng);
@@ -110,7 +108,7 @@ fn run_engine(ctx: &Ctx<'_>) -> Result<Vec<BenchResult>> {
     let owned = ctx.open(&dir)?;
     let db = owned.as_ref();
     out.extend(ctx.read_random(db, &dir, &mut rng)?);
-    out.extend(scan(ctx, db, &dir)?);
+    out.extend(dbbench::read_seq(ctx, db, &dir, "scan", cfg.records, 1)?);
     let width = range_width(n);
     let ranges: Vec<(u64, u64)> = (0..RANGE_QUERIES)
         .map(|_| {
@@ -151,28 +149,4 @@ fn run_engine(ctx: &Ctx<'_>) -> Result<Vec<BenchResult>> {
     }
     owned.close()?;
     Ok(out)
-}
-
-fn scan(ctx: &Ctx<'_>, db: &dyn Driver, dir: &Path) -> Result<Vec<BenchResult>> {
-    let n = ctx.cfg.records;
-    let name = ctx.engine.name();
-    let mut phase = ctx.phase(db, "scan", n);
-    let op = phase.op("scan");
-    let codec = ctx.codec();
-    let mut expect = 0u64;
-    let mut last = Instant::now();
-    db.scan(0, u64::MAX, u64::MAX, false, &mut |k, v| {
-        phase.record(op, last.elapsed());
-        verify(k == expect, || {
-            format!("{name}: full scan returned key {k} where {expect} was due")
-        })?;
-        codec.check(k, 1, v)?;
-        expect += 1;
-        last = Instant::now();
-        Ok(())
-    })?;
-    verify(expect == n, || {
-        format!("{name}: full scan returned {expect} records, expected {n}")
-    })?;
-    phase.finish(dir)
 }

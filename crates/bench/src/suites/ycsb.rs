@@ -22,16 +22,13 @@
 //! (default 500 000) at every `--threads` count.
 
 use super::SuiteConfig;
-use super::common::{Ctx, verify};
+use super::common::{Ctx, remove_dir, verify};
 use super::runner::{Checker, KeyState, Worker};
 use crate::distributions::{KeyChooser, KeyDistribution};
 use crate::driver::{Driver, Engine};
 use crate::error::{BenchError, Result};
 use crate::result::BenchResult;
 use rand::Rng;
-use rand::SeedableRng;
-use rand::seq::SliceRandom;
-use rand_chacha::ChaCha8Rng;
 use std::path::Path;
 
 pub const NAME: &str = "ycsb";
@@ -142,35 +139,9 @@ pub fn notes(cfg: &SuiteConfig, ops: u64) -> Vec<String> {
     ]
 }
 
-/// Loads keys `0..records` (version 1) in a seeded random order on one thread, then checkpoints.
-pub(crate) fn load(
-    ctx: &Ctx<'_>,
-    db: &dyn Driver,
-    dir: &Path,
-    workload: &str,
-    keys: &KeyState,
-) -> Result<Vec<BenchResult>> {
-    let n = ctx.cfg.records;
-    let mut order: Vec<u64> = (0..n).collect();
-    order.shuffle(&mut ChaCha8Rng::seed_from_u64(ctx.cfg.seed));
-    let codec = ctx.codec();
-    let mut rows = ctx.parallel(db, dir, workload, 1, n, |w, _| {
-        for &k in &order {
-            codec.encode(k, 1, &mut w.buf);
-            w.op("insert", |w| db.put(k, &w.buf))?;
-            keys.commit(k, 1);
-        }
-        Ok(())
-    })?;
-    // The checkpoint belongs to the load: redo the row's time and I/O with it included.
-    let t = std::time::Instant::now();
-    db.checkpoint()?;
-    let extra = t.elapsed().as_secs_f64();
-    for r in &mut rows {
-        r.secs += extra;
-        r.ops_per_sec = r.ops as f64 / r.secs;
-    }
-    Ok(rows)
+/// Method notes of the `ycsb` suite.
+pub fn suite_notes(cfg: &SuiteConfig) -> Vec<String> {
+    notes(cfg, cfg.ops.unwrap_or(DEFAULT_OPS))
 }
 
 /// Runs workload `spec` with `ops` operations on `threads` threads.
@@ -183,12 +154,7 @@ pub(crate) fn run_workload(
     threads: u32,
     ops: u64,
 ) -> Result<Vec<BenchResult>> {
-    let checker = Checker {
-        keys,
-        engine: ctx.engine.name(),
-        codec: ctx.codec(),
-        writers: if threads == 1 { 0 } else { threads },
-    };
+    let checker = ctx.checker(keys, if threads == 1 { 0 } else { threads });
     let writes = spec.update + spec.insert + spec.rmw > 0.0;
     ctx.parallel(db, dir, spec.name, threads, ops, |w, share| {
         let mut chooser = KeyChooser::new(spec.distribution, keys.loaded());
@@ -289,6 +255,24 @@ fn scan(
     Ok(())
 }
 
+/// Runs each of `specs` at every thread count of the run, `ops` operations each, in that order.
+pub(crate) fn run_sweep(
+    ctx: &Ctx<'_>,
+    db: &dyn Driver,
+    dir: &Path,
+    keys: &KeyState,
+    specs: &[Spec],
+    ops: u64,
+) -> Result<Vec<BenchResult>> {
+    let mut out = Vec::new();
+    for spec in specs {
+        for &t in &ctx.cfg.threads {
+            out.extend(run_workload(ctx, db, dir, keys, *spec, t, ops)?);
+        }
+    }
+    Ok(out)
+}
+
 /// Runs the `ycsb` suite on every engine.
 pub fn run(cfg: &SuiteConfig, engines: &[Box<dyn Engine>]) -> Result<Vec<BenchResult>> {
     let order = ["ycsb-a", "ycsb-b", "ycsb-c", "ycsb-f", "ycsb-d", "ycsb-e"];
@@ -301,17 +285,15 @@ pub fn run(cfg: &SuiteConfig, engines: &[Box<dyn Engine>]) -> Result<Vec<BenchRe
     for engine in engines {
         let ctx = Ctx::new(NAME, cfg, engine.as_ref());
         let dir = cfg.data_dir.join(engine.name());
-        let capacity = cfg.records + insert_budget(&specs, ops, cfg.threads.len());
-        let keys = KeyState::new(cfg.records, capacity, false);
-        let db = ctx.create(&dir)?;
-        out.extend(load(&ctx, db.as_ref(), &dir, "ycsb-load", &keys)?);
-        for spec in &specs {
-            for &t in &cfg.threads {
-                out.extend(run_workload(&ctx, db.as_ref(), &dir, &keys, *spec, t, ops)?);
-            }
-        }
+        let (db, rows) = ctx.fill_open(&dir, "ycsb-load", &ctx.random_order())?;
+        out.extend(rows);
+        let keys = KeyState::new(
+            cfg.records,
+            cfg.records + insert_budget(&specs, ops, cfg.threads.len()),
+        );
+        out.extend(run_sweep(&ctx, db.as_ref(), &dir, &keys, &specs, ops)?);
         db.close()?;
-        std::fs::remove_dir_all(&dir).map_err(|e| BenchError::io(&dir, e))?;
+        remove_dir(&dir)?;
     }
     Ok(out)
 }

@@ -654,6 +654,11 @@ impl RawDb {
     }
 
     /// Statistics, including I/O counters and bytes on disk.
+    /// The index's shape and cache state (no I/O; [`stats`](Self::stats) adds file sizes and I/O counters).
+    pub fn index_stats(&self) -> crate::index::IndexStats {
+        self.inner.index.stats()
+    }
+
     pub fn stats(&self) -> Result<DbStats> {
         let m = &self.inner.manifest;
         let wal_bytes = self.inner.writer.lock().wal.len();
@@ -672,7 +677,7 @@ impl RawDb {
             key: m.key.name(),
             value: m.value.name(),
             records: self.len(),
-            tree: self.inner.index.stats(),
+            tree: self.index_stats(),
             io: self.io(),
             wal_bytes,
             disk_bytes,
