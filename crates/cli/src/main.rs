@@ -306,6 +306,7 @@ fn run(cli: Cli) -> CliResult {
                 page_size,
                 durability: durability.into(),
                 direct_io,
+                dynamized: strata::index::dynamized::DynOptions::default(),
             };
             commands::create(&dir()?, &config, &options)
         }

@@ -11,8 +11,9 @@ use std::ops::Bound;
 use std::path::Path;
 use std::sync::Arc;
 use strata::db::Config;
+use strata::index::dynamized::{DeletePolicy, DynOptions, Layout, RuntimeOptions};
 use strata::storage::{FaultVfs, MemVfs, Vfs};
-use strata::{Direction, Durability, Error, KeyRange, Options, RawDb, TypeKind};
+use strata::{Direction, Durability, Error, IndexKind, KeyRange, Options, RawDb, TypeKind};
 
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 
@@ -141,15 +142,72 @@ fn options(vfs: Arc<dyn Vfs>) -> Options {
         cache_bytes: 32 << 10,
         durability: None,
         checkpoint_wal_bytes: 16 << 10,
+        dynamized: RuntimeOptions::default(),
     }
 }
 
-fn config(key: TypeKind, value: TypeKind) -> Config {
-    Config {
-        key,
-        value,
-        ..Config::default()
+/// Which index family a case runs on, with its structure.
+#[derive(Debug, Clone)]
+enum Family {
+    BTree,
+    /// A dynamized index with tiny buffers so that flushes, merges and compactions run all the time.
+    Dynamized(DynOptions, bool),
+}
+
+fn config(family: &Family, key: TypeKind, value: TypeKind) -> Config {
+    match family {
+        Family::BTree => Config {
+            key,
+            value,
+            ..Config::default()
+        },
+        Family::Dynamized(d, _) => Config {
+            index: IndexKind::Dynamized,
+            key,
+            value,
+            dynamized: d.clone(),
+            ..Config::default()
+        },
     }
+}
+
+fn family_options(family: &Family, vfs: Arc<dyn Vfs>) -> Options {
+    let mut o = options(vfs);
+    if let Family::Dynamized(_, background) = family {
+        o.dynamized.background = *background;
+    }
+    o
+}
+
+/// Dynamized structures: every layout and delete policy, small buffers and scale factors, small δ.
+fn dynamized() -> impl Strategy<Value = Family> {
+    (
+        prop_oneof![
+            Just(Layout::Leveling),
+            Just(Layout::Tiering),
+            Just(Layout::Bsm)
+        ],
+        prop_oneof![Just(DeletePolicy::Tombstone), Just(DeletePolicy::Tagging)],
+        1usize..48,
+        2usize..5,
+        prop_oneof![Just(0.05), Just(0.3), Just(1.0)],
+        any::<bool>(),
+    )
+        .prop_map(
+            |(layout, delete_policy, buffer, scale, delta, background)| {
+                Family::Dynamized(
+                    DynOptions {
+                        layout,
+                        delete_policy,
+                        buffer_capacity: buffer,
+                        scale_factor: scale,
+                        max_delete_proportion: delta,
+                        ..DynOptions::default()
+                    },
+                    background,
+                )
+            },
+        )
 }
 
 fn contents(db: &RawDb) -> Model {
@@ -337,11 +395,17 @@ impl History {
 }
 
 fn run(key: TypeKind, value: TypeKind, ops: Vec<Op>) {
+    run_family(&Family::BTree, key, value, ops)
+}
+
+fn run_family(family: &Family, key: TypeKind, value: TypeKind, ops: Vec<Op>) {
     let mem = Arc::new(MemVfs::new());
     let dir = Path::new("/db");
     let vfs: Arc<dyn Vfs> = mem.clone();
-    let mut db =
-        Some(RawDb::create(dir, &config(key, value), &options(vfs.clone())).expect("create"));
+    let options = |vfs: Arc<dyn Vfs>| family_options(family, vfs);
+    let mut db = Some(
+        RawDb::create(dir, &config(family, key, value), &options(vfs.clone())).expect("create"),
+    );
     let mut hist = History::new(Model::new());
     for op in &ops {
         let d = db.as_ref().expect("open");
@@ -418,6 +482,22 @@ proptest! {
         run(TypeKind::Bytes, TypeKind::Bytes, ops);
     }
 
+    /// The dynamized family under every layout and delete policy, with reopen and power loss.
+    #[test]
+    fn dynamized_db_matches_model(family in dynamized(), ops in ops_with_runs(u64_key(), u64_value(), 300, 2, 2_000)) {
+        run_family(&family, TypeKind::U64, TypeKind::U64, ops);
+    }
+
+    /// Injected I/O errors on the dynamized family (shard files, state file, WAL).
+    #[test]
+    fn dynamized_injected_faults_never_return_wrong_data(
+        family in dynamized(),
+        ops in ops_with_runs(u64_key(), u64_value(), 300, 2, 2_000),
+        fail_after in 0u64..3000,
+    ) {
+        faults(&family, ops, fail_after)?;
+    }
+
     /// Injected I/O errors: from a random operation on, every file operation fails. The database must report
     /// errors (never wrong data); after a failed write every call fails; after recovery the state is a prefix.
     #[test]
@@ -425,61 +505,79 @@ proptest! {
         ops in ops_with_runs(u64_key(), u64_value(), 300, 2, 4_000),
         fail_after in 0u64..3000,
     ) {
-        let mem = Arc::new(MemVfs::new());
-        let fault = FaultVfs::new(mem.clone());
-        let vfs: Arc<dyn Vfs> = Arc::new(fault.clone());
-        let dir = Path::new("/db");
-        let db = RawDb::create(dir, &config(TypeKind::U64, TypeKind::U64), &options(vfs.clone())).expect("create");
-        let mut hist = History::new(Model::new());
-        fault.fail_after(fail_after);
-        let mut failed_write = false;
-        for op in &ops {
-            match op {
-                Op::Put(..) | Op::Del(..) | Op::Batch(..) | Op::Run(..) => {
-                    let mut m = hist.current().clone();
-                    apply(&mut m, op);
-                    match write(&db, op) {
-                        Ok(()) => {
-                            prop_assert!(!failed_write, "a write succeeded after a failed write");
-                            hist.push(m);
-                            if is_sync(op) {
-                                hist.durable();
-                            }
-                        }
-                        Err(e) => {
-                            prop_assert!(!e.is_invalid_argument(), "{e}");
-                            if !failed_write {
-                                // The failed write may or may not survive.
-                                hist.push(m);
-                            }
-                            failed_write = true;
-                        }
-                    }
-                }
-                Op::Get(..) | Op::Scan(..) | Op::Count(..) => {
-                    if failed_write {
-                        prop_assert!(read(&db, hist.current(), op).is_err(), "a read succeeded on a poisoned handle");
-                    } else {
-                        let _ = read(&db, hist.current(), op);
-                    }
-                }
-                Op::Flush | Op::Checkpoint => {
-                    let r = if matches!(op, Op::Flush) { db.flush() } else { db.checkpoint() };
-                    if r.is_err() {
-                        failed_write = true;
-                    } else if !failed_write {
-                        hist.durable();
-                    }
-                }
-                Op::Reopen | Op::Crash => {}
-            }
-        }
-        std::mem::forget(db);
-        fault.disarm();
-        mem.crash();
-        let d = RawDb::open(dir, &options(vfs)).expect("reopen after faults");
-        let got = contents(&d);
-        hist.settle(&got);
-        d.check().expect("check after faults");
+        faults(&Family::BTree, ops, fail_after)?;
     }
+}
+
+fn faults(family: &Family, ops: Vec<Op>, fail_after: u64) -> Result<(), TestCaseError> {
+    let mem = Arc::new(MemVfs::new());
+    let fault = FaultVfs::new(mem.clone());
+    let vfs: Arc<dyn Vfs> = Arc::new(fault.clone());
+    let dir = Path::new("/db");
+    let options = |vfs: Arc<dyn Vfs>| family_options(family, vfs);
+    let db = RawDb::create(
+        dir,
+        &config(family, TypeKind::U64, TypeKind::U64),
+        &options(vfs.clone()),
+    )
+    .expect("create");
+    let mut hist = History::new(Model::new());
+    fault.fail_after(fail_after);
+    let mut failed_write = false;
+    for op in &ops {
+        match op {
+            Op::Put(..) | Op::Del(..) | Op::Batch(..) | Op::Run(..) => {
+                let mut m = hist.current().clone();
+                apply(&mut m, op);
+                match write(&db, op) {
+                    Ok(()) => {
+                        prop_assert!(!failed_write, "a write succeeded after a failed write");
+                        hist.push(m);
+                        if is_sync(op) {
+                            hist.durable();
+                        }
+                    }
+                    Err(e) => {
+                        prop_assert!(!e.is_invalid_argument(), "{e}");
+                        if !failed_write {
+                            // The failed write may or may not survive.
+                            hist.push(m);
+                        }
+                        failed_write = true;
+                    }
+                }
+            }
+            Op::Get(..) | Op::Scan(..) | Op::Count(..) => {
+                if failed_write {
+                    prop_assert!(
+                        read(&db, hist.current(), op).is_err(),
+                        "a read succeeded on a poisoned handle"
+                    );
+                } else {
+                    let _ = read(&db, hist.current(), op);
+                }
+            }
+            Op::Flush | Op::Checkpoint => {
+                let r = if matches!(op, Op::Flush) {
+                    db.flush()
+                } else {
+                    db.checkpoint()
+                };
+                if r.is_err() {
+                    failed_write = true;
+                } else if !failed_write {
+                    hist.durable();
+                }
+            }
+            Op::Reopen | Op::Crash => {}
+        }
+    }
+    std::mem::forget(db);
+    fault.disarm();
+    mem.crash();
+    let d = RawDb::open(dir, &options(vfs)).expect("reopen after faults");
+    let got = contents(&d);
+    hist.settle(&got);
+    d.check().expect("check after faults");
+    Ok(())
 }

@@ -5,7 +5,7 @@
 
 use super::IndexKind;
 use crate::error::{Error, Result};
-use crate::storage::vfs::read_exact_at;
+use crate::storage::vfs::{read_exact_at, write_file_atomically};
 use crate::storage::{FileKind, IoStats, OpenOptions, Vfs};
 use crate::types::{Durability, TypeKind};
 use std::path::Path;
@@ -16,7 +16,7 @@ const MAGIC: &[u8; 8] = b"STRATAMF";
 pub const FORMAT_VERSION: u32 = 1;
 
 /// Everything fixed at creation.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Manifest {
     pub format_version: u32,
     pub index: IndexKind,
@@ -25,6 +25,9 @@ pub struct Manifest {
     pub page_size: usize,
     pub durability: Durability,
     pub direct_io: bool,
+    /// Structure of a dynamized index (absent for other families).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dynamized: Option<crate::index::dynamized::DynOptions>,
 }
 
 impl Manifest {
@@ -35,22 +38,7 @@ impl Manifest {
         bytes.extend_from_slice(&(body.len() as u32).to_le_bytes());
         bytes.extend_from_slice(&xxhash_rust::xxh3::xxh3_64(&body).to_le_bytes());
         bytes.extend_from_slice(&body);
-        let tmp = dir.join("MANIFEST.tmp");
-        let file = vfs.open(
-            &tmp,
-            OpenOptions {
-                create: true,
-                truncate: true,
-                direct: false,
-            },
-        )?;
-        file.write_all_at(&bytes, 0)?;
-        stats.record_write(FileKind::Meta, bytes.len());
-        file.sync_data()?;
-        stats.record_sync(FileKind::Meta);
-        drop(file);
-        vfs.rename(&tmp, &dir.join(MANIFEST))?;
-        vfs.sync_dir(dir)
+        write_file_atomically(vfs, dir, MANIFEST, &bytes, stats)
     }
 
     pub(crate) fn read(vfs: &dyn Vfs, dir: &Path, stats: &IoStats) -> Result<Manifest> {

@@ -36,6 +36,8 @@ pub use typed::{Batch, Db, Iter};
 
 use crate::error::{Error, Result};
 use crate::index::btree::BTree;
+use crate::index::dynamized::db_index::{DynFiles, DynamizedIndex};
+use crate::index::dynamized::{DynOptions, IsamShard, RuntimeOptions, WirsShard};
 use crate::index::{CheckReport, Direction, IndexStats, KeyRange, OrderedIndex, WriteOp};
 use crate::storage::{
     IoSnapshot, IoStats, LogWriter, OpenOptions, PageFile, PageFileOptions, StdVfs, Vfs, VfsLock,
@@ -60,12 +62,15 @@ const WAL_BUFFER_LIMIT: usize = 1 << 20;
 pub enum IndexKind {
     /// B+-tree with subtree counts (`index::btree`).
     BTree,
+    /// Dynamized ISAM shards: buffer + levels, sampling with deletes (`index::dynamized`).
+    Dynamized,
 }
 
 impl IndexKind {
     pub fn name(self) -> &'static str {
         match self {
             IndexKind::BTree => "btree",
+            IndexKind::Dynamized => "dynamized",
         }
     }
 }
@@ -75,15 +80,16 @@ impl std::str::FromStr for IndexKind {
     fn from_str(s: &str) -> Result<Self> {
         match s {
             "btree" => Ok(IndexKind::BTree),
+            "dynamized" => Ok(IndexKind::Dynamized),
             other => Err(Error::invalid(format!(
-                "unknown index kind {other:?} (available: btree)"
+                "unknown index kind {other:?} (available: btree, dynamized)"
             ))),
         }
     }
 }
 
 /// Settings fixed when a database is created (recorded in its manifest).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Config {
     pub index: IndexKind,
     pub key: TypeKind,
@@ -94,6 +100,8 @@ pub struct Config {
     pub durability: Durability,
     /// Read and write pages with O_DIRECT, bypassing the OS page cache.
     pub direct_io: bool,
+    /// Structure of a dynamized index (used when `index` is `Dynamized`; keys and values must be `u64`).
+    pub dynamized: DynOptions,
 }
 
 impl Default for Config {
@@ -105,6 +113,7 @@ impl Default for Config {
             page_size: 4096,
             durability: Durability::Flush,
             direct_io: false,
+            dynamized: DynOptions::default(),
         }
     }
 }
@@ -120,6 +129,8 @@ pub struct Options {
     pub durability: Option<Durability>,
     /// Checkpoint when the WAL grows past this many bytes.
     pub checkpoint_wal_bytes: u64,
+    /// Background work and throttling of a dynamized index.
+    pub dynamized: RuntimeOptions,
 }
 
 impl Default for Options {
@@ -129,6 +140,7 @@ impl Default for Options {
             cache_bytes: 64 << 20,
             durability: None,
             checkpoint_wal_bytes: 64 << 20,
+            dynamized: RuntimeOptions::default(),
         }
     }
 }
@@ -221,6 +233,7 @@ impl RawDb {
             page_size: config.page_size,
             durability: config.durability,
             direct_io: config.direct_io,
+            dynamized: (config.index == IndexKind::Dynamized).then(|| config.dynamized.clone()),
         };
         let index = open_index(&vfs, dir, &m, options, &stats, true)?;
         // The manifest is written last: a directory without one is not a database, so a crash during
@@ -446,8 +459,24 @@ impl RawDb {
         self.check_poison()?;
         for op in ops {
             self.validate_key(op.key())?;
-            if let WriteOp::Put { value, .. } = op {
-                self.validate_value(value)?;
+            match op {
+                WriteOp::Put { value, .. } => self.validate_value(value)?,
+                WriteOp::PutWeighted { value, weight, .. } => {
+                    self.validate_value(value)?;
+                    if !self.inner.index.weighted() {
+                        return Err(Error::invalid(format!(
+                            "the {} index of {} has no weights (create it with weights to use them)",
+                            self.inner.manifest.index.name(),
+                            self.inner.dir.display()
+                        )));
+                    }
+                    if !(weight.is_finite() && *weight >= 0.0) {
+                        return Err(Error::invalid(format!(
+                            "weight {weight} must be finite and non-negative"
+                        )));
+                    }
+                }
+                WriteOp::Delete { .. } => {}
             }
         }
         if ops.is_empty() {
@@ -736,7 +765,7 @@ impl Drop for DbInner {
     }
 }
 
-/// Creates or opens the index family named by the manifest on the directory's page file.
+/// Creates or opens the index family named by the manifest.
 fn open_index(
     vfs: &Arc<dyn Vfs>,
     dir: &Path,
@@ -745,6 +774,9 @@ fn open_index(
     stats: &Arc<IoStats>,
     create: bool,
 ) -> Result<Box<dyn OrderedIndex>> {
+    if m.index == IndexKind::Dynamized {
+        return open_dynamized(vfs, dir, m, options, stats, create);
+    }
     let path = dir.join(PAGES);
     let page_options = PageFileOptions {
         page_size: m.page_size,
@@ -756,17 +788,54 @@ fn open_index(
         PageFile::open(vfs, &path, page_options, stats.clone())?
     };
     let (key_width, value_width) = (m.key.fixed_width(), m.value.fixed_width());
-    Ok(match m.index {
-        IndexKind::BTree => {
-            let open = if create { BTree::create } else { BTree::open };
-            Box::new(open(
-                file,
-                key_width,
-                value_width,
-                options.cache_bytes,
-                stats.clone(),
-            )?)
-        }
+    let open = if create { BTree::create } else { BTree::open };
+    Ok(Box::new(open(
+        file,
+        key_width,
+        value_width,
+        options.cache_bytes,
+        stats.clone(),
+    )?))
+}
+
+/// The dynamized family: `u64` keys and values, shard files and a state file in the directory.
+fn open_dynamized(
+    vfs: &Arc<dyn Vfs>,
+    dir: &Path,
+    m: &Manifest,
+    options: &Options,
+    stats: &Arc<IoStats>,
+    create: bool,
+) -> Result<Box<dyn OrderedIndex>> {
+    if m.key != TypeKind::U64 || m.value != TypeKind::U64 {
+        return Err(Error::invalid(format!(
+            "a dynamized index stores u64 keys and u64 values, not {} keys and {} values",
+            m.key.name(),
+            m.value.name()
+        )));
+    }
+    let opts = m.dynamized.clone().ok_or_else(|| {
+        Error::corruption(
+            dir.join(manifest::MANIFEST),
+            0,
+            "a dynamized database's manifest has no dynamized options",
+        )
+    })?;
+    let files = DynFiles {
+        vfs: vfs.clone(),
+        dir: dir.to_path_buf(),
+        stats: stats.clone(),
+        page_size: m.page_size,
+        direct: m.direct_io,
+    };
+    let rt = options.dynamized.clone();
+    // Weighted indexes keep alias-augmented trees (O(log n) weighted range draws); unweighted ones ISAM
+    // shards (uniform draws in O(1)).
+    Ok(match (opts.weighted, create) {
+        (false, true) => Box::new(DynamizedIndex::<IsamShard>::create(files, opts, rt)?),
+        (false, false) => Box::new(DynamizedIndex::<IsamShard>::open(files, opts, rt)?),
+        (true, true) => Box::new(DynamizedIndex::<WirsShard>::create(files, opts, rt)?),
+        (true, false) => Box::new(DynamizedIndex::<WirsShard>::open(files, opts, rt)?),
     })
 }
 

@@ -1,12 +1,14 @@
 //! Write-ahead-log records: one per batch.
 //!
 //! Payload (inside the log's length+checksum framing): seqno u64 LE, op count u32 LE, then per op a tag byte
-//! (1 = put, 2 = delete), key length u32 LE, key, and for puts value length u32 LE and value.
+//! (1 = put, 2 = delete, 3 = weighted put), key length u32 LE, key, for puts value length u32 LE and value,
+//! and for weighted puts the weight (f64 bits, u64 LE).
 
 use crate::index::WriteOp;
 
 const PUT: u8 = 1;
 const DELETE: u8 = 2;
+const PUT_WEIGHTED: u8 = 3;
 
 /// Name of the `number`th WAL file.
 pub(crate) fn wal_name(number: u64) -> String {
@@ -34,6 +36,14 @@ pub(crate) fn encode(seqno: u64, ops: &[WriteOp], out: &mut Vec<u8>) {
                 out.extend_from_slice(key);
                 out.extend_from_slice(&(value.len() as u32).to_le_bytes());
                 out.extend_from_slice(value);
+            }
+            WriteOp::PutWeighted { key, value, weight } => {
+                out.push(PUT_WEIGHTED);
+                out.extend_from_slice(&(key.len() as u32).to_le_bytes());
+                out.extend_from_slice(key);
+                out.extend_from_slice(&(value.len() as u32).to_le_bytes());
+                out.extend_from_slice(value);
+                out.extend_from_slice(&weight.to_bits().to_le_bytes());
             }
             WriteOp::Delete { key } => {
                 out.push(DELETE);
@@ -64,6 +74,16 @@ pub(crate) fn decode(b: &[u8]) -> Result<(u64, Vec<WriteOp>), String> {
                     key,
                     value: r.take(vlen)?.to_vec(),
                 }
+            }
+            PUT_WEIGHTED => {
+                let vlen = r.u32()? as usize;
+                let value = r.take(vlen)?.to_vec();
+                let weight =
+                    f64::from_bits(u64::from_le_bytes(r.take(8)?.try_into().expect("8 bytes")));
+                if !(weight.is_finite() && weight >= 0.0) {
+                    return Err(format!("op {i} has weight {weight}"));
+                }
+                WriteOp::PutWeighted { key, value, weight }
             }
             DELETE => WriteOp::Delete { key },
             t => return Err(format!("op {i} has unknown tag {t}")),
@@ -113,6 +133,11 @@ mod tests {
                 value: b"xyz".to_vec(),
             },
             WriteOp::Delete { key: b"b".to_vec() },
+            WriteOp::PutWeighted {
+                key: b"c".to_vec(),
+                value: b"v".to_vec(),
+                weight: 2.5,
+            },
         ];
         let mut buf = Vec::new();
         encode(9, &ops, &mut buf);

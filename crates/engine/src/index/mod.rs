@@ -13,16 +13,23 @@
 //! * Bytes read from disk are untrusted: damage is `Error::Corruption`, never a panic.
 
 pub mod btree;
+pub mod dynamized;
 
 use crate::error::Result;
 use crate::storage::IoSnapshot;
 use std::ops::Bound;
 
 /// One write of a batch, on encoded bytes.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum WriteOp {
     /// Insert or overwrite.
     Put { key: Vec<u8>, value: Vec<u8> },
+    /// Insert or overwrite with a sampling weight (finite, ≥ 0); only weighted indexes take it.
+    PutWeighted {
+        key: Vec<u8>,
+        value: Vec<u8>,
+        weight: f64,
+    },
     /// Remove (no effect if absent).
     Delete { key: Vec<u8> },
 }
@@ -30,7 +37,9 @@ pub enum WriteOp {
 impl WriteOp {
     pub fn key(&self) -> &[u8] {
         match self {
-            WriteOp::Put { key, .. } | WriteOp::Delete { key } => key,
+            WriteOp::Put { key, .. }
+            | WriteOp::PutWeighted { key, .. }
+            | WriteOp::Delete { key } => key,
         }
     }
 }
@@ -158,6 +167,10 @@ pub trait OrderedIndex: Send + Sync {
     }
     /// Largest key length this index accepts.
     fn max_key_len(&self) -> usize;
+    /// True if records carry sampling weights (`WriteOp::PutWeighted`).
+    fn weighted(&self) -> bool {
+        false
+    }
     /// Makes the state durable and records `seqno` as contained in it.
     fn checkpoint(&self, seqno: u64) -> Result<()>;
     /// The WAL sequence number contained in the last checkpoint.

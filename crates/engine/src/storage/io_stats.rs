@@ -13,10 +13,17 @@ pub enum FileKind {
     Wal,
     /// The manifest and other small metadata files.
     Meta,
+    /// Immutable shard files of the dynamized family.
+    Shards,
 }
 
 impl FileKind {
-    pub const ALL: [FileKind; 3] = [FileKind::Pages, FileKind::Wal, FileKind::Meta];
+    pub const ALL: [FileKind; 4] = [
+        FileKind::Pages,
+        FileKind::Wal,
+        FileKind::Meta,
+        FileKind::Shards,
+    ];
     fn index(self) -> usize {
         self as usize
     }
@@ -25,6 +32,7 @@ impl FileKind {
             FileKind::Pages => "pages",
             FileKind::Wal => "wal",
             FileKind::Meta => "meta",
+            FileKind::Shards => "shards",
         }
     }
 }
@@ -71,7 +79,7 @@ impl std::ops::Add for IoCounts {
 /// A snapshot of every kind's counters.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct IoSnapshot {
-    kinds: [IoCounts; 3],
+    kinds: [IoCounts; 4],
 }
 
 impl IoSnapshot {
@@ -86,7 +94,7 @@ impl IoSnapshot {
 impl Sub for IoSnapshot {
     type Output = IoSnapshot;
     fn sub(self, o: IoSnapshot) -> IoSnapshot {
-        let mut kinds = [IoCounts::default(); 3];
+        let mut kinds = [IoCounts::default(); 4];
         for (i, k) in kinds.iter_mut().enumerate() {
             *k = self.kinds[i] - o.kinds[i];
         }
@@ -117,7 +125,7 @@ struct AtomicCounts {
 /// Live counters, shared (`Arc<IoStats>`) by every file of a database.
 #[derive(Debug, Default)]
 pub struct IoStats {
-    kinds: [AtomicCounts; 3],
+    kinds: [AtomicCounts; 4],
 }
 
 impl IoStats {
@@ -143,7 +151,7 @@ impl IoStats {
             .fetch_add(1, Ordering::Relaxed);
     }
     pub fn snapshot(&self) -> IoSnapshot {
-        let mut kinds = [IoCounts::default(); 3];
+        let mut kinds = [IoCounts::default(); 4];
         for (i, k) in kinds.iter_mut().enumerate() {
             let c = &self.kinds[i];
             *k = IoCounts {

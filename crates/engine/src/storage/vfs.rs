@@ -80,6 +80,33 @@ pub fn read_exact_at(file: &dyn VfsFile, buf: &mut [u8], offset: u64) -> Result<
     Ok(done)
 }
 
+/// Replaces `dir/name` with `bytes` atomically: writes `dir/name.tmp`, syncs it, renames it over `name` and
+/// syncs the directory, counting the I/O as metadata. A crash leaves either the old file or the new one.
+pub fn write_file_atomically(
+    vfs: &dyn Vfs,
+    dir: &Path,
+    name: &str,
+    bytes: &[u8],
+    stats: &super::IoStats,
+) -> Result<()> {
+    let tmp = dir.join(format!("{name}.tmp"));
+    let file = vfs.open(
+        &tmp,
+        OpenOptions {
+            create: true,
+            truncate: true,
+            direct: false,
+        },
+    )?;
+    file.write_all_at(bytes, 0)?;
+    stats.record_write(super::FileKind::Meta, bytes.len());
+    file.sync_data()?;
+    stats.record_sync(super::FileKind::Meta);
+    drop(file);
+    vfs.rename(&tmp, &dir.join(name))?;
+    vfs.sync_dir(dir)
+}
+
 /// Joins a directory and a file name.
 pub fn join(dir: &Path, name: &str) -> PathBuf {
     dir.join(name)

@@ -210,7 +210,10 @@ impl OrderedIndex for BTree {
         let mut st = self.state.write();
         for op in ops {
             match op {
-                WriteOp::Put { key, value } => write::insert(self, &mut st, key, value)?,
+                // The shell refuses weighted puts for unweighted indexes; the weight has no meaning here.
+                WriteOp::Put { key, value } | WriteOp::PutWeighted { key, value, .. } => {
+                    write::insert(self, &mut st, key, value)?
+                }
                 WriteOp::Delete { key } => {
                     write::delete(self, &mut st, key)?;
                 }

@@ -1,0 +1,682 @@
+//! The framework: [`Dynamized`], a dynamic index over any [`Shard`].
+//!
+//! ## Writes
+//! A put or delete is appended to the active buffer (one atomic slot claim, see `buffer`). The writer that
+//! finds the buffer full *seals* it: a new version with a fresh active buffer is published and the
+//! reconstruction worker is woken. Writers stall only when `max_sealed_buffers` buffers already wait for
+//! their flush. With throttling on, each write is first delayed with probability p = backlog / (backlog + 1),
+//! where backlog counts sealed buffers waiting, so the write rate bends towards the reconstruction rate long
+//! before a hard stall.
+//!
+//! ## Reconstruction (background, one at a time)
+//! The worker takes the oldest sealed buffer, waits until its last writers have published, and resolves it
+//! into a sorted run: the last operation per key. For each key it probes the shards (newest first, Bloom
+//! filtered) for a live older version; if there is one, the delete policy removes it — a tombstone in the new
+//! run, or a tag set in place. So at every moment each key has at most one live record, and each tombstone
+//! and each tag stands for exactly one dead record (exact counts follow). The run becomes a shard, the layout
+//! policy places it (see `layout`), δ is enforced, and the new version is swapped in atomically.
+//!
+//! ## Reads
+//! Readers load the current version (an `ArcSwap`, no lock) and keep it for the whole query: shards are
+//! immutable and tags only ever go from clear to set. Under tagging, the worker sets a flush's tags only once
+//! no reader still holds a version older than the flushed buffer, so a pinned reader never sees a tag without
+//! also seeing the write that set it.
+//!
+//! ## Failures
+//! A reconstruction that fails (an I/O error of an on-disk shard) stops the worker and fails every later
+//! write with the error; reads go on against the last good version.
+
+use super::buffer::MutableBuffer;
+pub use super::buffer::{BufferEntry, OpKind};
+use super::layout;
+use super::options::{DeletePolicy, DynOptions, RuntimeOptions};
+use super::run::{MergeInput, Record, SortedRun, merge_shards};
+use super::shard::{BuildOptions, Shard};
+use super::version::{Level, ShardSlot, Version, filters_for_run};
+use crate::error::{Error, Result};
+use arc_swap::ArcSwap;
+use parking_lot::{Condvar, Mutex};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+
+/// Builds shards for a level: the hook that lets deeper levels live on disk.
+pub trait ShardFactory<S>: Send + Sync {
+    /// Builds a shard with id `id` from `run` for level `level`.
+    fn build(&self, id: u64, run: SortedRun, level: usize, opts: BuildOptions) -> Result<S>;
+}
+
+/// The default factory: every shard built in memory by `S::build`.
+pub struct InMemory;
+
+impl<S: Shard> ShardFactory<S> for InMemory {
+    fn build(&self, _id: u64, run: SortedRun, _level: usize, opts: BuildOptions) -> Result<S> {
+        S::build(run, opts)
+    }
+}
+
+/// Counters of the framework's work.
+#[derive(Debug, Default)]
+pub struct DynCounters {
+    pub flushes: AtomicU64,
+    pub merges: AtomicU64,
+    pub compactions: AtomicU64,
+    pub merged_entries: AtomicU64,
+    pub stalls: AtomicU64,
+    pub stall_nanos: AtomicU64,
+    pub throttled: AtomicU64,
+    pub draws: AtomicU64,
+    pub rejections: AtomicU64,
+    pub fallbacks: AtomicU64,
+}
+
+/// A snapshot of [`DynCounters`] plus the structure's shape.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct DynStats {
+    pub levels: Vec<Vec<u64>>,
+    pub shards: usize,
+    pub buffered: usize,
+    pub tombstones: u64,
+    pub tagged: u64,
+    pub memory_bytes: usize,
+    pub flushes: u64,
+    pub merges: u64,
+    pub compactions: u64,
+    pub merged_entries: u64,
+    pub stalls: u64,
+    pub stall_secs: f64,
+    pub throttled: u64,
+    pub draws: u64,
+    pub rejections: u64,
+    pub fallbacks: u64,
+}
+
+#[derive(Default)]
+struct WorkState {
+    shutdown: bool,
+    compact_requested: bool,
+    /// The worker is between taking a task and publishing its result.
+    busy: bool,
+}
+
+pub(crate) struct Shared<S> {
+    pub(crate) opts: DynOptions,
+    rt: RuntimeOptions,
+    pub(crate) current: ArcSwap<Version<S>>,
+    work: Mutex<WorkState>,
+    work_cv: Condvar,
+    done_cv: Condvar,
+    next_shard_id: AtomicU64,
+    failed: AtomicBool,
+    failure: Mutex<String>,
+    pub(crate) counters: DynCounters,
+    retired: Mutex<Vec<(u64, Weak<Version<S>>)>>,
+    factory: Box<dyn ShardFactory<S>>,
+    /// Throttling state: a cheap xorshift seed per write.
+    throttle_seed: AtomicU64,
+}
+
+/// A dynamized index over shards of type `S`.
+pub struct Dynamized<S: Shard> {
+    pub(crate) shared: Arc<Shared<S>>,
+    worker: Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+impl<S: Shard> Dynamized<S> {
+    /// An empty index with in-memory shards.
+    pub fn new(opts: DynOptions, rt: RuntimeOptions) -> Result<Dynamized<S>> {
+        Self::with_parts(opts, rt, Box::new(InMemory), Vec::new(), 0)
+    }
+
+    /// An index over existing `levels` (as reloaded from disk), building new shards with `factory`;
+    /// shard ids continue after `next_shard_id`.
+    pub fn with_parts(
+        opts: DynOptions,
+        rt: RuntimeOptions,
+        factory: Box<dyn ShardFactory<S>>,
+        levels: Vec<Level<S>>,
+        next_shard_id: u64,
+    ) -> Result<Dynamized<S>> {
+        opts.validate()?;
+        let version = Version {
+            seq: 0,
+            buffers: vec![Arc::new(MutableBuffer::new(opts.buffer_capacity))],
+            levels,
+        };
+        let shared = Arc::new(Shared {
+            current: ArcSwap::from_pointee(version),
+            work: Mutex::new(WorkState::default()),
+            work_cv: Condvar::new(),
+            done_cv: Condvar::new(),
+            next_shard_id: AtomicU64::new(next_shard_id),
+            failed: AtomicBool::new(false),
+            failure: Mutex::new(String::new()),
+            counters: DynCounters::default(),
+            retired: Mutex::new(Vec::new()),
+            factory,
+            throttle_seed: AtomicU64::new(0x2545_F491_4F6C_DD1D),
+            opts,
+            rt,
+        });
+        let worker = if shared.rt.background {
+            let s = shared.clone();
+            Some(
+                std::thread::Builder::new()
+                    .name("strata-dynamized".into())
+                    .spawn(move || s.worker_loop())
+                    .map_err(|e| {
+                        Error::ResourceExhausted(format!(
+                            "cannot start the reconstruction thread: {e}"
+                        ))
+                    })?,
+            )
+        } else {
+            None
+        };
+        Ok(Dynamized {
+            shared,
+            worker: Mutex::new(worker),
+        })
+    }
+
+    /// The structural options.
+    pub fn options(&self) -> &DynOptions {
+        &self.shared.opts
+    }
+
+    /// The current version (pinned as long as the returned `Arc` lives).
+    pub fn version(&self) -> Arc<Version<S>> {
+        self.shared.current.load_full()
+    }
+
+    /// Inserts or overwrites `key`.
+    pub fn put(&self, key: u64, value: u64, weight: f64) -> Result<()> {
+        self.write_batch(&[BufferEntry {
+            key,
+            value,
+            weight,
+            kind: OpKind::Put,
+        }])
+    }
+
+    /// Deletes `key` (no effect if absent).
+    pub fn delete(&self, key: u64) -> Result<()> {
+        self.write_batch(&[BufferEntry {
+            key,
+            value: 0,
+            weight: 0.0,
+            kind: OpKind::Delete,
+        }])
+    }
+
+    /// Applies puts and deletes as one batch: readers see all of it or none of it.
+    pub fn write_batch(&self, entries: &[BufferEntry]) -> Result<()> {
+        let sh = &*self.shared;
+        if sh.opts.weighted
+            && let Some(e) = entries
+                .iter()
+                .find(|e| e.kind == OpKind::Put && !(e.weight.is_finite() && e.weight >= 0.0))
+        {
+            return Err(Error::invalid(format!(
+                "weight {} of key {} must be finite and non-negative",
+                e.weight, e.key
+            )));
+        }
+        sh.check_failed()?;
+        if entries.is_empty() {
+            return Ok(());
+        }
+        if sh.rt.throttle {
+            sh.throttle();
+        }
+        if entries.len() > sh.opts.buffer_capacity {
+            return sh.write_oversized(entries);
+        }
+        loop {
+            let v = sh.current.load();
+            match v.buffers[0].append_batch(entries) {
+                Ok(()) => return Ok(()),
+                Err(_) => {
+                    let full = v.buffers[0].clone();
+                    drop(v);
+                    sh.rotate(&full)?;
+                }
+            }
+        }
+    }
+
+    /// Waits until every sealed buffer is flushed and, with `seal_active`, flushes the active buffer's
+    /// contents too (writers must be quiescent for that to be final).
+    pub fn quiesce(&self, seal_active: bool) -> Result<()> {
+        let sh = &*self.shared;
+        if seal_active {
+            let active = sh.current.load().buffers[0].clone();
+            if !active.is_empty() {
+                sh.seal(&active)?;
+            }
+        }
+        let mut st = sh.work.lock();
+        loop {
+            sh.check_failed()?;
+            let v = sh.current.load();
+            if v.buffers.len() == 1 && !st.busy {
+                return Ok(());
+            }
+            drop(v);
+            if sh.rt.background {
+                sh.work_cv.notify_one();
+                sh.done_cv.wait_for(&mut st, Duration::from_millis(50));
+            } else {
+                drop(st);
+                sh.reconstruct_once()?;
+                st = sh.work.lock();
+            }
+        }
+    }
+
+    /// Runs one compaction of the level with the most deleted entries (if any), synchronously.
+    pub fn compact_once(&self) -> Result<bool> {
+        self.quiesce(false)?;
+        let _g = self.shared.work.lock();
+        self.shared.compact_worst()
+    }
+
+    /// Counters and shape.
+    pub fn stats(&self) -> DynStats {
+        let v = self.version();
+        let c = &self.shared.counters;
+        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        DynStats {
+            levels: v
+                .levels
+                .iter()
+                .map(|l| l.iter().map(|s| s.entries()).collect())
+                .collect(),
+            shards: v.shard_count(),
+            buffered: v.buffers.iter().map(|b| b.len()).sum(),
+            tombstones: v
+                .shards_newest_first()
+                .map(|s| s.shard.tombstone_count() as u64)
+                .sum(),
+            tagged: v.shards_newest_first().map(|s| s.tags.count() as u64).sum(),
+            memory_bytes: v
+                .shards_newest_first()
+                .map(|s| s.memory_bytes())
+                .sum::<usize>()
+                + v.buffers.iter().map(|b| b.memory_bytes()).sum::<usize>(),
+            flushes: get(&c.flushes),
+            merges: get(&c.merges),
+            compactions: get(&c.compactions),
+            merged_entries: get(&c.merged_entries),
+            stalls: get(&c.stalls),
+            stall_secs: get(&c.stall_nanos) as f64 / 1e9,
+            throttled: get(&c.throttled),
+            draws: get(&c.draws),
+            rejections: get(&c.rejections),
+            fallbacks: get(&c.fallbacks),
+        }
+    }
+
+    /// Fails if a background reconstruction failed.
+    pub fn check_failed(&self) -> Result<()> {
+        self.shared.check_failed()
+    }
+
+    /// The id the next new shard gets.
+    pub fn next_shard_id(&self) -> u64 {
+        self.shared.next_shard_id.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn request_compaction(&self) {
+        let mut st = self.shared.work.lock();
+        st.compact_requested = true;
+        self.shared.work_cv.notify_one();
+    }
+}
+
+impl<S: Shard> Drop for Dynamized<S> {
+    fn drop(&mut self) {
+        {
+            let mut st = self.shared.work.lock();
+            st.shutdown = true;
+            self.shared.work_cv.notify_all();
+            self.shared.done_cv.notify_all();
+        }
+        if let Some(h) = self.worker.lock().take() {
+            let _ = h.join();
+        }
+    }
+}
+
+impl<S: Shard> Shared<S> {
+    fn check_failed(&self) -> Result<()> {
+        if self.failed.load(Ordering::Acquire) {
+            return Err(Error::Poisoned(format!(
+                "a reconstruction of the dynamized index failed: {}",
+                self.failure.lock()
+            )));
+        }
+        Ok(())
+    }
+
+    fn fail(&self, e: &Error) {
+        *self.failure.lock() = e.to_string();
+        self.failed.store(true, Ordering::Release);
+        self.done_cv.notify_all();
+    }
+
+    /// Publishes `v` as the current version, remembering the old one until its readers are gone.
+    fn publish(&self, v: Version<S>) {
+        let old = self.current.swap(Arc::new(v));
+        let mut retired = self.retired.lock();
+        retired.retain(|(_, w)| w.strong_count() > 0);
+        retired.push((old.seq, Arc::downgrade(&old)));
+    }
+
+    /// Waits until every version still held by a reader lists `buffer` (versions from before the buffer
+    /// was created are gone). The current version lists it: it is sealed and not yet flushed.
+    fn wait_for_readers_without(&self, buffer: &Arc<MutableBuffer>) {
+        loop {
+            let busy = {
+                let mut retired = self.retired.lock();
+                retired.retain(|(_, w)| w.strong_count() > 0);
+                retired.iter().any(|(_, w)| {
+                    w.upgrade()
+                        .is_some_and(|v| !v.buffers.iter().any(|b| Arc::ptr_eq(b, buffer)))
+                })
+            };
+            if !busy {
+                return;
+            }
+            std::thread::sleep(Duration::from_micros(50));
+        }
+    }
+
+    fn throttle(&self) {
+        let v = self.current.load();
+        let backlog = (v.buffers.len() - 1) as u64;
+        drop(v);
+        if backlog == 0 {
+            return;
+        }
+        // xorshift64*: a cheap shared random stream; races between writers only mix it more.
+        let mut x = self.throttle_seed.load(Ordering::Relaxed);
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.throttle_seed.store(x, Ordering::Relaxed);
+        let r = x.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 11;
+        let p = backlog as f64 / (backlog as f64 + 1.0);
+        if (r as f64) < p * (1u64 << 53) as f64 {
+            self.counters.throttled.fetch_add(1, Ordering::Relaxed);
+            std::thread::sleep(self.rt.throttle_delay);
+        }
+    }
+
+    /// Seals `full` if it is still the active buffer; stalls while too many sealed buffers wait.
+    fn rotate(&self, full: &Arc<MutableBuffer>) -> Result<()> {
+        let mut stalled: Option<Instant> = None;
+        let result = loop {
+            self.check_failed()?;
+            let v = self.current.load();
+            if !Arc::ptr_eq(&v.buffers[0], full) {
+                break Ok(());
+            }
+            if v.buffers.len() - 1 < self.rt.max_sealed_buffers {
+                drop(v);
+                break self.seal(full);
+            }
+            drop(v);
+            if self.rt.background {
+                let mut st = self.work.lock();
+                if stalled.is_none() {
+                    stalled = Some(Instant::now());
+                    self.counters.stalls.fetch_add(1, Ordering::Relaxed);
+                }
+                self.work_cv.notify_one();
+                self.done_cv.wait_for(&mut st, Duration::from_millis(10));
+            } else {
+                self.reconstruct_once()?;
+            }
+        };
+        if let Some(t) = stalled {
+            self.counters
+                .stall_nanos
+                .fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        }
+        result
+    }
+
+    /// A batch larger than a buffer: it fills a buffer of its own, which is published already sealed
+    /// (below a fresh active buffer and above the previous one, which is sealed too).
+    fn write_oversized(&self, entries: &[BufferEntry]) -> Result<()> {
+        let own = Arc::new(MutableBuffer::new(entries.len()));
+        own.append_batch(entries)
+            .expect("a buffer of the batch's size holds the batch");
+        {
+            let _st = self.work.lock();
+            let v = self.current.load_full();
+            let mut buffers = Vec::with_capacity(v.buffers.len() + 2);
+            buffers.push(Arc::new(MutableBuffer::new(self.opts.buffer_capacity)));
+            buffers.push(own);
+            buffers.extend(v.buffers.iter().cloned());
+            self.publish(Version {
+                seq: v.seq + 1,
+                buffers,
+                levels: v.levels.clone(),
+            });
+        }
+        if self.rt.background {
+            self.work_cv.notify_one();
+            Ok(())
+        } else {
+            while self.current.load().buffers.len() > 1 {
+                self.reconstruct_once()?;
+            }
+            Ok(())
+        }
+    }
+
+    /// Publishes a version whose active buffer is fresh and `active` sealed (if it is still the active one).
+    fn seal(&self, active: &Arc<MutableBuffer>) -> Result<()> {
+        let st = self.work.lock();
+        let v = self.current.load_full();
+        if Arc::ptr_eq(&v.buffers[0], active) {
+            let mut buffers = Vec::with_capacity(v.buffers.len() + 1);
+            buffers.push(Arc::new(MutableBuffer::new(self.opts.buffer_capacity)));
+            buffers.extend(v.buffers.iter().cloned());
+            self.publish(Version {
+                seq: v.seq + 1,
+                buffers,
+                levels: v.levels.clone(),
+            });
+        }
+        drop(st);
+        if self.rt.background {
+            self.work_cv.notify_one();
+            Ok(())
+        } else {
+            self.reconstruct_once()
+        }
+    }
+
+    fn worker_loop(self: Arc<Self>) {
+        loop {
+            {
+                let mut st = self.work.lock();
+                loop {
+                    if st.shutdown {
+                        return;
+                    }
+                    if self.current.load().buffers.len() > 1 || st.compact_requested {
+                        break;
+                    }
+                    self.work_cv.wait(&mut st);
+                }
+            }
+            if let Err(e) = self.reconstruct_once() {
+                self.fail(&e);
+                return;
+            }
+            self.done_cv.notify_all();
+        }
+    }
+
+    fn set_busy(&self, busy: bool) {
+        self.work.lock().busy = busy;
+    }
+
+    /// One unit of reconstruction work: flush the oldest sealed buffer, or else a requested compaction.
+    fn reconstruct_once(&self) -> Result<()> {
+        self.set_busy(true);
+        let r = (|| {
+            let v = self.current.load_full();
+            if v.buffers.len() > 1 {
+                let oldest = v.buffers.last().expect("a sealed buffer").clone();
+                drop(v);
+                self.flush(&oldest)
+            } else {
+                let requested = std::mem::take(&mut self.work.lock().compact_requested);
+                if requested {
+                    self.compact_worst()?;
+                }
+                Ok(())
+            }
+        })();
+        self.set_busy(false);
+        self.done_cv.notify_all();
+        r
+    }
+
+    fn build_slot(&self, run: SortedRun, level: usize) -> Result<Arc<ShardSlot<S>>> {
+        let id = self.next_shard_id.fetch_add(1, Ordering::AcqRel);
+        let opts = BuildOptions {
+            weighted: self.opts.weighted,
+        };
+        let (key_filter, tomb_filter) = filters_for_run(&run, self.opts.bloom_fpr)?;
+        let shard = self.factory.build(id, run, level, opts)?;
+        Ok(Arc::new(ShardSlot::from_parts(
+            id,
+            shard,
+            key_filter,
+            tomb_filter,
+        )))
+    }
+
+    /// The merge step the layout policies call.
+    fn merge(
+        &self,
+        inputs: &[Arc<ShardSlot<S>>],
+        bottom: bool,
+        level: usize,
+    ) -> Result<Option<Arc<ShardSlot<S>>>> {
+        let views: Vec<MergeInput<'_, S>> = inputs
+            .iter()
+            .map(|s| MergeInput {
+                shard: &s.shard,
+                tags: &s.tags,
+            })
+            .collect();
+        let run = merge_shards(&views, bottom)?;
+        self.counters.merges.fetch_add(1, Ordering::Relaxed);
+        self.counters
+            .merged_entries
+            .fetch_add(run.entries() as u64, Ordering::Relaxed);
+        if run.entries() == 0 {
+            return Ok(None);
+        }
+        self.build_slot(run, level).map(Some)
+    }
+
+    /// Flushes a sealed buffer into the levels.
+    fn flush(&self, buffer: &Arc<MutableBuffer>) -> Result<()> {
+        buffer.settle();
+        let ops = buffer.resolved();
+        let base = self.current.load_full();
+        // Resolve against the shards (only this worker changes them, so `base.levels` stays current).
+        let mut run = SortedRun {
+            records: Vec::with_capacity(ops.len()),
+            tombstones: Vec::new(),
+        };
+        let mut to_tag: Vec<(Arc<ShardSlot<S>>, usize)> = Vec::new();
+        for e in &ops {
+            if let Some((slot, i)) = base.lookup_shards(e.key, 0)? {
+                match self.opts.delete_policy {
+                    DeletePolicy::Tombstone => run.tombstones.push(e.key),
+                    DeletePolicy::Tagging => to_tag.push((slot.clone(), i)),
+                }
+            }
+            if e.kind == OpKind::Put {
+                run.records.push(Record {
+                    key: e.key,
+                    value: e.value,
+                    weight: if self.opts.weighted { e.weight } else { 1.0 },
+                });
+            }
+        }
+        if !to_tag.is_empty() {
+            // A reader pinned to a version without this buffer must not see tags the buffer explains.
+            self.wait_for_readers_without(buffer);
+            for (slot, i) in &to_tag {
+                slot.tags.set(*i);
+            }
+        }
+        let mut levels = base.levels.clone();
+        drop(base);
+        if run.entries() > 0 {
+            let slot = self.build_slot(run, 0)?;
+            layout::place(
+                &mut levels,
+                slot,
+                &self.opts,
+                &mut |inputs, bottom, level| self.merge(inputs, bottom, level),
+            )?;
+        }
+        let compactions =
+            layout::enforce_delete_bound(&mut levels, &self.opts, &mut |inputs, bottom, level| {
+                self.merge(inputs, bottom, level)
+            })?;
+        self.counters
+            .compactions
+            .fetch_add(compactions as u64, Ordering::Relaxed);
+        self.counters.flushes.fetch_add(1, Ordering::Relaxed);
+        let st = self.work.lock();
+        let cur = self.current.load_full();
+        let buffers = cur
+            .buffers
+            .iter()
+            .filter(|b| !Arc::ptr_eq(b, buffer))
+            .cloned()
+            .collect();
+        self.publish(Version {
+            seq: cur.seq + 1,
+            buffers,
+            levels,
+        });
+        drop(st);
+        Ok(())
+    }
+
+    /// Compacts the level with the largest share of deleted entries. Returns whether it did anything.
+    fn compact_worst(&self) -> Result<bool> {
+        let base = self.current.load_full();
+        let Some(i) = layout::most_deleted_level(&base.levels) else {
+            return Ok(false);
+        };
+        let mut levels = base.levels.clone();
+        drop(base);
+        let mut merge =
+            |inputs: &[Arc<ShardSlot<S>>], bottom, level| self.merge(inputs, bottom, level);
+        layout::compact_level(&mut levels, i, &mut merge)?;
+        layout::enforce_delete_bound(&mut levels, &self.opts, &mut merge)?;
+        self.counters.compactions.fetch_add(1, Ordering::Relaxed);
+        let _st = self.work.lock();
+        let cur = self.current.load_full();
+        self.publish(Version {
+            seq: cur.seq + 1,
+            buffers: cur.buffers.clone(),
+            levels,
+        });
+        Ok(true)
+    }
+}

@@ -1,0 +1,91 @@
+//! The static structure the framework dynamizes: the [`Shard`] trait.
+//!
+//! A shard is immutable once built. It holds records with unique ascending keys and, separately, tombstones
+//! with unique ascending keys (see `run`). The framework needs every shard to be *sorted* (it cancels
+//! tombstones in merges, answers range queries and scans through `lower_bound`/`upper_bound`); beyond that a
+//! shard only has to answer indexed access and, for weighted sampling, weighted draws.
+//!
+//! Methods that may read from disk return `Result`: an in-memory shard never fails, an on-disk shard reports
+//! damage as `Error::Corruption` with its file and offset.
+//!
+//! Tags, Bloom filters and identity live beside the shard in the framework's `ShardSlot`, so a new static
+//! structure only implements what is specific to it.
+
+use super::run::{Record, SortedRun};
+use crate::error::Result;
+use rand::RngCore;
+
+/// How a shard is to be built.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BuildOptions {
+    /// Keep per-record weights (weighted sampling); without them every weight is 1.
+    pub weighted: bool,
+}
+
+/// A static, sorted structure over records and tombstones.
+pub trait Shard: Send + Sync + Sized + 'static {
+    /// Name of the structure (for stats and reports).
+    const NAME: &'static str;
+
+    /// Builds the shard from a sorted run.
+    fn build(run: SortedRun, opts: BuildOptions) -> Result<Self>;
+
+    /// Records (tombstones not included).
+    fn len(&self) -> usize;
+    /// True when the shard holds no record.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// Tombstones.
+    fn tombstone_count(&self) -> usize;
+    /// Key of record `i` (`i < len()`).
+    fn key_at(&self, i: usize) -> Result<u64>;
+    /// Record `i` (`i < len()`).
+    fn record_at(&self, i: usize) -> Result<Record>;
+    /// Key of tombstone `j` (`j < tombstone_count()`).
+    fn tombstone_at(&self, j: usize) -> Result<u64>;
+    /// Index of the first record with a key ≥ `key` (`len()` if none).
+    fn lower_bound(&self, key: u64) -> Result<usize>;
+    /// Index of the first record with a key > `key` (`len()` if none).
+    fn upper_bound(&self, key: u64) -> Result<usize>;
+    /// True if the shard holds a tombstone for `key`.
+    fn has_tombstone(&self, key: u64) -> Result<bool>;
+    /// Index of the record with `key`, if any.
+    fn find(&self, key: u64) -> Result<Option<usize>> {
+        let i = self.lower_bound(key)?;
+        Ok((i < self.len() && self.key_at(i)? == key).then_some(i))
+    }
+    /// Bytes of memory the shard holds (records and search structure; for on-disk shards what stays
+    /// resident).
+    fn memory_bytes(&self) -> usize;
+
+    /// Total weight of records `lo..hi` (their count in unweighted shards).
+    fn range_weight(&self, lo: usize, hi: usize) -> Result<f64> {
+        Ok(hi.saturating_sub(lo) as f64)
+    }
+    /// One record index of `lo..hi` (non-empty) drawn with probability proportional to its weight (uniform
+    /// in unweighted shards).
+    fn sample_in(&self, lo: usize, hi: usize, rng: &mut dyn RngCore) -> Result<usize> {
+        Ok(lo + uniform_below(rng, (hi - lo) as u64) as usize)
+    }
+}
+
+/// A uniform integer in `0..n` (`n > 0`), by Lemire's multiply-shift with rejection (no modulo bias).
+#[inline]
+pub fn uniform_below(rng: &mut dyn RngCore, n: u64) -> u64 {
+    debug_assert!(n > 0);
+    loop {
+        let x = rng.next_u64();
+        let m = u128::from(x) * u128::from(n);
+        let low = m as u64;
+        if low >= n.wrapping_neg() % n {
+            return (m >> 64) as u64;
+        }
+    }
+}
+
+/// A uniform real in `[0, 1)` with 53 bits.
+#[inline]
+pub fn unit_f64(rng: &mut dyn RngCore) -> f64 {
+    (rng.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
+}

@@ -1,0 +1,196 @@
+//! Shard slots and versions: the immutable snapshot readers pin.
+//!
+//! A [`ShardSlot`] is a shard plus what the framework keeps beside it: a stable id, its delete tags, a Bloom
+//! filter over its record keys (to skip it in point lookups and flush-time probes) and one over its
+//! tombstones (to skip it in the rejection check of sampling).
+//!
+//! A [`Version`] is the whole structure at one moment: the buffers (the active one first, then sealed ones
+//! waiting for their flush, newest first) and the levels (each a list of shards, oldest first). Age order,
+//! newest first, is: buffers, then level 0's shards from the newest, then level 1's, and so on. Versions are
+//! never changed after they are published; a reconstruction builds a new one and swaps it in atomically.
+
+use super::buffer::MutableBuffer;
+use super::run::SortedRun;
+use super::shard::Shard;
+use super::tags::TagBits;
+use crate::algo::bloom::BloomFilter;
+use crate::error::Result;
+use std::sync::Arc;
+
+/// A shard with its id, tags and filters.
+pub struct ShardSlot<S> {
+    pub id: u64,
+    pub shard: S,
+    pub tags: TagBits,
+    key_filter: BloomFilter,
+    tomb_filter: Option<BloomFilter>,
+}
+
+impl<S: Shard> ShardSlot<S> {
+    /// Wraps `shard`, building its filters from its keys with false-positive rate `fpr`.
+    pub fn new(id: u64, shard: S, fpr: f64) -> Result<ShardSlot<S>> {
+        let keys = (0..shard.len()).map(|i| shard.key_at(i));
+        let key_filter = filter_over(shard.len(), keys, fpr)?;
+        let tombs = (0..shard.tombstone_count()).map(|j| shard.tombstone_at(j));
+        let tomb_filter = (shard.tombstone_count() > 0)
+            .then(|| filter_over(shard.tombstone_count(), tombs, fpr))
+            .transpose()?;
+        Ok(Self::from_parts(id, shard, key_filter, tomb_filter))
+    }
+
+    /// Wraps `shard` with filters built elsewhere (from its run, or read from its file).
+    pub fn from_parts(
+        id: u64,
+        shard: S,
+        key_filter: BloomFilter,
+        tomb_filter: Option<BloomFilter>,
+    ) -> ShardSlot<S> {
+        ShardSlot {
+            id,
+            tags: TagBits::new(shard.len()),
+            shard,
+            key_filter,
+            tomb_filter,
+        }
+    }
+
+    /// The Bloom filters over record keys and over tombstones.
+    pub fn filters(&self) -> (&BloomFilter, Option<&BloomFilter>) {
+        (&self.key_filter, self.tomb_filter.as_ref())
+    }
+
+    /// Records plus tombstones.
+    pub fn entries(&self) -> u64 {
+        (self.shard.len() + self.shard.tombstone_count()) as u64
+    }
+
+    /// Entries that stand for deleted data: tombstones plus tagged records.
+    pub fn deleted(&self) -> u64 {
+        (self.shard.tombstone_count() + self.tags.count()) as u64
+    }
+
+    /// False when the shard certainly has no record with `key`.
+    #[inline]
+    pub fn may_contain_key(&self, key: u64) -> bool {
+        self.key_filter.may_contain(&key.to_be_bytes())
+    }
+
+    /// True when the shard holds a tombstone for `key` (the filter answers most misses without a search).
+    #[inline]
+    pub fn has_tombstone(&self, key: u64) -> Result<bool> {
+        match &self.tomb_filter {
+            Some(f) if f.may_contain(&key.to_be_bytes()) => self.shard.has_tombstone(key),
+            _ => Ok(false),
+        }
+    }
+
+    /// True when the shard has any tombstone.
+    #[inline]
+    pub fn has_tombstones(&self) -> bool {
+        self.tomb_filter.is_some()
+    }
+
+    /// Bytes of memory: the shard, its tags and filters.
+    pub fn memory_bytes(&self) -> usize {
+        self.shard.memory_bytes()
+            + self.tags.memory_bytes()
+            + self.key_filter.memory_bytes()
+            + self.tomb_filter.as_ref().map_or(0, |f| f.memory_bytes())
+    }
+
+    /// The newest entry for `key` in this shard.
+    pub fn lookup(&self, key: u64) -> Result<Lookup> {
+        if self.may_contain_key(key)
+            && let Some(i) = self.shard.find(key)?
+        {
+            return Ok(if self.tags.get(i) {
+                Lookup::Deleted
+            } else {
+                Lookup::Record(i)
+            });
+        }
+        Ok(if self.has_tombstone(key)? {
+            Lookup::Deleted
+        } else {
+            Lookup::Absent
+        })
+    }
+}
+
+/// A Bloom filter over `n` keys.
+fn filter_over(n: usize, keys: impl Iterator<Item = Result<u64>>, fpr: f64) -> Result<BloomFilter> {
+    let mut f = BloomFilter::new(n, fpr)?;
+    for k in keys {
+        f.insert(&k?.to_be_bytes());
+    }
+    Ok(f)
+}
+
+/// The filters of a shard built from `run`: over its record keys, and over its tombstones if it has any.
+pub fn filters_for_run(run: &SortedRun, fpr: f64) -> Result<(BloomFilter, Option<BloomFilter>)> {
+    let keys = filter_over(
+        run.records.len(),
+        run.records.iter().map(|r| Ok(r.key)),
+        fpr,
+    )?;
+    let tombs = (!run.tombstones.is_empty())
+        .then(|| {
+            filter_over(
+                run.tombstones.len(),
+                run.tombstones.iter().map(|&t| Ok(t)),
+                fpr,
+            )
+        })
+        .transpose()?;
+    Ok((keys, tombs))
+}
+
+/// What a shard says about a key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lookup {
+    /// The live record at this index.
+    Record(usize),
+    /// A tombstone, or a tagged record: the key is deleted as of this shard.
+    Deleted,
+    /// Nothing about the key here.
+    Absent,
+}
+
+/// A live record: its shard and index.
+pub type LiveRecord<'a, S> = (&'a Arc<ShardSlot<S>>, usize);
+
+/// One level: its shards, oldest first.
+pub type Level<S> = Vec<Arc<ShardSlot<S>>>;
+
+/// The structure at one moment.
+pub struct Version<S> {
+    /// Increases with every published version.
+    pub seq: u64,
+    /// The active buffer first, then sealed buffers, newest first.
+    pub buffers: Vec<Arc<MutableBuffer>>,
+    pub levels: Vec<Level<S>>,
+}
+
+impl<S: Shard> Version<S> {
+    /// Every shard, newest first.
+    pub fn shards_newest_first(&self) -> impl Iterator<Item = &Arc<ShardSlot<S>>> {
+        self.levels.iter().flat_map(|l| l.iter().rev())
+    }
+
+    /// Shards, records, tombstones and tags.
+    pub fn shard_count(&self) -> usize {
+        self.levels.iter().map(Vec::len).sum()
+    }
+
+    /// The newest state of `key` in the shards at and after position `from` (newest-first order).
+    pub fn lookup_shards(&self, key: u64, from: usize) -> Result<Option<LiveRecord<'_, S>>> {
+        for slot in self.shards_newest_first().skip(from) {
+            match slot.lookup(key)? {
+                Lookup::Record(i) => return Ok(Some((slot, i))),
+                Lookup::Deleted => return Ok(None),
+                Lookup::Absent => {}
+            }
+        }
+        Ok(None)
+    }
+}
