@@ -89,6 +89,9 @@ pub struct DynOptions {
     pub bloom_fpr: f64,
     /// Records carry weights (weighted sampling).
     pub weighted: bool,
+    /// Bytes of memory for the buffers, the in-memory levels and every Bloom filter; levels that do not fit
+    /// live on disk as shard files read page by page. 0 = no limit: every level in memory.
+    pub memory_budget: u64,
 }
 
 impl Default for DynOptions {
@@ -102,6 +105,7 @@ impl Default for DynOptions {
             max_rejection_rate: 0.5,
             bloom_fpr: 0.01,
             weighted: false,
+            memory_budget: 0,
         }
     }
 }
