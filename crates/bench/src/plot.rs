@@ -11,6 +11,10 @@
 //! * `threads`: throughput against thread count, one small chart per workload that ran at two or more
 //!   thread counts, one line per engine (only written when some workload did).
 //!
+//! Suites with figures of their own (the sampling suites: [`crate::suites::irs`], [`crate::suites::wss`])
+//! draw them with the same pieces: grouped bar charts (linear or log scale, rates or latencies, optionally
+//! clustered) and line panels over evenly spaced categories ([`lines_figure`], [`bars_figure`]).
+//!
 //! Every engine keeps one colour in every figure (engines in order of first appearance in the results);
 //! the legend sits in its own column right of the plot so that it never hides data.
 
@@ -181,23 +185,53 @@ fn draw_legend<'a, DB: DrawingBackend>(
     Ok(())
 }
 
+/// What a value axis shows, which decides its tick labels.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Unit {
+    /// Operations per second (`1.5K`, `2M`).
+    Rate,
+    /// Microseconds (`100ns`, `10µs`, `1ms`).
+    Latency,
+}
+
+impl Unit {
+    fn label(self, v: f64) -> String {
+        match self {
+            Unit::Rate => fmt_rate(v),
+            Unit::Latency => fmt_latency(v),
+        }
+    }
+}
+
+/// True when the positive values span a decade or more (they read better on a log scale).
+pub(crate) fn spans_decades(values: impl Iterator<Item = f64>) -> bool {
+    let (mut min, mut max) = (f64::INFINITY, 0.0f64);
+    for v in values.filter(|v| v.is_finite() && *v > 0.0) {
+        min = min.min(v);
+        max = max.max(v);
+    }
+    min.is_finite() && max >= 10.0 * min
+}
+
 /// One series of a bar chart: an engine's name, colour index and value per group (`None` = no bar).
-struct Series {
-    name: String,
-    colour: usize,
-    values: Vec<Option<f64>>,
+pub(crate) struct Series {
+    pub name: String,
+    pub colour: usize,
+    pub values: Vec<Option<f64>>,
 }
 
 /// A grouped bar chart: groups along x, one bar per series in each group. Groups may be gathered into
 /// clusters (a second row of labels under the first, with a separator line between clusters).
-struct Bars {
-    title: String,
-    y_desc: String,
-    log: bool,
-    groups: Vec<String>,
+pub(crate) struct Bars {
+    pub title: String,
+    pub y_desc: String,
+    /// Log scale (whole decades) instead of a linear one from 0.
+    pub log: bool,
+    pub unit: Unit,
+    pub groups: Vec<String>,
     /// (label, number of consecutive groups it spans); empty = no second row.
-    clusters: Vec<(String, usize)>,
-    series: Vec<Series>,
+    pub clusters: Vec<(String, usize)>,
+    pub series: Vec<Series>,
 }
 
 impl Bars {
@@ -310,7 +344,7 @@ fn draw_bars<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, bars: &Bars) -> 
             .disable_x_mesh()
             .x_labels(0)
             .y_desc(bars.y_desc.as_str())
-            .y_label_formatter(&|v| fmt_latency(*v))
+            .y_label_formatter(&|v| bars.unit.label(*v))
             .label_style(font(LABEL_PX))
             .draw()?;
         // Zero, negative and NaN values become empty bars on the bottom line; infinite ones reach the top.
@@ -330,7 +364,7 @@ fn draw_bars<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, bars: &Bars) -> 
             .disable_x_mesh()
             .x_labels(0)
             .y_desc(bars.y_desc.as_str())
-            .y_label_formatter(&|v| fmt_rate(*v))
+            .y_label_formatter(&|v| bars.unit.label(*v))
             .label_style(font(LABEL_PX))
             .draw()?;
         let clamp = |v: f64| if v.is_finite() { v.clamp(0.0, hi) } else { 0.0 };
@@ -429,85 +463,154 @@ fn draw_x_labels<DB: DrawingBackend, Y: Ranged<ValueType = f64>>(
 /// One engine's line in a thread panel: colour index, (threads, ops/s) points in increasing threads.
 type Line = (usize, Vec<(u32, f64)>);
 
-/// Lines of throughput against threads, one panel per workload.
-struct ThreadLines {
-    /// (workload, its lines).
-    panels: Vec<(String, Vec<Line>)>,
-    /// (engine, colour index) of every engine with a line.
-    engines: Vec<(String, usize)>,
+/// One panel of a line figure: values over categories along x (evenly spaced, so that 1, 2, 4, 8 … or
+/// 1000, 4000, 12000 … read as a log scale), one line per series.
+pub(crate) struct Panel {
+    pub caption: String,
+    pub x_desc: String,
+    pub categories: Vec<String>,
+    pub y_desc: String,
+    pub unit: Unit,
+    /// Log scale (whole decades) instead of a linear one from 0.
+    pub log: bool,
+    /// (colour index, (category index, value) points in increasing category).
+    pub lines: Vec<(usize, Vec<(usize, f64)>)>,
 }
 
-fn draw_threads<DB: DrawingBackend>(
+/// A figure of line panels side by side (a grid when there are more than three), one legend for all.
+pub(crate) struct Lines {
+    pub title: String,
+    pub panels: Vec<Panel>,
+    /// (series name, colour index) of every series with a line.
+    pub legend: Vec<(String, usize)>,
+}
+
+type PanelChart<'a, DB, Y> =
+    ChartContext<'a, DB, Cartesian2d<plotters::coord::types::RangedCoordf64, Y>>;
+
+/// The category ticks under the x axis and the lines of one panel.
+fn draw_panel_lines<DB: DrawingBackend, Y: Ranged<ValueType = f64>>(
     root: &DrawingArea<DB, Shift>,
-    t: &ThreadLines,
+    chart: &mut PanelChart<'_, DB, Y>,
+    panel: &Panel,
+    (base, small): (f64, u32),
+    clamp: impl Fn(f64) -> f64,
 ) -> DrawResult<(), DB> {
+    let tick_style = font(small)
+        .into_text_style(root)
+        .pos(Pos::new(HPos::Center, VPos::Top));
+    for (i, c) in panel.categories.iter().enumerate() {
+        let (x, y) = chart.backend_coord(&(i as f64, base));
+        root.draw(&Text::new(c.clone(), (x, y + 4), tick_style.clone()))?;
+    }
+    for (c, points) in &panel.lines {
+        let pts: Vec<(f64, f64)> = points.iter().map(|(i, y)| (*i as f64, clamp(*y))).collect();
+        let col = colour(*c);
+        chart.draw_series(LineSeries::new(pts.clone(), col.stroke_width(2)))?;
+        chart.draw_series(pts.into_iter().map(|p| Circle::new(p, 4, col.filled())))?;
+    }
+    Ok(())
+}
+
+fn draw_lines<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, l: &Lines) -> DrawResult<(), DB> {
     root.fill(&WHITE)?;
-    let legend_w = legend_width(root, t.engines.iter().map(|e| e.0.as_str()));
+    let legend_w = legend_width(root, l.legend.iter().map(|e| e.0.as_str()));
     let (main, legend) = root.split_horizontally(SIZE.0 - legend_w);
-    let main = main.titled(
-        "Throughput against threads",
-        font(TITLE_PX).style(FontStyle::Bold),
-    )?;
-    let n = t.panels.len();
-    let cols = (n as f64).sqrt().ceil().max(1.0) as usize;
+    let title_style = font(TITLE_PX).style(FontStyle::Bold).into_text_style(root);
+    let title = fit(root, &l.title, &title_style, SIZE.0 - legend_w - 20);
+    let main = main.titled(&title, title_style)?;
+    let n = l.panels.len();
+    let cols = if n <= 3 {
+        n.max(1)
+    } else {
+        (n as f64).sqrt().ceil() as usize
+    };
     let rows = n.div_ceil(cols).max(1);
     let small = if n > 4 { SMALL_PX } else { LABEL_PX };
-    for (panel, (workload, lines)) in main.split_evenly((rows, cols)).iter().zip(&t.panels) {
-        // Thread counts are categories along x (evenly spaced: 1, 2, 4, 8 … read as a log scale).
-        let mut counts: Vec<u32> = lines.iter().flat_map(|l| l.1.iter().map(|p| p.0)).collect();
-        counts.sort_unstable();
-        counts.dedup();
-        let index = |t: u32| counts.iter().position(|c| *c == t).unwrap_or(0) as f64;
-        let max_y = lines
-            .iter()
-            .flat_map(|l| l.1.iter().map(|p| p.1))
-            .filter(|v| v.is_finite())
-            .fold(0.0f64, f64::max);
+    for (area, panel) in main.split_evenly((rows, cols)).iter().zip(&l.panels) {
+        let values = || panel.lines.iter().flat_map(|l| l.1.iter().map(|p| p.1));
         let caption_style = font(LABEL_PX).style(FontStyle::Bold).into_text_style(root);
         let caption = fit(
             root,
-            workload,
+            &panel.caption,
             &caption_style,
-            panel.dim_in_pixel().0.saturating_sub(20),
+            area.dim_in_pixel().0.saturating_sub(20),
         );
-        let mut chart = ChartBuilder::on(panel)
+        let mut builder = ChartBuilder::on(area);
+        builder
             .caption(caption, caption_style)
             .margin(8)
             .x_label_area_size(small * 2 + 14)
-            .y_label_area_size(small * 4 + 10)
-            .build_cartesian_2d(
-                -0.5..counts.len() as f64 - 0.5,
-                0.0..(max_y * 1.15).max(1.0),
-            )?;
-        chart
-            .configure_mesh()
-            .disable_x_mesh()
-            .x_labels(0)
-            .x_desc("threads")
-            .y_labels(6)
-            .y_label_formatter(&|v| fmt_rate(*v))
-            .label_style(font(small))
-            .axis_desc_style(font(small))
-            .draw()?;
-        let tick_style = font(small)
-            .into_text_style(root)
-            .pos(Pos::new(HPos::Center, VPos::Top));
-        for (i, c) in counts.iter().enumerate() {
-            let (x, y) = chart.backend_coord(&(i as f64, 0.0));
-            root.draw(&Text::new(c.to_string(), (x, y + 4), tick_style.clone()))?;
-        }
-        for (c, points) in lines {
-            let pts: Vec<(f64, f64)> = points
-                .iter()
-                .map(|(t, y)| (index(*t), if y.is_finite() { y.max(0.0) } else { 0.0 }))
-                .collect();
-            let col = colour(*c);
-            chart.draw_series(LineSeries::new(pts.clone(), col.stroke_width(2)))?;
-            chart.draw_series(pts.into_iter().map(|p| Circle::new(p, 4, col.filled())))?;
+            .y_label_area_size(small * 4 + 10);
+        let x_range = -0.5..panel.categories.len() as f64 - 0.5;
+        if panel.log {
+            let (lo, hi) = log_range(values());
+            let mut chart = builder.build_cartesian_2d(x_range, (lo..hi).log_scale())?;
+            chart
+                .configure_mesh()
+                .disable_x_mesh()
+                .x_labels(0)
+                .x_desc(panel.x_desc.as_str())
+                .y_desc(panel.y_desc.as_str())
+                .y_label_formatter(&|v| panel.unit.label(*v))
+                .label_style(font(small))
+                .axis_desc_style(font(small))
+                .draw()?;
+            let clamp = |v: f64| if v.is_nan() { lo } else { v.clamp(lo, hi) };
+            draw_panel_lines(root, &mut chart, panel, (lo, small), clamp)?;
+        } else {
+            let max_y = values().filter(|v| v.is_finite()).fold(0.0f64, f64::max);
+            let hi = if max_y > 0.0 { max_y * 1.15 } else { 1.0 };
+            let mut chart = builder.build_cartesian_2d(x_range, 0.0..hi)?;
+            chart
+                .configure_mesh()
+                .disable_x_mesh()
+                .x_labels(0)
+                .x_desc(panel.x_desc.as_str())
+                .y_desc(panel.y_desc.as_str())
+                .y_labels(6)
+                .y_label_formatter(&|v| panel.unit.label(*v))
+                .label_style(font(small))
+                .axis_desc_style(font(small))
+                .draw()?;
+            let clamp = |v: f64| if v.is_finite() { v.clamp(0.0, hi) } else { 0.0 };
+            draw_panel_lines(root, &mut chart, panel, (0.0, small), clamp)?;
         }
     }
-    draw_legend(&legend, 60, t.engines.iter().map(|(n, c)| (n.as_str(), *c)))?;
+    draw_legend(&legend, 60, l.legend.iter().map(|(n, c)| (n.as_str(), *c)))?;
     root.present()
+}
+
+/// Throughput against threads: one panel per workload (`(workload, its lines)`), one line per engine
+/// (`engines`: name and colour index of every engine with a line).
+fn thread_lines(panels: Vec<(String, Vec<Line>)>, engines: Vec<(String, usize)>) -> Lines {
+    let panels = panels
+        .into_iter()
+        .map(|(workload, lines)| {
+            // Thread counts are categories along x (evenly spaced: 1, 2, 4, 8 … read as a log scale).
+            let mut counts: Vec<u32> = lines.iter().flat_map(|l| l.1.iter().map(|p| p.0)).collect();
+            counts.sort_unstable();
+            counts.dedup();
+            let index = |t: u32| counts.iter().position(|c| *c == t).unwrap_or(0);
+            Panel {
+                caption: workload,
+                x_desc: "threads".into(),
+                categories: counts.iter().map(u32::to_string).collect(),
+                y_desc: String::new(),
+                unit: Unit::Rate,
+                log: false,
+                lines: lines
+                    .iter()
+                    .map(|(c, points)| (*c, points.iter().map(|(t, y)| (index(*t), *y)).collect()))
+                    .collect(),
+            }
+        })
+        .collect();
+    Lines {
+        title: "Throughput against threads".into(),
+        panels,
+        legend: engines,
+    }
 }
 
 /// Total throughput of an (engine, workload, threads) phase: all its ops over the phase's time (rows of a
@@ -568,7 +671,26 @@ fn render(
     })
 }
 
-fn bars_figure(dir: &Path, stem: &str, bars: &Bars) -> Result<Figure> {
+/// Gets `dir` ready for figures: creates it and registers the embedded fonts (suites that draw their own
+/// figures call this first).
+pub(crate) fn prepare(dir: &Path) -> Result<()> {
+    register_fonts();
+    std::fs::create_dir_all(dir).map_err(|e| BenchError::io(dir, e))
+}
+
+/// Draws `lines` into `<stem>.svg` and `<stem>.png` in `dir` (which must exist).
+pub(crate) fn lines_figure(dir: &Path, stem: &str, lines: &Lines) -> Result<Figure> {
+    render(
+        dir,
+        stem,
+        &lines.title,
+        |root| draw_lines(root, lines).map_err(|e| e.to_string()),
+        |root| draw_lines(root, lines).map_err(|e| e.to_string()),
+    )
+}
+
+/// Draws `bars` into `<stem>.svg` and `<stem>.png` in `dir` (which must exist).
+pub(crate) fn bars_figure(dir: &Path, stem: &str, bars: &Bars) -> Result<Figure> {
     render(
         dir,
         stem,
@@ -627,6 +749,7 @@ pub fn write_figures(results: &[BenchResult], dir: &Path) -> Result<Vec<Figure>>
         title: "Throughput per workload".into(),
         y_desc: "operations per second".into(),
         log: false,
+        unit: Unit::Rate,
         groups: workloads
             .iter()
             .map(|w| match min_threads(w) {
@@ -693,6 +816,7 @@ pub fn write_figures(results: &[BenchResult], dir: &Path) -> Result<Vec<Figure>>
             title,
             y_desc: "latency per operation (log scale)".into(),
             log: true,
+            unit: Unit::Latency,
             groups,
             clusters: ops
                 .iter()
@@ -726,21 +850,12 @@ pub fn write_figures(results: &[BenchResult], dir: &Path) -> Result<Vec<Figure>>
         })
         .collect();
     if !panels.is_empty() {
-        let lines = ThreadLines {
-            engines: engines
-                .iter()
-                .map(|e| (e.to_string(), colour_of(e)))
-                .filter(|(_, c)| panels.iter().any(|p| p.1.iter().any(|l| l.0 == *c)))
-                .collect(),
-            panels,
-        };
-        figures.push(render(
-            dir,
-            "threads",
-            "Throughput against threads",
-            |root| draw_threads(root, &lines).map_err(|e| e.to_string()),
-            |root| draw_threads(root, &lines).map_err(|e| e.to_string()),
-        )?);
+        let legend = engines
+            .iter()
+            .map(|e| (e.to_string(), colour_of(e)))
+            .filter(|(_, c)| panels.iter().any(|p| p.1.iter().any(|l| l.0 == *c)))
+            .collect();
+        figures.push(lines_figure(dir, "threads", &thread_lines(panels, legend))?);
     }
     Ok(figures)
 }

@@ -7,7 +7,9 @@ use rand_chacha::ChaCha8Rng;
 use std::io::{BufWriter, Write};
 use std::ops::Bound;
 use std::path::Path;
-use strata::{Config, Direction, KeyRange, Options, RawDb};
+use strata::index::WriteOp;
+use strata::index::dynamized::DynOptions;
+use strata::{Config, Direction, IndexKind, KeyRange, Options, RawDb};
 
 /// Samples drawn per engine call by `sample`.
 const SAMPLE_CHUNK: usize = 1 << 16;
@@ -48,11 +50,41 @@ pub fn print_line(line: &str) -> CliResult {
     Ok(())
 }
 
+/// The dynamized options of a database, or `None` for other families.
+fn dyn_options(db: &RawDb) -> Option<&DynOptions> {
+    db.manifest().dynamized.as_ref()
+}
+
+/// `; tiering layout, scale factor 6, …` for a dynamized index.
+fn describe_dynamized(d: &DynOptions) -> String {
+    let budget = if d.memory_budget == 0 {
+        "unlimited".to_string()
+    } else {
+        format!("{} bytes", d.memory_budget)
+    };
+    format!(
+        "; {} layout, scale factor {}, buffer {}, {} deletes, max delete proportion {}, Bloom fpr {}, \
+         memory budget {budget}{}",
+        d.layout.name(),
+        d.growth(),
+        d.buffer_capacity,
+        d.delete_policy.name(),
+        d.max_delete_proportion,
+        d.bloom_fpr,
+        if d.weighted { ", weighted" } else { "" }
+    )
+}
+
 pub fn create(dir: &Path, config: &Config, options: &Options) -> CliResult {
     let db = RawDb::create(dir, config, options)?;
     db.close()?;
+    let structure = if config.index == IndexKind::Dynamized {
+        describe_dynamized(&config.dynamized)
+    } else {
+        String::new()
+    };
     print_line(&format!(
-        "created a {} database in {} ({} keys, {} values, {}-byte pages, durability {}{})",
+        "created a {} database in {} ({} keys, {} values, {}-byte pages, durability {}{}{structure})",
         config.index.name(),
         dir.display(),
         config.key.name(),
@@ -63,11 +95,37 @@ pub fn create(dir: &Path, config: &Config, options: &Options) -> CliResult {
     ))
 }
 
-pub fn put(dir: &Path, options: &Options, key: &str, value: &str) -> CliResult {
+pub fn put(
+    dir: &Path,
+    options: &Options,
+    key: &str,
+    value: &str,
+    weight: Option<f64>,
+) -> CliResult {
     let db = open(dir, options)?;
     let k = key_arg(&db, key)?;
     let v = value_arg(&db, value)?;
-    db.insert(&k, &v)?;
+    match weight {
+        None => db.insert(&k, &v)?,
+        Some(weight) => {
+            if !dyn_options(&db).is_some_and(|d| d.weighted) {
+                return Err(CliError::Usage(format!(
+                    "--weight needs a weighted database, and {} is a {} database without weights \
+                     (create one with `strata create --index dynamized --weighted`)",
+                    dir.display(),
+                    db.manifest().index.name()
+                )));
+            }
+            db.write(
+                &[WriteOp::PutWeighted {
+                    key: k,
+                    value: v,
+                    weight,
+                }],
+                None,
+            )?;
+        }
+    }
     Ok(db.close()?)
 }
 
@@ -174,6 +232,15 @@ pub fn sample(
 pub fn check(dir: &Path, options: &Options) -> CliResult {
     let db = open(dir, options)?;
     let report = db.check()?;
+    if dyn_options(&db).is_some() {
+        return print_line(&format!(
+            "ok: {} records, {} levels, {} shard-file pages checked ({})",
+            report.records,
+            report.height,
+            report.pages_checked,
+            dir.display()
+        ));
+    }
     print_line(&format!(
         "ok: {} records, height {}, {} pages checked, {} free pages ({})",
         report.records,
@@ -184,11 +251,23 @@ pub fn check(dir: &Path, options: &Options) -> CliResult {
     ))
 }
 
+/// What `stats` prints: the database's statistics, then (dynamized) the options it was created with.
+#[derive(serde::Serialize)]
+struct StatsOutput<'a> {
+    #[serde(flatten)]
+    stats: &'a strata::DbStats,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    dynamized_options: Option<&'a DynOptions>,
+}
+
 pub fn stats(dir: &Path, options: &Options) -> CliResult {
     let db = open(dir, options)?;
     let stats = db.stats()?;
-    let json = serde_json::to_string_pretty(&stats)
-        .map_err(|e| CliError::Usage(format!("cannot serialise statistics: {e}")))?;
+    let json = serde_json::to_string_pretty(&StatsOutput {
+        stats: &stats,
+        dynamized_options: dyn_options(&db),
+    })
+    .map_err(|e| CliError::Usage(format!("cannot serialise statistics: {e}")))?;
     let mut out = stdout();
     writeln!(out, "{json}")?;
     out.flush()?;

@@ -15,7 +15,7 @@ use std::io::IsTerminal;
 use std::path::Path;
 use std::time::Instant;
 use strata::index::WriteOp;
-use strata::{Durability, Options, RawDb, TypeKind};
+use strata::{Durability, IndexKind, Options, RawDb, TypeKind};
 
 /// What `strata load` was asked to do.
 #[derive(Debug, Clone)]
@@ -120,7 +120,16 @@ pub fn run(dir: &Path, options: &Options, args: &LoadArgs) -> CliResult {
             bar.inc(1);
             (encode(kk, k), encode(vk, k))
         });
-        db.bulk_load(&mut records)?;
+        db.bulk_load(&mut records).map_err(|e| match e {
+            // A family without a bulk loader refuses it before taking any record.
+            strata::Error::InvalidArgument(m) if db.manifest().index != IndexKind::BTree => {
+                CliError::Usage(format!(
+                    "--bulk: {m}; load this {} database without --bulk",
+                    db.manifest().index.name()
+                ))
+            }
+            e => CliError::Engine(e),
+        })?;
     } else {
         let keys: Box<dyn Iterator<Item = u64>> = if args.random {
             let mut keys: Vec<u64> = (0..args.records).collect();

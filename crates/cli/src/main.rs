@@ -13,9 +13,12 @@ mod codec;
 mod commands;
 mod load;
 
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::error::ErrorKind;
+use clap::parser::ValueSource;
+use clap::{ArgMatches, Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
 use std::process::ExitCode;
+use strata::index::dynamized::{DeletePolicy, DynOptions, Layout};
 
 /// Exit status for damage found in a database.
 const EXIT_CORRUPTION: u8 = 2;
@@ -34,7 +37,8 @@ struct Cli {
     #[arg(long, global = true, value_name = "DIR")]
     db: Option<PathBuf>,
 
-    /// Buffer pool budget in bytes (suffixes K, M, G accepted, binary multiples).
+    /// Buffer pool budget in bytes of a B+-tree database (suffixes K, M, G accepted, binary multiples). A
+    /// dynamized database's memory is set once, by `create --memory-budget`.
     #[arg(long, global = true, value_name = "BYTES", default_value = "64MiB", value_parser = codec::parse_size)]
     cache: usize,
 
@@ -46,6 +50,27 @@ struct Cli {
 enum IndexArg {
     /// B+-tree with subtree counts (range counting and sampling).
     Btree,
+    /// Dynamized index: a write buffer plus levels of immutable sorted shards (fast writes; range counting and
+    /// sampling with deletes, optionally weighted). u64 keys and values only.
+    Dynamized,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum LayoutArg {
+    /// One shard per level; a flush or merge rewrites the receiving level's shard (fewest shards).
+    Leveling,
+    /// Up to S shards per level; a full level is merged into one shard of the next (least merge work).
+    Tiering,
+    /// Bentley–Saxe: level i is empty or one shard of up to N·2^i entries (S is fixed at 2).
+    Bsm,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum DeleteArg {
+    /// A tombstone record in the newer shard, cancelled with its target when they meet in a merge.
+    Tombstone,
+    /// A tag bit set in place on the old record.
+    Tagging,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -95,7 +120,110 @@ impl From<IndexArg> for strata::IndexKind {
     fn from(i: IndexArg) -> Self {
         match i {
             IndexArg::Btree => strata::IndexKind::BTree,
+            IndexArg::Dynamized => strata::IndexKind::Dynamized,
         }
+    }
+}
+
+impl From<LayoutArg> for Layout {
+    fn from(l: LayoutArg) -> Self {
+        match l {
+            LayoutArg::Leveling => Layout::Leveling,
+            LayoutArg::Tiering => Layout::Tiering,
+            LayoutArg::Bsm => Layout::Bsm,
+        }
+    }
+}
+
+impl From<Layout> for LayoutArg {
+    fn from(l: Layout) -> Self {
+        match l {
+            Layout::Leveling => LayoutArg::Leveling,
+            Layout::Tiering => LayoutArg::Tiering,
+            Layout::Bsm => LayoutArg::Bsm,
+        }
+    }
+}
+
+impl From<DeleteArg> for DeletePolicy {
+    fn from(d: DeleteArg) -> Self {
+        match d {
+            DeleteArg::Tombstone => DeletePolicy::Tombstone,
+            DeleteArg::Tagging => DeletePolicy::Tagging,
+        }
+    }
+}
+
+impl From<DeletePolicy> for DeleteArg {
+    fn from(d: DeletePolicy) -> Self {
+        match d {
+            DeletePolicy::Tombstone => DeleteArg::Tombstone,
+            DeletePolicy::Tagging => DeleteArg::Tagging,
+        }
+    }
+}
+
+/// The structure of a dynamized index; defaults are the engine's (`DynOptions::default()`).
+#[derive(Debug, Args)]
+#[command(next_help_heading = "Dynamized index options (only with --index dynamized)")]
+struct DynArgs {
+    /// How shards are arranged in levels.
+    #[arg(long, value_enum, default_value_t = DynOptions::default().layout.into())]
+    layout: LayoutArg,
+    /// Level growth factor S, 2 to 64: level i holds up to N·S^(i+1) entries (bsm always uses 2).
+    #[arg(long, value_name = "S", default_value_t = DynOptions::default().scale_factor)]
+    scale_factor: usize,
+    /// Buffer capacity N in operations, 1 to 67108864: writes gather in the buffer, and a full buffer is
+    /// sorted into a new shard.
+    #[arg(long, value_name = "N", default_value_t = DynOptions::default().buffer_capacity)]
+    buffer: usize,
+    /// How a delete or an overwrite removes the old version of a key.
+    #[arg(long, value_enum, default_value_t = DynOptions::default().delete_policy.into())]
+    delete: DeleteArg,
+    /// δ, in (0, 1]: a level whose tombstones and tagged records exceed this share of its capacity is
+    /// compacted (this bounds the share of rejected sample draws).
+    #[arg(long, value_name = "D", default_value_t = DynOptions::default().max_delete_proportion)]
+    max_delete_proportion: f64,
+    /// False-positive rate, in (0, 1), of every shard's Bloom filters (over its keys and its tombstones).
+    #[arg(long, value_name = "P", default_value_t = DynOptions::default().bloom_fpr)]
+    bloom_fpr: f64,
+    /// Bytes of memory for the buffers, the in-memory levels and the Bloom filters (suffixes K, M, G, as
+    /// for --cache); levels beyond it stay on disk in their shard files. 0 = unlimited.
+    #[arg(long, value_name = "BYTES", value_parser = codec::parse_size,
+          default_value_t = DynOptions::default().memory_budget as usize)]
+    memory_budget: usize,
+    /// Records carry sampling weights (`put --weight W`; plain puts weigh 1) and `sample` draws in
+    /// proportion to them.
+    #[arg(long)]
+    weighted: bool,
+}
+
+impl DynArgs {
+    fn options(&self) -> DynOptions {
+        DynOptions {
+            layout: self.layout.into(),
+            scale_factor: self.scale_factor,
+            buffer_capacity: self.buffer,
+            delete_policy: self.delete.into(),
+            max_delete_proportion: self.max_delete_proportion,
+            bloom_fpr: self.bloom_fpr,
+            weighted: self.weighted,
+            memory_budget: self.memory_budget as u64,
+            ..DynOptions::default()
+        }
+    }
+}
+
+/// Parses a sampling weight: a finite number ≥ 0.
+fn parse_weight(text: &str) -> Result<f64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(w) if w.is_finite() && w >= 0.0 => Ok(w),
+        Ok(_) => Err(format!(
+            "the weight must be finite and at least 0, got {text:?}"
+        )),
+        Err(_) => Err(format!(
+            "expected a number such as 2.5 for the weight, got {text:?}"
+        )),
     }
 }
 
@@ -121,6 +249,8 @@ enum Command {
         /// Read and write pages with O_DIRECT, bypassing the OS page cache.
         #[arg(long)]
         direct_io: bool,
+        #[command(flatten)]
+        dynamized: DynArgs,
     },
     /// Insert or overwrite one record.
     Put {
@@ -128,6 +258,9 @@ enum Command {
         key: String,
         #[arg(allow_hyphen_values = true)]
         value: String,
+        /// Sampling weight of the record, finite and ≥ 0 (weighted dynamized databases only; default 1).
+        #[arg(long, value_name = "W", value_parser = parse_weight, allow_negative_numbers = true)]
+        weight: Option<f64>,
     },
     /// Print the value of a key (exit status 1 and no output when absent).
     Get {
@@ -161,7 +294,9 @@ enum Command {
         #[arg(long, allow_hyphen_values = true)]
         to: String,
     },
-    /// Draw K independent uniform samples (with replacement) of the records in [FROM, TO].
+    /// Draw K independent samples (with replacement) of the records in [FROM, TO].
+    ///
+    /// Uniform samples, or samples in proportion to the records' weights in a weighted database.
     Sample {
         #[arg(long, allow_hyphen_values = true)]
         from: String,
@@ -191,7 +326,8 @@ enum Command {
         /// Records per atomic write batch.
         #[arg(long, default_value_t = 1, conflicts_with = "bulk")]
         batch: usize,
-        /// Build the tree bottom-up with full pages (sequential order, empty database only; bypasses the WAL).
+        /// Build the tree bottom-up with full pages (B+-tree only; sequential order, empty database only;
+        /// bypasses the WAL).
         #[arg(long)]
         bulk: bool,
     },
@@ -212,6 +348,8 @@ enum CliError {
     Bench(strata_bench::BenchError),
     /// A bad argument, with the message to show.
     Usage(String),
+    /// An invalid combination of command-line arguments (exit status 64, like clap's own errors).
+    Syntax(clap::Error),
     /// Writing the output failed.
     Output(std::io::Error),
     /// `get` of an absent key: exit status 1, no message.
@@ -241,19 +379,25 @@ impl From<std::io::Error> for CliError {
 
 type CliResult<T = ()> = Result<T, CliError>;
 
+/// Prints a clap error (or help/version output) and returns its exit status.
+fn clap_exit(e: &clap::Error) -> ExitCode {
+    let _ = e.print();
+    if e.use_stderr() {
+        ExitCode::from(EXIT_USAGE)
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
 fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
-        Ok(cli) => cli,
-        Err(e) => {
-            let _ = e.print();
-            return if e.use_stderr() {
-                ExitCode::from(EXIT_USAGE)
-            } else {
-                ExitCode::SUCCESS
-            };
-        }
+    let parsed = Cli::command()
+        .try_get_matches()
+        .and_then(|m| Cli::from_arg_matches(&m).map(|cli| (cli, m)));
+    let (cli, matches) = match parsed {
+        Ok(p) => p,
+        Err(e) => return clap_exit(&e),
     };
-    match run(cli) {
+    match run(cli, &matches) {
         Ok(()) => ExitCode::SUCCESS,
         Err(CliError::NotFound) => ExitCode::FAILURE,
         Err(CliError::Output(e)) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
@@ -273,6 +417,7 @@ fn main() -> ExitCode {
             eprintln!("strata: {msg}");
             ExitCode::FAILURE
         }
+        Err(CliError::Syntax(e)) => clap_exit(&e),
         Err(CliError::Output(e)) => {
             eprintln!("strata: writing output: {e}");
             ExitCode::FAILURE
@@ -280,7 +425,64 @@ fn main() -> ExitCode {
     }
 }
 
-fn run(cli: Cli) -> CliResult {
+/// A command-line error of subcommand `name`, formatted by clap with that subcommand's usage.
+fn syntax_error(name: &str, kind: ErrorKind, message: impl std::fmt::Display) -> CliError {
+    let mut cmd = Cli::command();
+    cmd.build();
+    let sub = cmd
+        .find_subcommand_mut(name)
+        .expect("the subcommand exists");
+    CliError::Syntax(sub.error(kind, message))
+}
+
+/// The dynamized options of `create`, checked against the index kind and the key and value types:
+/// `None` for other families (where giving any of them is an error).
+fn create_dyn_options(
+    create: &ArgMatches,
+    index: IndexArg,
+    key: TypeArg,
+    value: TypeArg,
+    args: &DynArgs,
+) -> CliResult<Option<DynOptions>> {
+    if index != IndexArg::Dynamized {
+        let probe = DynArgs::augment_args(clap::Command::new("probe"));
+        let given: Vec<String> = probe
+            .get_arguments()
+            .filter(|a| create.value_source(a.get_id().as_str()) == Some(ValueSource::CommandLine))
+            .map(|a| format!("--{}", a.get_long().unwrap_or(a.get_id().as_str())))
+            .collect();
+        if !given.is_empty() {
+            return Err(syntax_error(
+                "create",
+                ErrorKind::ArgumentConflict,
+                format!(
+                    "{} {} only to a dynamized index; add --index dynamized",
+                    given.join(", "),
+                    if given.len() == 1 { "applies" } else { "apply" }
+                ),
+            ));
+        }
+        return Ok(None);
+    }
+    if key != TypeArg::U64 || value != TypeArg::U64 {
+        return Err(syntax_error(
+            "create",
+            ErrorKind::ArgumentConflict,
+            "a dynamized index stores u64 keys and u64 values; drop --key/--value bytes",
+        ));
+    }
+    let opts = args.options();
+    if let Err(e) = opts.validate() {
+        let message = match e {
+            strata::Error::InvalidArgument(m) => m,
+            other => other.to_string(),
+        };
+        return Err(syntax_error("create", ErrorKind::ValueValidation, message));
+    }
+    Ok(Some(opts))
+}
+
+fn run(cli: Cli, matches: &ArgMatches) -> CliResult {
     let Cli { db, cache, command } = cli;
     let dir = || {
         db.clone()
@@ -298,7 +500,12 @@ fn run(cli: Cli) -> CliResult {
             page_size,
             durability,
             direct_io,
+            dynamized,
         } => {
+            let create = matches
+                .subcommand_matches("create")
+                .expect("the create subcommand was parsed");
+            let dyn_options = create_dyn_options(create, index, key, value, &dynamized)?;
             let config = strata::Config {
                 index: index.into(),
                 key: key.into(),
@@ -306,11 +513,13 @@ fn run(cli: Cli) -> CliResult {
                 page_size,
                 durability: durability.into(),
                 direct_io,
-                dynamized: strata::index::dynamized::DynOptions::default(),
+                dynamized: dyn_options.unwrap_or_default(),
             };
             commands::create(&dir()?, &config, &options)
         }
-        Command::Put { key, value } => commands::put(&dir()?, &options, &key, &value),
+        Command::Put { key, value, weight } => {
+            commands::put(&dir()?, &options, &key, &value, weight)
+        }
         Command::Get { key } => commands::get(&dir()?, &options, &key),
         Command::Del { key } => commands::del(&dir()?, &options, &key),
         Command::Scan {

@@ -447,7 +447,15 @@ fn bench_lists_suites_and_rejects_unknown_ones() {
     assert!(listed.starts_with("suites:\n"), "{listed}");
     assert_eq!(
         suites,
-        ["default", "ycsb", "dbbench", "smoke", "btree-cost"],
+        [
+            "default",
+            "ycsb",
+            "dbbench",
+            "smoke",
+            "btree-cost",
+            "irs",
+            "wss"
+        ],
         "{listed}"
     );
     assert!(
@@ -466,4 +474,396 @@ fn bench_lists_suites_and_rejects_unknown_ones() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("unknown suite"), "{err}");
     assert_no_panic(&err);
+}
+
+/// Parses `KEY<TAB>VALUE` lines of u64s.
+fn u64_records(s: &str) -> Vec<(u64, u64)> {
+    s.lines()
+        .map(|l| {
+            let (k, v) = l.split_once('\t').expect("KEY<TAB>VALUE");
+            (k.parse().unwrap(), v.parse().unwrap())
+        })
+        .collect()
+}
+
+/// The shard files of a dynamized database directory.
+fn shard_files(dir: &std::path::Path) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            let name = p.file_name().unwrap().to_str().unwrap();
+            name.starts_with("shard-") && name.ends_with(".dat")
+        })
+        .collect();
+    files.sort();
+    files
+}
+
+#[test]
+fn dynamized_database_serves_every_command_across_processes() {
+    let db = TestDb::new();
+    let out = db.ok(&[
+        "create",
+        "--index",
+        "dynamized",
+        "--buffer",
+        "64",
+        "--scale-factor",
+        "2",
+    ]);
+    assert!(out.starts_with("created a dynamized database"), "{out}");
+    assert!(
+        out.contains("tiering layout, scale factor 2, buffer 64"),
+        "{out}"
+    );
+    let n = 4000u64;
+    let out = db.ok(&[
+        "load",
+        "--records",
+        &n.to_string(),
+        "--order",
+        "random",
+        "--batch",
+        "50",
+    ]);
+    assert!(out.starts_with("loaded 4000 records"), "{out}");
+    assert!(db.path.join("DYNSTATE").exists());
+    assert!(!shard_files(&db.path).is_empty(), "no shard files");
+    assert_eq!(db.ok(&["count", "--from", "0", "--to", "3999"]), "4000\n");
+    assert_eq!(db.ok(&["get", "1234"]), "1234\n");
+    // Deletes (more than a buffer's worth, so some reach the shards) and overwrites, each its own process.
+    let deleted: Vec<u64> = (0..70).map(|i| 1000 + i * 7).collect();
+    for k in &deleted {
+        db.ok(&["del", &k.to_string()]);
+    }
+    db.ok(&["del", "999999"]); // absent: no effect
+    db.ok(&["put", "5", "555"]);
+    db.ok(&["put", "4000", "4"]);
+    let out = db.run(&["get", "1000"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(out.stdout.is_empty());
+    assert_eq!(db.ok(&["get", "5"]), "555\n");
+    assert_eq!(db.ok(&["get", "4000"]), "4\n");
+    // Exact counts.
+    let live = 4001 - deleted.len();
+    assert_eq!(
+        db.ok(&["count", "--from", "0", "--to", "99999"]),
+        format!("{live}\n")
+    );
+    let in_range = deleted.iter().filter(|&&k| k <= 1300).count() as u64;
+    assert_eq!(
+        db.ok(&["count", "--from", "1000", "--to", "1300"]),
+        format!("{}\n", 301 - in_range)
+    );
+    assert_eq!(db.ok(&["count", "--from", "4001", "--to", "5000"]), "0\n");
+    // Scans in both directions, with bounds and limits.
+    assert_eq!(
+        u64_records(&db.ok(&["scan", "--limit", "3"])),
+        [(0, 0), (1, 1), (2, 2)]
+    );
+    assert_eq!(
+        u64_records(&db.ok(&["scan", "--reverse", "--limit", "3"])),
+        [(4000, 4), (3999, 3999), (3998, 3998)]
+    );
+    assert_eq!(
+        u64_records(&db.ok(&["scan", "--from", "998", "--to", "1008"])),
+        [
+            (998, 998),
+            (999, 999),
+            (1001, 1001),
+            (1002, 1002),
+            (1003, 1003),
+            (1004, 1004),
+            (1005, 1005),
+            (1006, 1006),
+            (1008, 1008)
+        ]
+    );
+    assert_eq!(
+        u64_records(&db.ok(&["scan", "--to", "1008", "--reverse", "--limit", "2"])),
+        [(1008, 1008), (1006, 1006)]
+    );
+    let all = u64_records(&db.ok(&["scan"]));
+    assert_eq!(all.len(), live);
+    assert!(all.windows(2).all(|w| w[0].0 < w[1].0), "scan out of order");
+    let back = u64_records(&db.ok(&["scan", "--reverse"]));
+    assert!(back.iter().rev().eq(all.iter()), "reverse scan differs");
+    // Samples: in range, never a deleted key, seeded.
+    let args = [
+        "sample", "--from", "1000", "--to", "1699", "-k", "2000", "--seed", "11",
+    ];
+    let a = db.ok(&args);
+    assert_eq!(a, db.ok(&args), "the same seed gives the same samples");
+    let samples = u64_records(&a);
+    assert_eq!(samples.len(), 2000);
+    let mut distinct = std::collections::HashSet::new();
+    for &(k, v) in &samples {
+        assert!((1000..=1699).contains(&k), "sample {k} outside the range");
+        assert!(!deleted.contains(&k), "deleted key {k} sampled");
+        assert_eq!(v, k);
+        distinct.insert(k);
+    }
+    assert!(
+        distinct.len() > 500,
+        "only {} distinct keys",
+        distinct.len()
+    );
+    assert_eq!(
+        db.ok(&["sample", "--from", "5000", "--to", "6000", "-k", "5"]),
+        ""
+    );
+    // Check and stats.
+    let out = db.ok(&["check"]);
+    assert!(out.starts_with(&format!("ok: {live} records, ")), "{out}");
+    assert!(out.contains("levels"), "{out}");
+    let v: serde_json::Value = serde_json::from_str(&db.ok(&["stats"])).expect("stats prints JSON");
+    assert_eq!(v["index"], "dynamized");
+    assert_eq!(v["records"], live);
+    let d = &v["dynamized"];
+    let levels = d["levels"].as_array().expect("levels");
+    assert!(levels.len() >= 2, "{d}");
+    let shards: usize = levels.iter().map(|l| l.as_array().unwrap().len()).sum();
+    assert_eq!(d["shards"].as_u64(), Some(shards as u64), "{d}");
+    let entries: u64 = levels
+        .iter()
+        .flat_map(|l| l.as_array().unwrap())
+        .map(|e| e.as_u64().unwrap())
+        .sum();
+    assert!(
+        entries + d["buffered"].as_u64().unwrap() >= live as u64,
+        "{d}"
+    );
+    for field in ["tombstones", "tagged", "memory_bytes", "buffered"] {
+        assert!(d[field].is_u64(), "{field} missing in {d}");
+    }
+    assert!(d["memory_bytes"].as_u64().unwrap() > 0);
+    let o = &v["dynamized_options"];
+    assert_eq!(o["layout"], "tiering");
+    assert_eq!(o["scale_factor"], 2);
+    assert_eq!(o["buffer_capacity"], 64);
+    assert_eq!(o["delete_policy"], "tombstone");
+    assert_eq!(o["weighted"], false);
+    // A B+-tree's statistics have no dynamized part.
+    let bt = TestDb::created(&[]);
+    let v: serde_json::Value = serde_json::from_str(&bt.ok(&["stats"])).unwrap();
+    assert!(v.get("dynamized").is_none() && v.get("dynamized_options").is_none());
+}
+
+#[test]
+fn dynamized_layouts_and_delete_policies() {
+    for (layout, delete) in [
+        ("leveling", "tagging"),
+        ("bsm", "tombstone"),
+        ("tiering", "tagging"),
+    ] {
+        let db = TestDb::created(&[
+            "--index",
+            "dynamized",
+            "--layout",
+            layout,
+            "--delete",
+            delete,
+            "--buffer",
+            "16",
+            "--scale-factor",
+            "3",
+            "--max-delete-proportion",
+            "0.2",
+            "--bloom-fpr",
+            "0.05",
+            "--memory-budget",
+            "64MiB",
+        ]);
+        db.ok(&["load", "--records", "1500", "--batch", "100"]);
+        for k in (0..20u64).map(|i| i * 3) {
+            db.ok(&["del", &k.to_string()]);
+        }
+        // Overwrite everything: the deleted keys come back, every old version must be gone.
+        db.ok(&[
+            "load",
+            "--records",
+            "1500",
+            "--order",
+            "random",
+            "--batch",
+            "7",
+        ]);
+        assert_eq!(
+            db.ok(&["count", "--from", "0", "--to", "1499"]),
+            "1500\n",
+            "{layout}/{delete}"
+        );
+        assert_eq!(db.ok(&["get", "117"]), "117\n");
+        assert_eq!(db.ok(&["scan"]).lines().count(), 1500, "{layout}/{delete}");
+        assert!(db.ok(&["check"]).starts_with("ok: 1500 records"));
+        let v: serde_json::Value = serde_json::from_str(&db.ok(&["stats"])).unwrap();
+        let o = &v["dynamized_options"];
+        assert_eq!(o["layout"], layout);
+        assert_eq!(o["delete_policy"], delete);
+        assert_eq!(o["max_delete_proportion"], 0.2);
+        assert_eq!(o["bloom_fpr"], 0.05);
+        assert_eq!(o["memory_budget"], 64u64 << 20);
+    }
+}
+
+#[test]
+fn weighted_dynamized_sampling_follows_the_weights() {
+    let db = TestDb::created(&["--index", "dynamized", "--weighted", "--buffer", "32"]);
+    db.ok(&["load", "--records", "200"]);
+    db.ok(&["put", "500", "5", "--weight", "0"]);
+    db.ok(&["put", "600", "6", "--weight", "1e6"]);
+    db.ok(&["put", "700", "7", "--weight", "2.5"]);
+    // More writes than a buffer holds: the weighted records move into shards (plain puts weigh 1).
+    db.ok(&["load", "--records", "300", "--batch", "10"]);
+    assert_eq!(db.ok(&["get", "600"]), "6\n");
+    assert_eq!(db.ok(&["count", "--from", "0", "--to", "1000"]), "303\n");
+    let samples = u64_records(&db.ok(&[
+        "sample", "--from", "0", "--to", "1000", "-k", "2000", "--seed", "5",
+    ]));
+    assert_eq!(samples.len(), 2000);
+    assert!(
+        samples.iter().all(|&(k, _)| k != 500),
+        "a key of weight 0 was sampled"
+    );
+    let heavy = samples.iter().filter(|&&(k, _)| k == 600).count();
+    assert!(
+        heavy > 1900,
+        "the heavy key drew only {heavy} of 2000 samples"
+    );
+    // Without the heavy key, the rest is roughly uniform.
+    let light = u64_records(&db.ok(&[
+        "sample", "--from", "0", "--to", "599", "-k", "3000", "--seed", "6",
+    ]));
+    assert!(light.iter().all(|&(k, v)| k < 300 && k == v));
+    assert!(light.iter().filter(|&&(k, _)| k < 150).count() > 1200);
+    let (code, err) = db.fails(&["put", "1", "1", "--weight", "-1"]);
+    assert_eq!(code, 64, "{err}");
+    assert!(err.contains("at least 0"), "{err}");
+    let (code, err) = db.fails(&["put", "1", "1", "--weight", "inf"]);
+    assert_eq!(code, 64, "{err}");
+    let out = db.ok(&["check"]);
+    assert!(out.starts_with("ok: 303 records"), "{out}");
+    let v: serde_json::Value = serde_json::from_str(&db.ok(&["stats"])).unwrap();
+    assert_eq!(v["dynamized_options"]["weighted"], true);
+}
+
+#[test]
+fn dynamized_usage_errors() {
+    // Dynamized options need --index dynamized; nothing is created.
+    for args in [
+        &["create", "--index", "btree", "--layout", "leveling"][..],
+        &["create", "--buffer", "64"],
+        &[
+            "create",
+            "--index",
+            "btree",
+            "--weighted",
+            "--memory-budget",
+            "1M",
+        ],
+    ] {
+        let db = TestDb::new();
+        let (code, err) = db.fails(args);
+        assert_eq!(code, 64, "{args:?}: {err}");
+        assert!(err.contains("only to a dynamized index"), "{err}");
+        assert!(err.contains("--index dynamized"), "{err}");
+        assert!(!db.path.exists(), "{args:?} left a directory");
+    }
+    let db = TestDb::new();
+    let (_, err) = db.fails(&["create", "--index", "btree", "--weighted", "--buffer", "9"]);
+    assert!(err.contains("--buffer, --weighted apply"), "{err}");
+    for (args, needle) in [
+        (&["--layout", "diagonal"][..], "possible values"),
+        (&["--delete", "shred"], "possible values"),
+        (&["--scale-factor", "1"], "scale factor 1"),
+        (&["--scale-factor", "65"], "scale factor 65"),
+        (&["--buffer", "0"], "buffer capacity 0"),
+        (&["--bloom-fpr", "1"], "false-positive rate"),
+        (&["--max-delete-proportion", "0"], "delete proportion"),
+        (&["--memory-budget", "lots"], "lots"),
+        (&["--key", "bytes"], "u64 keys"),
+        (&["--value", "bytes"], "u64 keys"),
+    ] {
+        let db = TestDb::new();
+        let mut all = vec!["create", "--index", "dynamized"];
+        all.extend_from_slice(args);
+        let (code, err) = db.fails(&all);
+        assert_eq!(code, 64, "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+        assert!(!db.path.exists(), "{args:?} left a directory");
+    }
+    // Weights need a weighted database.
+    let unweighted = TestDb::created(&["--index", "dynamized"]);
+    let (code, err) = unweighted.fails(&["put", "1", "2", "--weight", "3"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("--weight needs a weighted database"), "{err}");
+    let btree = TestDb::created(&[]);
+    let (code, err) = btree.fails(&["put", "1", "2", "--weight", "3"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("btree database without weights"), "{err}");
+    assert_eq!(btree.ok(&["count", "--from", "0", "--to", "9"]), "0\n");
+    // No bulk loader for the dynamized family: a clear error, and the database is untouched.
+    let (code, err) = unweighted.fails(&["load", "--records", "100", "--bulk"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("without --bulk"), "{err}");
+    assert_eq!(
+        unweighted.ok(&["count", "--from", "0", "--to", "999"]),
+        "0\n"
+    );
+    unweighted.ok(&["load", "--records", "100"]);
+    assert_eq!(
+        unweighted.ok(&["count", "--from", "0", "--to", "999"]),
+        "100\n"
+    );
+}
+
+#[test]
+fn dynamized_check_detects_a_damaged_shard_file() {
+    let db = TestDb::created(&["--index", "dynamized", "--buffer", "256"]);
+    db.ok(&["load", "--records", "3000"]);
+    assert!(db.ok(&["check"]).starts_with("ok: 3000 records"));
+    let files = shard_files(&db.path);
+    let target = files.last().expect("a shard file");
+    let mut bytes = std::fs::read(target).unwrap();
+    let at = 4096 + 100; // a record page
+    assert!(bytes.len() > at, "shard file of {} bytes", bytes.len());
+    bytes[at] ^= 0x5a;
+    std::fs::write(target, &bytes).unwrap();
+    let (code, err) = db.fails(&["check"]);
+    assert_eq!(code, 2, "{err}");
+    let name = target.file_name().unwrap().to_str().unwrap();
+    assert!(err.contains(name), "{err}");
+}
+
+#[test]
+fn help_describes_the_dynamized_options() {
+    let out = strata(&["create", "--help"]);
+    assert!(out.status.success());
+    let help = String::from_utf8(out.stdout).unwrap();
+    for needle in [
+        "dynamized",
+        "--layout <LAYOUT>",
+        "[default: tiering]",
+        "--scale-factor <S>",
+        "[default: 6]",
+        "--buffer <N>",
+        "[default: 12000]",
+        "--delete <DELETE>",
+        "[default: tombstone]",
+        "--max-delete-proportion <D>",
+        "[default: 0.05]",
+        "--bloom-fpr <P>",
+        "--memory-budget <BYTES>",
+        "0 = unlimited",
+        "--weighted",
+    ] {
+        assert!(help.contains(needle), "{needle:?} missing in\n{help}");
+    }
+    let out = strata(&["put", "--help"]);
+    assert!(
+        String::from_utf8(out.stdout)
+            .unwrap()
+            .contains("--weight <W>")
+    );
 }

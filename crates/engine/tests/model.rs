@@ -179,7 +179,9 @@ fn family_options(family: &Family, vfs: Arc<dyn Vfs>) -> Options {
     o
 }
 
-/// Dynamized structures: every layout and delete policy, small buffers and scale factors, small δ.
+/// Dynamized structures: every layout and delete policy, small buffers and scale factors, small δ; half of
+/// them with a small memory budget, so that the deeper levels (or all of them, with a budget of 1 byte) are
+/// disk shards read page by page.
 fn dynamized() -> impl Strategy<Value = Family> {
     (
         prop_oneof![
@@ -192,9 +194,10 @@ fn dynamized() -> impl Strategy<Value = Family> {
         2usize..5,
         prop_oneof![Just(0.05), Just(0.3), Just(1.0)],
         any::<bool>(),
+        prop_oneof![2 => Just(0u64), 1 => Just(1u64), 1 => 4_096u64..160_000],
     )
         .prop_map(
-            |(layout, delete_policy, buffer, scale, delta, background)| {
+            |(layout, delete_policy, buffer, scale, delta, background, memory_budget)| {
                 Family::Dynamized(
                     DynOptions {
                         layout,
@@ -202,6 +205,7 @@ fn dynamized() -> impl Strategy<Value = Family> {
                         buffer_capacity: buffer,
                         scale_factor: scale,
                         max_delete_proportion: delta,
+                        memory_budget,
                         ..DynOptions::default()
                     },
                     background,
@@ -401,7 +405,11 @@ fn run(key: TypeKind, value: TypeKind, ops: Vec<Op>) {
 fn run_family(family: &Family, key: TypeKind, value: TypeKind, ops: Vec<Op>) {
     let mem = Arc::new(MemVfs::new());
     let dir = Path::new("/db");
-    let vfs: Arc<dyn Vfs> = mem.clone();
+    // Each handle reaches the files through its own fault switch: a simulated power loss turns the lost
+    // handle's switch off, so its background reconstruction (which writes shard files when levels live on
+    // disk) stops like the threads of a dead process instead of writing into the recovered directory.
+    let mut life = FaultVfs::new(mem.clone());
+    let mut vfs: Arc<dyn Vfs> = Arc::new(life.clone());
     let options = |vfs: Arc<dyn Vfs>| family_options(family, vfs);
     let mut db = Some(
         RawDb::create(dir, &config(family, key, value), &options(vfs.clone())).expect("create"),
@@ -440,7 +448,10 @@ fn run_family(family: &Family, key: TypeKind, value: TypeKind, ops: Vec<Op>) {
             Op::Crash => {
                 // Power loss: the handle vanishes without closing; unsynced bytes are dropped.
                 std::mem::forget(db.take());
+                life.fail_after(0);
                 mem.crash();
+                life = FaultVfs::new(mem.clone());
+                vfs = Arc::new(life.clone());
                 let d = RawDb::open(dir, &options(vfs.clone())).expect("reopen after crash");
                 let got = contents(&d);
                 hist.settle(&got);
@@ -573,9 +584,12 @@ fn faults(family: &Family, ops: Vec<Op>, fail_after: u64) -> Result<(), TestCase
         }
     }
     std::mem::forget(db);
-    fault.disarm();
+    // The lost handle does nothing more (its background work fails from now on, as in a dead process);
+    // the recovery runs without faults.
+    fault.fail_after(0);
     mem.crash();
-    let d = RawDb::open(dir, &options(vfs)).expect("reopen after faults");
+    drop(vfs);
+    let d = RawDb::open(dir, &options(mem.clone())).expect("reopen after faults");
     let got = contents(&d);
     hist.settle(&got);
     d.check().expect("check after faults");

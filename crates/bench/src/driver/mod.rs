@@ -3,9 +3,9 @@
 //! Every engine the lab measures — Strata's index families and the peers behind cargo features — implements
 //! two traits:
 //!
-//! * [`Engine`]: a factory with a stable name (`strata-btree`, `redb`, `fjall`, `lmdb`, `rocksdb`), its
-//!   [`Capabilities`], a version string and a description of its settings for the report; it creates or
-//!   opens a database directory and returns a [`Driver`].
+//! * [`Engine`]: a factory with a stable name (`strata-btree`, `strata-dynamized`, `redb`, `fjall`, `lmdb`,
+//!   `rocksdb`), its [`Capabilities`], a version string and a description of its settings for the report; it
+//!   creates or opens a database directory and returns a [`Driver`].
 //! * [`Driver`]: one open database with `u64` keys and byte-string values. Methods take `&self` and drivers
 //!   are `Send + Sync`, so multi-threaded workloads share one handle.
 //!
@@ -28,7 +28,9 @@ mod lmdb;
 mod redb;
 #[cfg(feature = "rocksdb")]
 mod rocksdb;
+mod static_ideal;
 mod strata_btree;
+mod strata_dynamized;
 
 #[cfg(feature = "fjall")]
 pub use fjall::Fjall;
@@ -38,7 +40,9 @@ pub use lmdb::Lmdb;
 pub use redb::Redb;
 #[cfg(feature = "rocksdb")]
 pub use rocksdb::RocksDb;
+pub use static_ideal::{StaticAlias, StaticIsam, StaticRecord};
 pub use strata_btree::StrataBTree;
+pub use strata_dynamized::StrataDynamized;
 
 use crate::error::{BenchError, Result};
 use std::path::Path;
@@ -65,6 +69,9 @@ pub struct EngineOptions {
     pub page_size: usize,
     /// Value format of the database.
     pub values: ValueFormat,
+    /// Read and write the database's files with O_DIRECT, bypassing the OS page cache. Strata's engines
+    /// honour it (their settings line says so); the peers ignore it.
+    pub direct_io: bool,
 }
 
 impl Default for EngineOptions {
@@ -74,6 +81,7 @@ impl Default for EngineOptions {
             durability: Durability::None,
             page_size: 4096,
             values: ValueFormat::U64,
+            direct_io: false,
         }
     }
 }
@@ -85,13 +93,16 @@ pub struct Capabilities {
     pub count: bool,
     /// Independent uniform range sampling.
     pub sample: bool,
+    /// Byte-string values ([`ValueFormat::Bytes`]); engines without them store `u64` values only.
+    pub byte_values: bool,
 }
 
 impl Capabilities {
-    /// Plain key-value engines: no range counts, no sampling.
+    /// Plain key-value engines: byte-string values, no range counts, no sampling.
     pub const KEY_VALUE: Capabilities = Capabilities {
         count: false,
         sample: false,
+        byte_values: true,
     };
 }
 
@@ -129,6 +140,14 @@ pub trait Driver: Send + Sync {
     fn engine(&self) -> &'static str;
     /// Inserts or overwrites one record, with the configured durability.
     fn put(&self, key: u64, value: &[u8]) -> Result<()>;
+    /// Inserts or overwrites one record with a sampling weight (refused by engines without weights).
+    fn put_weighted(&self, key: u64, value: &[u8], weight: f64) -> Result<()> {
+        let _ = (key, value, weight);
+        Err(BenchError::Usage(format!(
+            "{} does not store weights",
+            self.engine()
+        )))
+    }
     /// Inserts records as one atomic batch.
     fn put_batch(&self, records: &[(u64, &[u8])]) -> Result<()>;
     /// Looks a key up: replaces the contents of `value` and returns `true` when found.
@@ -278,7 +297,8 @@ impl std::ops::Sub for IoTotals {
 /// Every engine this build can measure: Strata's families first, then the peers compiled in.
 pub fn engines() -> Vec<Box<dyn Engine>> {
     #[allow(unused_mut)]
-    let mut all: Vec<Box<dyn Engine>> = vec![Box::new(StrataBTree)];
+    let mut all: Vec<Box<dyn Engine>> =
+        vec![Box::new(StrataBTree), Box::new(StrataDynamized::default())];
     #[cfg(feature = "redb")]
     all.push(Box::new(Redb));
     #[cfg(feature = "fjall")]

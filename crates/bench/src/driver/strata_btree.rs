@@ -2,6 +2,8 @@
 //! values (by [`ValueFormat`]), the bench's cache budget as its buffer pool and the bench's durability as its
 //! default. I/O counters come from the engine's `IoSnapshot` (every file kind summed; page-file counters
 //! separately).
+//!
+//! [`StrataDriver`] serves every Strata index family behind [`RawDb`] (the dynamized family reuses it).
 
 use super::{Capabilities, Driver, Engine, EngineOptions, IoTotals, ValueFormat, Visit};
 use crate::error::Result;
@@ -15,7 +17,7 @@ use strata::{Direction, IndexKind, KeyRange, Options, RawDb, TypeKind};
 #[derive(Debug, Clone, Copy, Default)]
 pub struct StrataBTree;
 
-fn options(opts: &EngineOptions) -> Options {
+pub(super) fn options(opts: &EngineOptions) -> Options {
     Options {
         cache_bytes: opts.cache_bytes,
         durability: Some(opts.durability),
@@ -39,15 +41,17 @@ impl Engine for StrataBTree {
         Capabilities {
             count: true,
             sample: true,
+            byte_values: true,
         }
     }
 
     fn settings(&self, opts: &EngineOptions) -> String {
         format!(
-            "B+-tree with subtree counts; buffer pool {} bytes (CLOCK), {}-byte pages, WAL with durability `{}`, \
-             checkpoint every 64 MiB of WAL; {} values",
+            "B+-tree with subtree counts; buffer pool {} bytes (CLOCK), {}-byte pages{}, WAL with durability \
+             `{}`, checkpoint every 64 MiB of WAL; {} values",
             opts.cache_bytes,
             opts.page_size,
+            if opts.direct_io { ", O_DIRECT" } else { "" },
             opts.durability.name(),
             match opts.values {
                 ValueFormat::U64 => "inline u64",
@@ -59,7 +63,7 @@ impl Engine for StrataBTree {
     fn open_dir(&self, dir: &Path, opts: &EngineOptions, create: bool) -> Result<Box<dyn Driver>> {
         if !create {
             let db = RawDb::open(dir, &options(opts))?;
-            return Ok(Box::new(StrataDriver { db }));
+            return Ok(Box::new(StrataDriver::new(self.name(), db)));
         }
         let config = Config {
             index: IndexKind::BTree,
@@ -70,16 +74,28 @@ impl Engine for StrataBTree {
             },
             page_size: opts.page_size,
             durability: opts.durability,
+            direct_io: opts.direct_io,
             ..Config::default()
         };
         let db = RawDb::create(dir, &config, &options(opts))?;
-        Ok(Box::new(StrataDriver { db }))
+        Ok(Box::new(StrataDriver::new(self.name(), db)))
     }
 }
 
-/// An open `strata-btree` database.
+/// An open Strata database (any index family behind [`RawDb`]).
 pub struct StrataDriver {
+    name: &'static str,
     db: RawDb,
+    /// The index keeps sampling weights (a weighted dynamized index).
+    weighted: bool,
+}
+
+impl StrataDriver {
+    /// A driver named `name` (the engine's name) over `db`.
+    pub(super) fn new(name: &'static str, db: RawDb) -> Self {
+        let weighted = db.manifest().dynamized.as_ref().is_some_and(|d| d.weighted);
+        StrataDriver { name, db, weighted }
+    }
 }
 
 fn totals(s: &IoSnapshot) -> IoTotals {
@@ -107,11 +123,26 @@ fn key_of(bytes: &[u8]) -> u64 {
 
 impl Driver for StrataDriver {
     fn engine(&self) -> &'static str {
-        "strata-btree"
+        self.name
     }
 
     fn put(&self, key: u64, value: &[u8]) -> Result<()> {
         Ok(self.db.insert(&key.to_be_bytes(), value)?)
+    }
+
+    fn put_weighted(&self, key: u64, value: &[u8], weight: f64) -> Result<()> {
+        if !self.weighted {
+            return Err(crate::BenchError::Usage(format!(
+                "this {} database stores no weights",
+                self.name
+            )));
+        }
+        let op = WriteOp::PutWeighted {
+            key: key.to_be_bytes().to_vec(),
+            value: value.to_vec(),
+            weight,
+        };
+        Ok(self.db.write(std::slice::from_ref(&op), None)?)
     }
 
     fn put_batch(&self, records: &[(u64, &[u8])]) -> Result<()> {

@@ -33,6 +33,9 @@ pub(crate) struct Ctx<'a> {
     pub cfg: &'a SuiteConfig,
     pub engine: &'a dyn Engine,
     pub opts: EngineOptions,
+    /// Records of the workloads run through this context (the rows' `records`): `--records` unless a suite
+    /// runs some workloads at another size.
+    pub records: u64,
 }
 
 impl<'a> Ctx<'a> {
@@ -43,6 +46,7 @@ impl<'a> Ctx<'a> {
             cfg,
             engine,
             opts: cfg.engine_options(),
+            records: cfg.records,
         }
     }
 
@@ -69,11 +73,17 @@ impl<'a> Ctx<'a> {
     }
 
     fn labels(&self, workload: &str, threads: u32) -> PhaseLabels {
+        self.labels_as(self.engine.name(), workload, threads)
+    }
+
+    /// The labels of a phase of this context run by the driver named `engine` (a static structure that is
+    /// not an [`Engine`]).
+    pub fn labels_as(&self, engine: &str, workload: &str, threads: u32) -> PhaseLabels {
         PhaseLabels {
             suite: self.suite.to_string(),
-            engine: self.engine.name().to_string(),
+            engine: engine.to_string(),
             workload: workload.to_string(),
-            records: self.cfg.records,
+            records: self.records,
             threads,
             durability: self.opts.durability.name().to_string(),
             cache_bytes: self.opts.cache_bytes as u64,

@@ -4,6 +4,7 @@
 
 use super::*;
 use crate::driver::{Capabilities, Driver, EngineOptions, IoTotals, StrataBTree, Visit};
+use rand::SeedableRng;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 fn tiny(suite: &str, engines: Option<&str>) -> RunOptions {
@@ -31,6 +32,14 @@ fn every_workload_runs_on_every_engine() {
         opts.out_dir = Some(tmp.path().join(suite));
         let out = run(&opts).unwrap();
         for engine in driver::engines() {
+            if !engine.capabilities().byte_values {
+                assert!(
+                    out.results.iter().all(|r| r.engine != engine.name()),
+                    "{} cannot store 100-byte values",
+                    engine.name()
+                );
+                continue;
+            }
             let rows: Vec<&BenchResult> = out
                 .results
                 .iter()
@@ -292,4 +301,224 @@ fn a_wrong_engine_cannot_post_a_number() {
         let err = run_suite(suite, &cfg, &engines).unwrap_err();
         assert!(matches!(err, BenchError::Verify(_)), "{suite}: {err}");
     }
+}
+
+#[test]
+fn u64_only_engines_are_refused_byte_values_when_named() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut opts = tiny("default", Some("strata-dynamized"));
+    opts.out_dir = Some(tmp.path().join("out"));
+    assert!(matches!(run(&opts), Err(BenchError::Usage(_))));
+}
+
+#[test]
+fn smoke_runs_on_the_dynamized_engine() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut opts = RunOptions::new("smoke");
+    opts.records = Some(2000);
+    opts.out_dir = Some(tmp.path().join("out"));
+    opts.progress = false;
+    opts.engines = Some("strata-dynamized".into());
+    let out = run(&opts).unwrap();
+    let ops: Vec<(&str, &str)> = out
+        .results
+        .iter()
+        .map(|r| (r.workload.as_str(), r.op.as_str()))
+        .collect();
+    assert_eq!(ops.len(), 6, "{ops:?}");
+    assert!(ops.contains(&("count+sample", "sample")));
+    assert!(out.results.iter().all(|r| r.engine == "strata-dynamized"));
+}
+
+#[test]
+fn weighted_puts_need_a_weighted_index() {
+    let tmp = tempfile::tempdir().unwrap();
+    let opts = EngineOptions::default();
+    let bt = StrataBTree.create(&tmp.path().join("bt"), &opts).unwrap();
+    assert!(matches!(
+        bt.put_weighted(1, &7u64.to_be_bytes(), 2.0),
+        Err(BenchError::Usage(_))
+    ));
+    bt.close().unwrap();
+    let weighted = driver::StrataDynamized::new(
+        strata::index::dynamized::DynOptions {
+            weighted: true,
+            ..Default::default()
+        },
+        Default::default(),
+    );
+    let db = weighted.create(&tmp.path().join("w"), &opts).unwrap();
+    db.put_weighted(1, &7u64.to_be_bytes(), 2.0).unwrap();
+    db.put_weighted(2, &8u64.to_be_bytes(), 0.0).unwrap();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(1);
+    let s = db.sample(0, u64::MAX, 50, &mut rng).unwrap();
+    assert!(
+        s.iter()
+            .all(|(k, v)| *k == 1 && v.as_slice() == 7u64.to_be_bytes())
+    );
+    db.close().unwrap();
+}
+
+/// Rows of a run as (engine, workload, op, threads).
+fn rows_of(out: &RunOutput) -> Vec<(&str, &str, &str, u32)> {
+    out.results
+        .iter()
+        .map(|r| {
+            (
+                r.engine.as_str(),
+                r.workload.as_str(),
+                r.op.as_str(),
+                r.threads,
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn irs_runs_every_workload_at_a_tiny_size() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut opts = RunOptions::new("irs");
+    opts.records = Some(20_000);
+    opts.ops = Some(20);
+    opts.out_dir = Some(tmp.path().join("out"));
+    opts.progress = false;
+    let out = run(&opts).unwrap();
+    let rows = rows_of(&out);
+    let (dy, bt, st) = (irs::DYNAMIZED, irs::BTREE, irs::STATIC_ISAM);
+    let mut expected = vec![
+        (bt, "irs-memory", "insert", 1),
+        (bt, "irs-memory", "sample", 1),
+        (dy, "irs-memory", "insert", 1),
+        (dy, "irs-memory", "sample", 1),
+        (st, "irs-memory", "sample", 1),
+        (bt, "irs-disk", "insert", 1),
+        (bt, "irs-disk", "sample", 1),
+        (dy, "irs-disk", "insert", 1),
+        (dy, "irs-disk", "sample", 1),
+    ];
+    for t in [1, 2, 4] {
+        expected.push((bt, "insert-threads", "insert", t));
+        expected.push((dy, "insert-threads", "insert", t));
+    }
+    expected.push((dy, "irs-memory-throttled", "insert", 1));
+    expected.push((dy, "irs-memory-throttled", "sample", 1));
+    let sweeps: Vec<String> = irs::SWEEP_BUFFER
+        .iter()
+        .map(|b| format!("sweep-buffer-{b}"))
+        .chain(irs::SWEEP_SCALE.iter().map(|s| format!("sweep-scale-{s}")))
+        .chain(irs::SWEEP_DELTA.iter().map(|d| format!("sweep-delete-{d}")))
+        .collect();
+    for w in &sweeps {
+        expected.push((dy, w.as_str(), "insert", 1));
+        expected.push((dy, w.as_str(), "sample", 1));
+    }
+    assert_eq!(rows, expected);
+    assert!(sweeps.contains(&"sweep-buffer-4000".to_string()));
+    assert!(sweeps.contains(&"sweep-delete-0.05".to_string()));
+    let z = irs::sizes(&SuiteConfig {
+        records: 20_000,
+        ops: Some(20),
+        threads: vec![1],
+        target_rate: None,
+        codec: ValueCodec::u64(),
+        nexts: 10,
+        cache_bytes: 64 << 20,
+        durability: Durability::None,
+        page_size: 4096,
+        seed: 42,
+        data_dir: tmp.path().to_path_buf(),
+        progress: false,
+    });
+    for r in &out.results {
+        assert!(r.ops > 0 && r.secs > 0.0, "{r:?}");
+        let n = match r.workload.as_str() {
+            "irs-memory" | "irs-memory-throttled" => z.memory,
+            "irs-disk" => z.disk,
+            "insert-threads" => z.threads,
+            _ => z.sweep,
+        };
+        assert_eq!(r.records, n, "{}", r.workload);
+        if r.op == "sample" {
+            let q = match r.workload.as_str() {
+                "irs-memory" => z.queries,
+                "irs-disk" => z.disk_queries,
+                _ => z.sweep_queries,
+            };
+            assert_eq!(r.ops, q, "{} {}", r.engine, r.workload);
+        } else {
+            // Inserts after the 10% warm-up, plus about 5% (25% in the δ sweep) deletes.
+            let inserts = n - n / 10;
+            assert!(r.ops > inserts && r.ops < inserts * 3 / 2, "{r:?}");
+        }
+    }
+    let disk = out
+        .results
+        .iter()
+        .find(|r| r.engine == dy && r.workload == "irs-disk")
+        .unwrap();
+    assert_eq!(disk.cache_bytes, irs::disk_budget(z.disk));
+    for goal in [
+        "sampling latency, strata-dynamized / strata-btree",
+        "insert throughput (5% deletes), strata-dynamized / strata-btree",
+        "on disk: insert throughput",
+        "sampling latency, strata-dynamized / static-isam",
+    ] {
+        assert!(out.analysis.contains(goal), "{goal}: {}", out.analysis);
+    }
+    assert!(!out.analysis.contains("not measured"), "{}", out.analysis);
+    let report = std::fs::read_to_string(&out.report_path).unwrap();
+    for fig in [
+        "irs-insert.png",
+        "irs-sample.png",
+        "irs-threads.png",
+        "irs-tail.png",
+        "sweep-buffer.png",
+        "sweep-scale.png",
+        "sweep-delete.png",
+    ] {
+        assert!(report.contains(fig), "{fig}");
+        assert!(out.out_dir.join("figures").join(fig).exists(), "{fig}");
+    }
+    assert!(report.contains("## Analysis") && report.contains("Sweep of scale factor s"));
+}
+
+#[test]
+fn wss_runs_at_a_tiny_size() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut opts = RunOptions::new("wss");
+    opts.records = Some(20_000);
+    opts.ops = Some(20);
+    opts.out_dir = Some(tmp.path().join("out"));
+    opts.progress = false;
+    let out = run(&opts).unwrap();
+    assert_eq!(
+        rows_of(&out),
+        [
+            ("strata-dynamized", "wss", "insert", 1),
+            ("strata-dynamized", "wss", "sample", 1),
+            ("strata-dynamized", "wirs", "sample", 1),
+            ("static-alias", "wss", "sample", 1),
+            ("static-isam", "wirs", "sample", 1),
+        ]
+    );
+    assert!(out.results.iter().all(|r| r.ops > 0 && r.records == 20_000));
+    assert!(
+        out.analysis.contains("Missing baseline"),
+        "{}",
+        out.analysis
+    );
+    assert!(
+        out.analysis
+            .contains("WSS sampling latency, strata-dynamized / static-alias"),
+        "{}",
+        out.analysis
+    );
+    let report = std::fs::read_to_string(&out.report_path).unwrap();
+    assert!(report.contains("wss-sample.png") && report.contains("weighted AB-tree"));
+    // Without the dynamized engine there is nothing to measure.
+    let mut opts = RunOptions::new("wss");
+    opts.records = Some(100);
+    opts.engines = Some("strata-btree".into());
+    opts.out_dir = Some(tmp.path().join("none"));
+    assert!(matches!(run(&opts), Err(BenchError::Usage(_))));
 }

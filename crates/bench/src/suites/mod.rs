@@ -6,15 +6,23 @@
 //! directory inside it, and writes `results.jsonl` (one [`BenchResult`] per line), an optional extra JSON-lines
 //! file and `report.md`.
 //!
-//! Suites today: [`smoke`] (a quick pass over every index family and operation) and [`btree_cost`] (the
-//! B+-tree at scale against its I/O cost model).
+//! Suites today: [`default_suite`], [`ycsb`] and [`dbbench`] (key-value workloads on every engine), [`smoke`]
+//! (a quick pass over every index family and operation), [`btree_cost`] (the B+-tree at scale against its
+//! I/O cost model), and the sampling suites [`irs`] (independent range sampling: the dynamized index against
+//! the AB-tree and a static ISAM) and [`wss`] (weighted set and weighted range sampling).
+//!
+//! Engines that store `u64` values only (`strata-dynamized`) are left out of runs with byte-string values
+//! when the engine list is the default one, and refused when named.
 
 pub mod btree_cost;
 mod common;
 pub mod dbbench;
 pub mod default_suite;
+pub mod irs;
 mod runner;
+mod sampling;
 pub mod smoke;
+pub mod wss;
 pub mod ycsb;
 
 use crate::driver::{self, Engine, EngineOptions};
@@ -42,7 +50,13 @@ pub struct SuiteInfo {
     pub notes: fn(&SuiteConfig) -> Vec<String>,
     /// Suite-specific findings for the report (Markdown), if the suite has any.
     pub analysis: Option<fn(&SuiteConfig, &[BenchResult]) -> String>,
+    /// The suite's own figures (written into the given directory), drawn instead of the generic ones of
+    /// [`crate::plot::write_figures`].
+    pub figures: Option<FigureWriter>,
 }
+
+/// What draws a suite's figures: its rows in, the figures written into the directory out.
+pub type FigureWriter = fn(&[BenchResult], &Path) -> Result<Vec<crate::plot::Figure>>;
 
 /// What runs a suite: its configuration and the engines in, its rows out.
 pub type SuiteRunner = fn(&SuiteConfig, &[Box<dyn Engine>]) -> Result<Vec<BenchResult>>;
@@ -58,6 +72,7 @@ pub fn suites() -> &'static [SuiteInfo] {
             run: default_suite::run,
             notes: default_suite::notes,
             analysis: None,
+            figures: None,
         },
         SuiteInfo {
             name: ycsb::NAME,
@@ -67,6 +82,7 @@ pub fn suites() -> &'static [SuiteInfo] {
             run: ycsb::run,
             notes: ycsb::suite_notes,
             analysis: None,
+            figures: None,
         },
         SuiteInfo {
             name: dbbench::NAME,
@@ -76,6 +92,7 @@ pub fn suites() -> &'static [SuiteInfo] {
             run: dbbench::run,
             notes: dbbench::notes,
             analysis: None,
+            figures: None,
         },
         SuiteInfo {
             name: smoke::NAME,
@@ -85,6 +102,7 @@ pub fn suites() -> &'static [SuiteInfo] {
             run: smoke::run,
             notes: smoke::notes,
             analysis: None,
+            figures: None,
         },
         SuiteInfo {
             name: btree_cost::NAME,
@@ -94,6 +112,27 @@ pub fn suites() -> &'static [SuiteInfo] {
             run: btree_cost::run,
             notes: btree_cost::notes,
             analysis: Some(btree_cost::analysis),
+            figures: None,
+        },
+        SuiteInfo {
+            name: irs::NAME,
+            description: irs::DESCRIPTION,
+            default_records: irs::DEFAULT_RECORDS,
+            default_value_size: 8,
+            run: irs::run,
+            notes: irs::notes,
+            analysis: Some(irs::analysis),
+            figures: Some(irs::figures),
+        },
+        SuiteInfo {
+            name: wss::NAME,
+            description: wss::DESCRIPTION,
+            default_records: wss::DEFAULT_RECORDS,
+            default_value_size: 8,
+            run: wss::run,
+            notes: wss::notes,
+            analysis: Some(wss::analysis),
+            figures: Some(wss::figures),
         },
     ]
 }
@@ -149,6 +188,7 @@ impl SuiteConfig {
             durability: self.durability,
             page_size: self.page_size,
             values: self.codec.format(),
+            direct_io: false,
         }
     }
 }
@@ -272,7 +312,18 @@ pub fn run(opts: &RunOptions) -> Result<RunOutput> {
             "--records {records} is too large (keys must stay below 2^39)"
         )));
     }
-    let engines = driver::select(opts.engines.as_deref())?;
+    let mut engines = driver::select(opts.engines.as_deref())?;
+    if codec.format() == driver::ValueFormat::Bytes {
+        if let Some(e) = engines.iter().find(|e| !e.capabilities().byte_values)
+            && opts.engines.is_some()
+        {
+            return Err(BenchError::Usage(format!(
+                "{} stores u64 values only; run it with --value-size 8",
+                e.name()
+            )));
+        }
+        engines.retain(|e| e.capabilities().byte_values);
+    }
     if let Some(b) = &opts.baseline
         && !engines.iter().any(|e| e.name() == b)
     {
@@ -323,18 +374,24 @@ pub fn run(opts: &RunOptions) -> Result<RunOutput> {
     machine.filesystem = crate::sysinfo::filesystem_of(&out_dir);
     let engine_names: Vec<&str> = engines.iter().map(|e| e.name()).collect();
     let engine_opts = cfg.engine_options();
+    // Engines that ran (a suite skips the engines it cannot measure).
+    let ran = |name: &str| results.iter().any(|r| r.engine == name);
     let engine_infos = engines
         .iter()
+        .filter(|e| ran(e.name()))
         .map(|e| EngineInfo {
             name: e.name().to_string(),
             version: e.version(),
             settings: e.settings(&engine_opts),
         })
         .collect();
-    let baseline = opts
-        .baseline
-        .clone()
-        .or_else(|| engine_names.first().map(|s| s.to_string()));
+    let baseline = opts.baseline.clone().or_else(|| {
+        engine_names
+            .iter()
+            .find(|e| ran(e))
+            .or(engine_names.first())
+            .map(|s| s.to_string())
+    });
     let values = match cfg.codec.format() {
         crate::driver::ValueFormat::U64 => "8-byte u64 values".to_string(),
         crate::driver::ValueFormat::Bytes => format!("{}-byte values", cfg.codec.size()),
@@ -383,7 +440,8 @@ pub fn run(opts: &RunOptions) -> Result<RunOutput> {
         baseline,
         figures: Vec::new(),
     };
-    let figures = crate::plot::write_figures(&results, &out_dir.join("figures"))?
+    let draw = info.figures.unwrap_or(crate::plot::write_figures);
+    let figures = draw(&results, &out_dir.join("figures"))?
         .into_iter()
         .map(|f| {
             let rel = |p: &Path| {

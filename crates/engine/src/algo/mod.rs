@@ -12,3 +12,17 @@
 pub mod alias;
 pub mod bloom;
 pub mod isam;
+
+/// Asks the CPU to bring the cache line holding `item` into the cache (no effect on other targets).
+#[inline]
+pub fn prefetch_line<T>(item: &T) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+        // SAFETY: `_mm_prefetch` needs SSE, which every x86_64 CPU has; a prefetch is only a hint that
+        // never faults and never reads or writes memory observably, and the pointer comes from a reference.
+        unsafe { _mm_prefetch::<_MM_HINT_T0>((item as *const T).cast::<i8>()) };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = item;
+}

@@ -36,8 +36,10 @@ pub use typed::{Batch, Db, Iter};
 
 use crate::error::{Error, Result};
 use crate::index::btree::BTree;
-use crate::index::dynamized::db_index::{DynFiles, DynamizedIndex};
-use crate::index::dynamized::{DynOptions, IsamShard, RuntimeOptions, WirsShard};
+use crate::index::dynamized::db_index::{DynFiles, DynamizedIndex, ShardStore, WholeStore};
+use crate::index::dynamized::{
+    DynOptions, IsamShard, RuntimeOptions, Shard, TieredStore, WirsShard,
+};
 use crate::index::{CheckReport, Direction, IndexStats, KeyRange, OrderedIndex, WriteOp};
 use crate::storage::{
     IoSnapshot, IoStats, LogWriter, OpenOptions, PageFile, PageFileOptions, StdVfs, Vfs, VfsLock,
@@ -168,6 +170,9 @@ pub struct DbStats {
     pub wal_bytes: u64,
     pub disk_bytes: u64,
     pub recovery: RecoveryInfo,
+    /// The structure of a dynamized index (absent for other families).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dynamized: Option<crate::index::dynamized::DynStats>,
 }
 
 struct Writer {
@@ -711,6 +716,7 @@ impl RawDb {
             wal_bytes,
             disk_bytes,
             recovery: self.inner.recovery.clone(),
+            dynamized: self.inner.index.dynamized_stats(),
         })
     }
 
@@ -830,13 +836,33 @@ fn open_dynamized(
     };
     let rt = options.dynamized.clone();
     // Weighted indexes keep alias-augmented trees (O(log n) weighted range draws); unweighted ones ISAM
-    // shards (uniform draws in O(1)).
-    Ok(match (opts.weighted, create) {
-        (false, true) => Box::new(DynamizedIndex::<IsamShard>::create(files, opts, rt)?),
-        (false, false) => Box::new(DynamizedIndex::<IsamShard>::open(files, opts, rt)?),
-        (true, true) => Box::new(DynamizedIndex::<WirsShard>::create(files, opts, rt)?),
-        (true, false) => Box::new(DynamizedIndex::<WirsShard>::open(files, opts, rt)?),
-    })
+    // shards (uniform draws in O(1)). With a memory budget, the levels beyond it hold disk shards (weighted
+    // ones keep per-page weight sums for their draws).
+    fn make<S: Shard>(
+        files: DynFiles,
+        opts: DynOptions,
+        rt: RuntimeOptions,
+        store: Arc<dyn ShardStore<S>>,
+        create: bool,
+    ) -> Result<Box<dyn OrderedIndex>> {
+        Ok(if create {
+            Box::new(DynamizedIndex::create(files, opts, rt, store)?)
+        } else {
+            Box::new(DynamizedIndex::open(files, opts, rt, store)?)
+        })
+    }
+    match (opts.weighted, opts.memory_budget > 0) {
+        (false, false) => make::<IsamShard>(files, opts, rt, Arc::new(WholeStore), create),
+        (true, false) => make::<WirsShard>(files, opts, rt, Arc::new(WholeStore), create),
+        (false, true) => {
+            let store = Arc::new(TieredStore::<IsamShard>::new(files.clone(), &opts, &rt));
+            make(files, opts, rt, store, create)
+        }
+        (true, true) => {
+            let store = Arc::new(TieredStore::<WirsShard>::new(files.clone(), &opts, &rt));
+            make(files, opts, rt, store, create)
+        }
+    }
 }
 
 /// Chunk size of iterators.

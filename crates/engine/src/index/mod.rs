@@ -196,6 +196,11 @@ pub trait OrderedIndex: Send + Sync {
     fn as_sampling(&self) -> Option<&dyn SamplingIndex> {
         None
     }
+    /// The shape of a dynamized index (levels, shards, deleted entries, memory, counters); `None` for other
+    /// families.
+    fn dynamized_stats(&self) -> Option<dynamized::DynStats> {
+        None
+    }
 }
 
 /// Range counting and independent range sampling.

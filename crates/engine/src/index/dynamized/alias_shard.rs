@@ -1,7 +1,7 @@
 //! The alias shard: the static structure of weighted set sampling (WSS, "DE-WSS" in Rumbaugh & Xie).
 //!
-//! Records sorted by key in separate arrays (keys, values, weights) under the static ISAM separator index
-//! (`algo::isam`) for `lower_bound`/`upper_bound`, tombstones in a sorted array, and:
+//! Records in the sorted columns of `columns` (keys, values, weights, under the ISAM separator index, plus
+//! sorted tombstones), and on top of them:
 //! * ONE Walker/Vose alias table (`algo::alias`) over all record weights, so a draw over the whole shard —
 //!   the local query of weighted set sampling — costs O(1);
 //! * prefix sums of the weights, so `range_weight` of any index range is exact in O(1) and a draw in a
@@ -10,9 +10,9 @@
 //!   of their weights instead (no cancellation in a prefix difference, same order of cost).
 //!
 //! ## Invariants
-//! * `keys` strictly ascending; `keys`, `values`, `weights` have one entry per record; `tombstones` strictly
-//!   ascending (a tombstone may share its key with a record of the same shard: the record is newer).
-//! * Every weight is finite and ≥ 0; unweighted shards (`BuildOptions { weighted: false }`) store 1.0.
+//! * Those of `columns` (keys strictly ascending, parallel arrays, weights finite and ≥ 0, tombstones
+//!   strictly ascending); the weights are always stored, 1.0 each in unweighted shards
+//!   (`BuildOptions { weighted: false }`).
 //! * `prefix.len() == len() + 1`, `prefix[0] == 0`, `prefix[i + 1] == prefix[i] + weights[i]` (summed left to
 //!   right, so it is non-decreasing and a zero weight leaves it unchanged).
 //! * `alias` is `Some` iff the shard has a record of positive weight (an alias table over all-zero weights
@@ -27,13 +27,13 @@
 //! * `lower_bound`/`upper_bound`: O(16 · log₁₆ n) (ISAM); `has_tombstone`: O(log t).
 //! * `range_weight`: O(1) (O(32) for short ranges). `sample_in(0, n)`: O(1); `sample_in(lo, hi)` otherwise
 //!   O(log(hi − lo)).
-//! * Memory: 44 B per record (8 key + 8 value + 8 weight + 8 prefix sum + 12 alias column) plus the ISAM
-//!   separators (≈ n/15 keys) and 8 B per tombstone.
+//! * Memory: 44 B per record (24 in the columns: key, value, weight; 8 prefix sum + 12 alias column) plus the
+//!   ISAM separators (≈ n/15 keys) and 8 B per tombstone.
 
-use super::run::{Record, SortedRun};
+use super::columns::{SortedColumns, column_accessors};
+use super::run::SortedRun;
 use super::shard::{BuildOptions, Shard, unit_f64};
 use crate::algo::alias::AliasTable;
-use crate::algo::isam::IsamIndex;
 use crate::error::{Error, Result};
 use rand::RngCore;
 
@@ -43,51 +43,12 @@ pub const SHORT_RANGE: usize = 32;
 /// A static WSS shard: sorted records, one alias table over all weights, prefix sums for sub-ranges.
 #[derive(Debug, Default)]
 pub struct AliasShard {
-    keys: Vec<u64>,
-    values: Vec<u64>,
-    weights: Vec<f64>,
+    /// Records (weights always stored) and tombstones.
+    columns: SortedColumns,
     /// `prefix[i]` = total weight of records `0..i` (`len() + 1` entries).
     prefix: Vec<f64>,
-    index: IsamIndex,
-    tombstones: Vec<u64>,
     /// Over all record weights; `None` when no record has a positive weight.
     alias: Option<AliasTable>,
-}
-
-/// A sorted run split into columns, weights checked (shared by the weighted shards).
-pub(super) struct Columns {
-    pub keys: Vec<u64>,
-    pub values: Vec<u64>,
-    pub weights: Vec<f64>,
-    pub tombstones: Vec<u64>,
-}
-
-impl Columns {
-    /// Splits `run`; unweighted builds get weight 1.0 everywhere. Errors on a weight that is negative or not
-    /// finite.
-    pub fn split(run: SortedRun, opts: BuildOptions) -> Result<Columns> {
-        debug_assert!(run.is_well_formed(), "a shard needs a well-formed run");
-        let n = run.records.len();
-        let mut c = Columns {
-            keys: Vec::with_capacity(n),
-            values: Vec::with_capacity(n),
-            weights: Vec::with_capacity(n),
-            tombstones: run.tombstones,
-        };
-        for r in &run.records {
-            let w = if opts.weighted { r.weight } else { 1.0 };
-            if !(w.is_finite() && w >= 0.0) {
-                return Err(Error::invalid(format!(
-                    "weight {w} of key {} must be finite and non-negative",
-                    r.key
-                )));
-            }
-            c.keys.push(r.key);
-            c.values.push(r.value);
-            c.weights.push(w);
-        }
-        Ok(c)
-    }
 }
 
 /// An offset into `weights` drawn with probability ∝ its weight, by a linear scan; `total` must be
@@ -120,7 +81,7 @@ pub(super) fn weightless_range(name: &str, lo: usize, hi: usize) -> Error {
 impl AliasShard {
     /// The sorted keys.
     pub fn keys(&self) -> &[u64] {
-        &self.keys
+        self.columns.keys()
     }
 
     /// Total weight of the shard (0 when it has no record of positive weight).
@@ -131,7 +92,7 @@ impl AliasShard {
     /// Exact draw in `lo..hi` (linear for short ranges, binary search over the prefix sums otherwise).
     fn draw_exact(&self, lo: usize, hi: usize, rng: &mut dyn RngCore) -> Result<usize> {
         if hi - lo <= SHORT_RANGE {
-            let w = &self.weights[lo..hi];
+            let w = &self.columns.weights()[lo..hi];
             return pick_linear(w, w.iter().sum(), rng)
                 .map(|j| lo + j)
                 .ok_or_else(|| weightless_range(Self::NAME, lo, hi));
@@ -157,90 +118,41 @@ impl Shard for AliasShard {
     const NAME: &'static str = "alias";
 
     fn build(run: SortedRun, opts: BuildOptions) -> Result<Self> {
-        let Columns {
-            keys,
-            values,
-            weights,
-            tombstones,
-        } = Columns::split(run, opts)?;
+        let columns: SortedColumns = SortedColumns::build(run, opts)?;
+        let weights = columns.weights();
         let mut prefix = Vec::with_capacity(weights.len() + 1);
         let mut sum = 0.0;
         prefix.push(sum);
-        for &w in &weights {
+        for &w in weights {
             sum += w;
             prefix.push(sum);
         }
         let alias = if sum > 0.0 {
             // Errors here are real: an infinite sum or more outcomes than the table supports.
-            Some(AliasTable::new(&weights)?)
+            Some(AliasTable::new(weights)?)
         } else {
             None
         };
-        let index = IsamIndex::build(&keys);
         Ok(AliasShard {
-            keys,
-            values,
-            weights,
+            columns,
             prefix,
-            index,
-            tombstones,
             alias,
         })
     }
 
-    fn len(&self) -> usize {
-        self.keys.len()
-    }
-
-    fn tombstone_count(&self) -> usize {
-        self.tombstones.len()
-    }
-
-    #[inline]
-    fn key_at(&self, i: usize) -> Result<u64> {
-        Ok(self.keys[i])
-    }
-
-    #[inline]
-    fn record_at(&self, i: usize) -> Result<Record> {
-        Ok(Record {
-            key: self.keys[i],
-            value: self.values[i],
-            weight: self.weights[i],
-        })
-    }
-
-    fn tombstone_at(&self, j: usize) -> Result<u64> {
-        Ok(self.tombstones[j])
-    }
-
-    #[inline]
-    fn lower_bound(&self, key: u64) -> Result<usize> {
-        Ok(self.index.lower_bound(&self.keys, key))
-    }
-
-    #[inline]
-    fn upper_bound(&self, key: u64) -> Result<usize> {
-        Ok(self.index.upper_bound(&self.keys, key))
-    }
-
-    fn has_tombstone(&self, key: u64) -> Result<bool> {
-        Ok(self.tombstones.binary_search(&key).is_ok())
-    }
+    column_accessors!(columns);
 
     fn memory_bytes(&self) -> usize {
-        self.keys.len() * 24
+        self.columns.memory_bytes()
             + self.prefix.len() * 8
             + self.alias.as_ref().map_or(0, |a| a.len() * 12)
-            + self.index.memory_bytes()
-            + self.tombstones.len() * 8
     }
 
     fn range_weight(&self, lo: usize, hi: usize) -> Result<f64> {
         Ok(if hi <= lo {
             0.0
         } else if hi - lo <= SHORT_RANGE {
-            self.weights[lo..hi].iter().sum()
+            self.columns.weights()[lo..hi].iter().sum()
         } else {
             self.prefix[hi] - self.prefix[lo]
         })
@@ -248,11 +160,11 @@ impl Shard for AliasShard {
 
     fn sample_in(&self, lo: usize, hi: usize, rng: &mut dyn RngCore) -> Result<usize> {
         if lo == 0
-            && hi == self.keys.len()
+            && hi == self.columns.len()
             && let Some(alias) = &self.alias
         {
             let i = alias.sample(&mut *rng);
-            if self.weights[i] > 0.0 {
+            if self.columns.weights()[i] > 0.0 {
                 return Ok(i);
             }
         }
@@ -263,6 +175,7 @@ impl Shard for AliasShard {
 /// Helpers of the statistical tests of the weighted shards.
 #[cfg(test)]
 pub(super) mod stats {
+    use super::super::run::Record;
     use super::*;
 
     /// z with P(Z > z) = 1e-6 for a standard normal Z.
@@ -383,6 +296,7 @@ pub(super) mod stats {
 
 #[cfg(test)]
 mod tests {
+    use super::super::run::Record;
     use super::stats::*;
     use super::*;
     use proptest::prelude::*;

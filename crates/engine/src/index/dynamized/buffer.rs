@@ -115,6 +115,16 @@ impl MutableBuffer {
         self.claimed.load(Ordering::Acquire) >= self.end.load(Ordering::Acquire)
     }
 
+    /// Closes the buffer to further appends (when it is sealed before it is full): every later claim fails,
+    /// and `settle` waits only for the claims made before.
+    pub fn close(&self) {
+        let claimed = self
+            .claimed
+            .fetch_add(self.capacity() + 1, Ordering::AcqRel);
+        self.end
+            .fetch_min(claimed.min(self.capacity()), Ordering::AcqRel);
+    }
+
     /// Appends one operation; `Err(BufferFull)` when no slot is left.
     pub fn append(&self, entry: BufferEntry) -> Result<(), BufferFull> {
         self.append_batch(std::slice::from_ref(&entry))
@@ -183,7 +193,14 @@ impl MutableBuffer {
     /// The latest published slot holding `key`.
     #[inline]
     pub fn latest_slot(&self, key: u64) -> Option<usize> {
-        let published = self.len() as u64;
+        self.latest_slot_below(key, self.len())
+    }
+
+    /// The latest slot below `limit` holding `key`, where `limit` is a length read earlier (`len()`): lookups
+    /// against one snapshot of a buffer that writers keep appending to.
+    #[inline]
+    pub fn latest_slot_below(&self, key: u64, limit: usize) -> Option<usize> {
+        let published = limit.min(self.len()) as u64;
         let mut b = bucket_of(key) & self.mask;
         loop {
             let cur = self.table[b].load(Ordering::Acquire);
@@ -210,6 +227,17 @@ impl MutableBuffer {
     /// The latest operation on `key`.
     pub fn get(&self, key: u64) -> Option<BufferEntry> {
         self.latest_slot(key).map(|s| self.entry(s))
+    }
+
+    /// The keys of the published slots, as plain integers (a scan over them compiles to tight, vectorisable
+    /// code, unlike one atomic load per slot).
+    pub fn published_keys(&self) -> &[u64] {
+        let len = self.len();
+        // SAFETY: `AtomicU64` has the same size, alignment and bit validity as `u64`, so the first `len`
+        // elements of `keys` may be viewed as `[u64]`. A slot below `published` is written exactly once,
+        // before the release store that published it, which the acquire load in `len()` synchronises with;
+        // no thread writes it afterwards, so these plain reads race with nothing (other threads only read).
+        unsafe { std::slice::from_raw_parts(self.keys.as_ptr().cast::<u64>(), len) }
     }
 
     /// Key of slot `i` (`i < len()`).

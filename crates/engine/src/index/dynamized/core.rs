@@ -33,6 +33,7 @@ use super::options::{DeletePolicy, DynOptions, RuntimeOptions};
 use super::run::{MergeInput, Record, SortedRun, merge_shards};
 use super::shard::{BuildOptions, Shard};
 use super::version::{Level, ShardSlot, Version, filters_for_run};
+use crate::algo::bloom::BloomFilter;
 use crate::error::{Error, Result};
 use arc_swap::ArcSwap;
 use parking_lot::{Condvar, Mutex};
@@ -40,17 +41,70 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
+/// The Bloom filters of a shard: over its record keys, and over its tombstones if it has any.
+pub type Filters = (BloomFilter, Option<BloomFilter>);
+
 /// Builds shards for a level: the hook that lets deeper levels live on disk.
-pub trait ShardFactory<S>: Send + Sync {
-    /// Builds a shard with id `id` from `run` for level `level`.
-    fn build(&self, id: u64, run: SortedRun, level: usize, opts: BuildOptions) -> Result<S>;
+///
+/// Placement rule: a shard lands on a level only through this factory. A flush or merge builds for its
+/// *target* level; a lone shard that a layout would move down unchanged is moved only if [`keeps`]
+/// accepts it there, and is otherwise rebuilt for that level by [`build_merged`] (so an in-memory shard
+/// never silently lands on a level that lives on disk, nor the other way round).
+///
+/// [`keeps`]: ShardFactory::keeps
+/// [`build_merged`]: ShardFactory::build_merged
+pub trait ShardFactory<S: Shard>: Send + Sync {
+    /// Builds a shard with id `id` from `run` for level `level`; `filters` are the framework's filters over
+    /// the run (a factory that writes the shard to a file stores them there).
+    fn build(
+        &self,
+        id: u64,
+        run: SortedRun,
+        level: usize,
+        opts: BuildOptions,
+        filters: (&BloomFilter, Option<&BloomFilter>),
+    ) -> Result<S>;
+
+    /// True if `shard` may move to `level` as it is. The default: always.
+    fn keeps(&self, _shard: &S, _level: usize) -> bool {
+        true
+    }
+
+    /// Merges `inputs` (newest first; `bottom` as in [`merge_shards`]) into a shard with id `id` for
+    /// `level`, with filters false-positive rate `fpr`; `None` when everything cancelled out. The default
+    /// merges into a run in memory, builds the filters over it and calls [`build`](Self::build); a factory
+    /// that writes files may stream the merge into the file instead.
+    fn build_merged(
+        &self,
+        id: u64,
+        inputs: &[MergeInput<'_, S>],
+        bottom: bool,
+        level: usize,
+        opts: BuildOptions,
+        fpr: f64,
+    ) -> Result<Option<(S, Filters)>> {
+        let run = merge_shards(inputs, bottom)?;
+        if run.entries() == 0 {
+            return Ok(None);
+        }
+        let (key_filter, tomb_filter) = filters_for_run(&run, fpr)?;
+        let shard = self.build(id, run, level, opts, (&key_filter, tomb_filter.as_ref()))?;
+        Ok(Some((shard, (key_filter, tomb_filter))))
+    }
 }
 
 /// The default factory: every shard built in memory by `S::build`.
 pub struct InMemory;
 
 impl<S: Shard> ShardFactory<S> for InMemory {
-    fn build(&self, _id: u64, run: SortedRun, _level: usize, opts: BuildOptions) -> Result<S> {
+    fn build(
+        &self,
+        _id: u64,
+        run: SortedRun,
+        _level: usize,
+        opts: BuildOptions,
+        _filters: (&BloomFilter, Option<&BloomFilter>),
+    ) -> Result<S> {
         S::build(run, opts)
     }
 }
@@ -104,6 +158,10 @@ pub(crate) struct Shared<S> {
     rt: RuntimeOptions,
     pub(crate) current: ArcSwap<Version<S>>,
     work: Mutex<WorkState>,
+    /// Held by every reconstruction (flush or compaction): each reads the levels, builds and publishes, so
+    /// two at once (inline writers, or `compact_once` beside the worker) would publish levels that drop each
+    /// other's work. Taken before `work`, never while holding it.
+    recon: Mutex<()>,
     work_cv: Condvar,
     done_cv: Condvar,
     next_shard_id: AtomicU64,
@@ -146,6 +204,7 @@ impl<S: Shard> Dynamized<S> {
         let shared = Arc::new(Shared {
             current: ArcSwap::from_pointee(version),
             work: Mutex::new(WorkState::default()),
+            recon: Mutex::new(()),
             work_cv: Condvar::new(),
             done_cv: Condvar::new(),
             next_shard_id: AtomicU64::new(next_shard_id),
@@ -226,6 +285,21 @@ impl<S: Shard> Dynamized<S> {
         if entries.is_empty() {
             return Ok(());
         }
+        // Unweighted records weigh 1, in the buffer as in the shards.
+        let normalized: Vec<BufferEntry>;
+        let entries = if !sh.opts.weighted
+            && entries
+                .iter()
+                .any(|e| e.kind == OpKind::Put && e.weight != 1.0)
+        {
+            normalized = entries
+                .iter()
+                .map(|e| BufferEntry { weight: 1.0, ..*e })
+                .collect();
+            &normalized[..]
+        } else {
+            entries
+        };
         if sh.rt.throttle {
             sh.throttle();
         }
@@ -277,7 +351,8 @@ impl<S: Shard> Dynamized<S> {
     /// Runs one compaction of the level with the most deleted entries (if any), synchronously.
     pub fn compact_once(&self) -> Result<bool> {
         self.quiesce(false)?;
-        let _g = self.shared.work.lock();
+        // The reconstruction lock, not the work lock: `compact_worst` takes that one to publish.
+        let _r = self.shared.recon.lock();
         self.shared.compact_worst()
     }
 
@@ -373,17 +448,30 @@ impl<S: Shard> Shared<S> {
         retired.push((old.seq, Arc::downgrade(&old)));
     }
 
-    /// Waits until every version still held by a reader lists `buffer` (versions from before the buffer
-    /// was created are gone). The current version lists it: it is sealed and not yet flushed.
-    fn wait_for_readers_without(&self, buffer: &Arc<MutableBuffer>) {
+    /// Waits until no reader holds a version published before this call: publishes a copy of the current
+    /// version as a fence and waits until every older version is dropped. A flush calls it after settling
+    /// its buffer and before setting that buffer's tags, so a reader that can see those tags loaded its
+    /// version when the buffer was complete, and finds there the operation that explains each tag. (Waiting
+    /// only for versions that do not list the buffer is not enough: a reader that loaded a version while
+    /// the buffer was still being filled may have looked a key up in it before the key's write landed.)
+    /// The caller must not hold a version itself.
+    fn wait_for_earlier_readers(&self) {
+        let fence = {
+            let _st = self.work.lock();
+            let cur = self.current.load_full();
+            let seq = cur.seq + 1;
+            self.publish(Version {
+                seq,
+                buffers: cur.buffers.clone(),
+                levels: cur.levels.clone(),
+            });
+            seq
+        };
         loop {
             let busy = {
                 let mut retired = self.retired.lock();
                 retired.retain(|(_, w)| w.strong_count() > 0);
-                retired.iter().any(|(_, w)| {
-                    w.upgrade()
-                        .is_some_and(|v| !v.buffers.iter().any(|b| Arc::ptr_eq(b, buffer)))
-                })
+                retired.iter().any(|(seq, _)| *seq < fence)
             };
             if !busy {
                 return;
@@ -422,7 +510,8 @@ impl<S: Shard> Shared<S> {
             if !Arc::ptr_eq(&v.buffers[0], full) {
                 break Ok(());
             }
-            if v.buffers.len() - 1 < self.rt.max_sealed_buffers {
+            // At least the full buffer itself may wait: with none allowed, nothing would ever be sealed.
+            if v.buffers.len() - 1 < self.rt.max_sealed_buffers.max(1) {
                 drop(v);
                 break self.seal(full);
             }
@@ -490,8 +579,13 @@ impl<S: Shard> Shared<S> {
                 buffers,
                 levels: v.levels.clone(),
             });
+            // A buffer sealed before it is full (`quiesce`) must take no more writes: one that landed after
+            // its flush settled it would be lost.
+            active.close();
         }
         drop(st);
+        // Not held into an inline reconstruction: a tagging flush waits for the readers of older versions.
+        drop(v);
         if self.rt.background {
             self.work_cv.notify_one();
             Ok(())
@@ -528,6 +622,7 @@ impl<S: Shard> Shared<S> {
 
     /// One unit of reconstruction work: flush the oldest sealed buffer, or else a requested compaction.
     fn reconstruct_once(&self) -> Result<()> {
+        let _r = self.recon.lock();
         self.set_busy(true);
         let r = (|| {
             let v = self.current.load_full();
@@ -554,7 +649,9 @@ impl<S: Shard> Shared<S> {
             weighted: self.opts.weighted,
         };
         let (key_filter, tomb_filter) = filters_for_run(&run, self.opts.bloom_fpr)?;
-        let shard = self.factory.build(id, run, level, opts)?;
+        let shard =
+            self.factory
+                .build(id, run, level, opts, (&key_filter, tomb_filter.as_ref()))?;
         Ok(Arc::new(ShardSlot::from_parts(
             id,
             shard,
@@ -563,13 +660,21 @@ impl<S: Shard> Shared<S> {
         )))
     }
 
-    /// The merge step the layout policies call.
+    /// The merge step the layout policies call. A lone input that would come out unchanged (not the
+    /// bottom merge of a shard with deleted entries) is moved as it is if the factory keeps it at `level`;
+    /// anything else is merged and built for `level` by the factory.
     fn merge(
         &self,
         inputs: &[Arc<ShardSlot<S>>],
         bottom: bool,
         level: usize,
     ) -> Result<Option<Arc<ShardSlot<S>>>> {
+        if let [only] = inputs
+            && !(bottom && only.deleted() > 0)
+            && self.factory.keeps(&only.shard, level)
+        {
+            return Ok(Some(only.clone()));
+        }
         let views: Vec<MergeInput<'_, S>> = inputs
             .iter()
             .map(|s| MergeInput {
@@ -577,15 +682,27 @@ impl<S: Shard> Shared<S> {
                 tags: &s.tags,
             })
             .collect();
-        let run = merge_shards(&views, bottom)?;
+        let id = self.next_shard_id.fetch_add(1, Ordering::AcqRel);
+        let opts = BuildOptions {
+            weighted: self.opts.weighted,
+        };
+        let built =
+            self.factory
+                .build_merged(id, &views, bottom, level, opts, self.opts.bloom_fpr)?;
         self.counters.merges.fetch_add(1, Ordering::Relaxed);
-        self.counters
-            .merged_entries
-            .fetch_add(run.entries() as u64, Ordering::Relaxed);
-        if run.entries() == 0 {
+        let Some((shard, (key_filter, tomb_filter))) = built else {
             return Ok(None);
-        }
-        self.build_slot(run, level).map(Some)
+        };
+        self.counters.merged_entries.fetch_add(
+            (shard.len() + shard.tombstone_count()) as u64,
+            Ordering::Relaxed,
+        );
+        Ok(Some(Arc::new(ShardSlot::from_parts(
+            id,
+            shard,
+            key_filter,
+            tomb_filter,
+        ))))
     }
 
     /// Flushes a sealed buffer into the levels.
@@ -599,8 +716,10 @@ impl<S: Shard> Shared<S> {
             tombstones: Vec::new(),
         };
         let mut to_tag: Vec<(Arc<ShardSlot<S>>, usize)> = Vec::new();
-        for e in &ops {
-            if let Some((slot, i)) = base.lookup_shards(e.key, 0)? {
+        let keys: Vec<u64> = ops.iter().map(|e| e.key).collect();
+        let older = base.lookup_shards_many(&keys)?;
+        for (e, older) in ops.iter().zip(older) {
+            if let Some((slot, i)) = older {
                 match self.opts.delete_policy {
                     DeletePolicy::Tombstone => run.tombstones.push(e.key),
                     DeletePolicy::Tagging => to_tag.push((slot.clone(), i)),
@@ -614,15 +733,15 @@ impl<S: Shard> Shared<S> {
                 });
             }
         }
+        let mut levels = base.levels.clone();
+        drop(base);
         if !to_tag.is_empty() {
-            // A reader pinned to a version without this buffer must not see tags the buffer explains.
-            self.wait_for_readers_without(buffer);
+            // No reader may see a tag without the buffer operation that explains it.
+            self.wait_for_earlier_readers();
             for (slot, i) in &to_tag {
                 slot.tags.set(*i);
             }
         }
-        let mut levels = base.levels.clone();
-        drop(base);
         if run.entries() > 0 {
             let slot = self.build_slot(run, 0)?;
             layout::place(

@@ -8,15 +8,37 @@
 //!
 //! Weighted indexes (`DynOptions::weighted`) take a weight with every put (`WriteOp::PutWeighted`; a plain
 //! put has weight 1) and sample in proportion to the weights.
+//!
+//! ## Shards and their files
+//! A [`ShardStore`] builds the shards (it is the framework's `ShardFactory`) and reopens them. With
+//! [`WholeStore`] every shard lives in memory and gets its file at the first checkpoint that contains it.
+//! With `DynOptions::memory_budget` > 0 the database uses `tiered::TieredStore`: shards of the first L levels
+//! are in memory as before; shards of deeper levels are *disk shards*, written (and synced) by the factory
+//! when they are built, so a checkpoint writes nothing for them, and reopened by reading only their header
+//! and blob (fences and filters); the data pages are read on demand. Delete tags of every shard, disk shards
+//! included, are bits in memory (counted in the budget) saved in the state file, so a tag-delete of a
+//! disk-resident record works like any other.
+//!
+//! ## Garbage collection of shard files
+//! A shard file is removed only when a durable state file no longer lists it: at open, every file the state
+//! does not list (left by a crash, or by a failed reconstruction) is removed before any new shard is built;
+//! at a checkpoint, after the new state file is durable, files of shards that are neither in the
+//! checkpointed version nor newer than every shard of it are removed. Shard ids only grow, so a shard that a
+//! running background reconstruction has just written has an id above every shard of the pinned version and
+//! is kept. A reader still pinning an older version may be reading a removed disk shard's file: it keeps its
+//! open handle, which survives the unlink (POSIX; `MemVfs` keeps the bytes of a removed file for its open
+//! handles too).
 
 use super::buffer::{BufferEntry, OpKind};
-use super::core::{Dynamized, InMemory};
+use super::core::{Dynamized, Filters, ShardFactory};
 use super::options::{DynOptions, RuntimeOptions};
 use super::persist::{STATE, State};
 use super::read::{RangeSample, WeightedRangeSample};
+use super::run::{MergeInput, SortedRun};
 use super::shard::{BuildOptions, Shard};
 use super::shard_file::{ShardFile, parse_shard_file_name, shard_file_name, write_shard_file};
 use super::version::ShardSlot;
+use crate::algo::bloom::BloomFilter;
 use crate::error::{Error, Result};
 use crate::index::{
     CheckReport, Direction, IndexStats, KeyRange, OrderedIndex, RecordVisitor, SamplingIndex,
@@ -40,13 +62,87 @@ pub struct DynFiles {
     pub direct: bool,
 }
 
+/// How the adapter builds shards (as the framework's factory) and reopens the shards a state file lists.
+pub trait ShardStore<S: Shard>: ShardFactory<S> {
+    /// The shard (and its filters) in `file`, listed at `level` of a structure of `levels` levels.
+    fn reopen(&self, file: ShardFile, level: usize, levels: usize) -> Result<(S, Filters)>;
+    /// True when `shard` is already a synced file of its own (a checkpoint writes nothing for it).
+    fn file_backed(&self, shard: &S) -> bool;
+}
+
+/// Every shard in memory: built by `S::build`, reopened by reading its file whole.
+pub struct WholeStore;
+
+impl<S: Shard> ShardFactory<S> for WholeStore {
+    fn build(
+        &self,
+        _id: u64,
+        run: SortedRun,
+        _level: usize,
+        opts: BuildOptions,
+        _filters: (&BloomFilter, Option<&BloomFilter>),
+    ) -> Result<S> {
+        S::build(run, opts)
+    }
+}
+
+impl<S: Shard> ShardStore<S> for WholeStore {
+    fn reopen(&self, file: ShardFile, _level: usize, _levels: usize) -> Result<(S, Filters)> {
+        let loaded = file.read_all()?;
+        let shard = S::build(
+            loaded.run,
+            BuildOptions {
+                weighted: file.header.weighted,
+            },
+        )?;
+        Ok((shard, (loaded.key_filter, loaded.tomb_filter)))
+    }
+
+    fn file_backed(&self, _shard: &S) -> bool {
+        false
+    }
+}
+
+/// The framework's factory is the adapter's store.
+impl<S: Shard> ShardFactory<S> for Arc<dyn ShardStore<S>> {
+    fn build(
+        &self,
+        id: u64,
+        run: SortedRun,
+        level: usize,
+        opts: BuildOptions,
+        filters: (&BloomFilter, Option<&BloomFilter>),
+    ) -> Result<S> {
+        ShardFactory::build(&**self, id, run, level, opts, filters)
+    }
+
+    fn keeps(&self, shard: &S, level: usize) -> bool {
+        ShardFactory::keeps(&**self, shard, level)
+    }
+
+    fn build_merged(
+        &self,
+        id: u64,
+        inputs: &[MergeInput<'_, S>],
+        bottom: bool,
+        level: usize,
+        opts: BuildOptions,
+        fpr: f64,
+    ) -> Result<Option<(S, Filters)>> {
+        ShardFactory::build_merged(&**self, id, inputs, bottom, level, opts, fpr)
+    }
+}
+
 /// A dynamized index with its files.
 pub struct DynamizedIndex<S: Shard> {
     core: Dynamized<S>,
     files: DynFiles,
+    store: Arc<dyn ShardStore<S>>,
     checkpointed: AtomicU64,
-    /// Shards with a synced file.
+    /// Shards with a synced file listed by a state file, or about to be.
     persisted: Mutex<HashSet<u64>>,
+    /// The largest shard id listed by a state file written or read by this handle.
+    max_checkpointed_id: Mutex<Option<u64>>,
     checkpoint_lock: Mutex<()>,
 }
 
@@ -78,31 +174,67 @@ fn bounds(range: &KeyRange) -> Result<Option<(u64, u64)>> {
     })
 }
 
+/// Removes the shard files in `files.dir` whose id `keep` does not accept.
+fn remove_unlisted(files: &DynFiles, keep: impl Fn(u64) -> bool) -> Result<()> {
+    for name in files.vfs.list_dir(&files.dir)? {
+        if let Some(id) = parse_shard_file_name(&name)
+            && !keep(id)
+        {
+            files.vfs.remove_file(&files.dir.join(&name))?;
+        }
+    }
+    Ok(())
+}
+
 impl<S: Shard> DynamizedIndex<S> {
-    /// Creates an empty index in `files.dir` and writes its first state file.
-    pub fn create(files: DynFiles, opts: DynOptions, rt: RuntimeOptions) -> Result<Self> {
-        let core = Dynamized::new(opts, rt)?;
+    /// Creates an empty index in `files.dir`, building shards with `store`, and writes its first state file.
+    pub fn create(
+        files: DynFiles,
+        opts: DynOptions,
+        rt: RuntimeOptions,
+        store: Arc<dyn ShardStore<S>>,
+    ) -> Result<Self> {
+        let core = Dynamized::with_parts(opts, rt, Box::new(store.clone()), Vec::new(), 0)?;
         State::default().write(files.vfs.as_ref(), &files.dir, &files.stats)?;
         Ok(DynamizedIndex {
             core,
             files,
+            store,
             checkpointed: AtomicU64::new(0),
             persisted: Mutex::new(HashSet::new()),
+            max_checkpointed_id: Mutex::new(None),
             checkpoint_lock: Mutex::new(()),
         })
     }
 
-    /// Opens the index at its last checkpoint: loads every shard it lists, restores tags and buffered
-    /// operations, and removes shard files no checkpoint refers to.
-    pub fn open(files: DynFiles, opts: DynOptions, rt: RuntimeOptions) -> Result<Self> {
+    /// Opens the index at its last checkpoint: removes shard files the state does not list, reopens every
+    /// shard it lists through `store` (in-memory shards are read whole, disk shards only their header and
+    /// blob), restores tags and buffered operations.
+    pub fn open(
+        files: DynFiles,
+        opts: DynOptions,
+        rt: RuntimeOptions,
+        store: Arc<dyn ShardStore<S>>,
+    ) -> Result<Self> {
         opts.validate()?;
         let state = State::read(files.vfs.as_ref(), &files.dir, &files.stats)?;
-        let build = BuildOptions {
-            weighted: opts.weighted,
-        };
+        let listed: HashSet<u64> = state
+            .levels
+            .iter()
+            .flat_map(|l| l.iter().map(|(id, _)| *id))
+            .collect();
+        if listed.iter().any(|&id| id >= state.next_shard_id) {
+            return Err(Error::corruption(
+                files.dir.join(STATE),
+                0,
+                "a shard id is not below the next shard id",
+            ));
+        }
+        // Files no durable state lists are garbage; remove them before any new shard (whose id may be
+        // theirs) is written.
+        remove_unlisted(&files, |id| listed.contains(&id))?;
         let mut levels = Vec::with_capacity(state.levels.len());
-        let mut persisted = HashSet::new();
-        for level in &state.levels {
+        for (i, level) in state.levels.iter().enumerate() {
             let mut shards = Vec::with_capacity(level.len());
             for (id, tags) in level {
                 let path = files.dir.join(shard_file_name(*id));
@@ -121,14 +253,10 @@ impl<S: Shard> DynamizedIndex<S> {
                         "shard's weighted flag disagrees with the manifest",
                     ));
                 }
-                let loaded = file.read_all()?;
-                let n = loaded.run.records.len() as u64;
-                let slot = ShardSlot::from_parts(
-                    *id,
-                    S::build(loaded.run, build)?,
-                    loaded.key_filter,
-                    loaded.tomb_filter,
-                );
+                let (shard, (key_filter, tomb_filter)) =
+                    store.reopen(file, i, state.levels.len())?;
+                let n = shard.len() as u64;
+                let slot = ShardSlot::from_parts(*id, shard, key_filter, tomb_filter);
                 for &t in tags {
                     if t >= n {
                         return Err(Error::corruption(
@@ -139,52 +267,34 @@ impl<S: Shard> DynamizedIndex<S> {
                     }
                     slot.tags.set(t as usize);
                 }
-                persisted.insert(*id);
                 shards.push(Arc::new(slot));
             }
             levels.push(shards);
         }
-        let max_id = persisted.iter().max().copied();
-        if max_id.is_some_and(|m| m >= state.next_shard_id) {
-            return Err(Error::corruption(
-                files.dir.join(STATE),
-                0,
-                "a shard id is not below the next shard id",
-            ));
-        }
-        let core =
-            Dynamized::with_parts(opts, rt, Box::new(InMemory), levels, state.next_shard_id)?;
+        let core = Dynamized::with_parts(
+            opts,
+            rt,
+            Box::new(store.clone()),
+            levels,
+            state.next_shard_id,
+        )?;
         for chunk in state.ops.chunks(core.options().buffer_capacity) {
             core.write_batch(chunk)?;
         }
-        let index = DynamizedIndex {
+        Ok(DynamizedIndex {
             core,
             files,
+            store,
             checkpointed: AtomicU64::new(state.seqno),
-            persisted: Mutex::new(persisted),
+            max_checkpointed_id: Mutex::new(listed.iter().max().copied()),
+            persisted: Mutex::new(listed),
             checkpoint_lock: Mutex::new(()),
-        };
-        index.remove_unlisted(|_| false)?;
-        Ok(index)
+        })
     }
 
     /// The framework underneath.
     pub fn core(&self) -> &Dynamized<S> {
         &self.core
-    }
-
-    /// Removes shard files that are not persisted shards of a live version, except those `keep` names.
-    fn remove_unlisted(&self, keep: impl Fn(u64) -> bool) -> Result<()> {
-        let persisted = self.persisted.lock();
-        for name in self.files.vfs.list_dir(&self.files.dir)? {
-            if let Some(id) = parse_shard_file_name(&name)
-                && !persisted.contains(&id)
-                && !keep(id)
-            {
-                self.files.vfs.remove_file(&self.files.dir.join(&name))?;
-            }
-        }
-        Ok(())
     }
 
     fn apply_ops(&self, ops: &[WriteOp]) -> Result<()> {
@@ -266,7 +376,8 @@ impl<S: Shard> OrderedIndex for DynamizedIndex<S> {
         let f = &self.files;
         let mut persisted = self.persisted.lock().clone();
         for slot in v.shards_newest_first() {
-            if persisted.insert(slot.id) {
+            // Disk shards were written and synced when they were built.
+            if persisted.insert(slot.id) && !self.store.file_backed(&slot.shard) {
                 write_shard_file(
                     &f.vfs,
                     &f.dir.join(shard_file_name(slot.id)),
@@ -281,13 +392,19 @@ impl<S: Shard> OrderedIndex for DynamizedIndex<S> {
         f.vfs.sync_dir(&f.dir)?;
         State::of_version(&v, seqno, next).write(f.vfs.as_ref(), &f.dir, &f.stats)?;
         self.checkpointed.store(seqno, Ordering::Release);
-        // Files of shards that no longer exist in this version may go; shards newer than it (a
-        // reconstruction running now) have higher ids and are kept.
+        // Files of shards that are not in this version may go, except those above every id of it (and of
+        // earlier checkpoints): a reconstruction running now started from this version's levels, so the
+        // shards it writes have higher ids.
         let live: HashSet<u64> = v.shards_newest_first().map(|s| s.id).collect();
-        let max_live = live.iter().max().copied().unwrap_or(0);
-        persisted.retain(|id| live.contains(id) || *id > max_live);
+        let floor = {
+            let mut known = self.max_checkpointed_id.lock();
+            *known = (*known).max(live.iter().max().copied());
+            *known
+        };
+        let keep = |id: u64| live.contains(&id) || floor.is_none_or(|f| id > f);
+        persisted.retain(|&id| keep(id));
         *self.persisted.lock() = persisted;
-        self.remove_unlisted(|id| id > max_live)
+        remove_unlisted(f, keep)
     }
 
     fn checkpointed_seqno(&self) -> u64 {
@@ -304,7 +421,7 @@ impl<S: Shard> OrderedIndex for DynamizedIndex<S> {
         };
         let f = &self.files;
         for slot in v.shards_newest_first() {
-            if !persisted.contains(&slot.id) {
+            if !persisted.contains(&slot.id) && !self.store.file_backed(&slot.shard) {
                 continue;
             }
             let file = ShardFile::open(
@@ -315,16 +432,19 @@ impl<S: Shard> OrderedIndex for DynamizedIndex<S> {
                 f.direct,
                 f.stats.clone(),
             )?;
-            let loaded = file.read_all()?;
+            let records = file.verify_all()?;
             report.pages_checked += file.header.total_pages();
-            if loaded.run.records.len() != slot.shard.len() {
+            if records != slot.shard.len() as u64
+                || file.header.tombstones != slot.shard.tombstone_count() as u64
+            {
                 return Err(Error::corruption(
                     &file.path,
                     0,
                     format!(
-                        "shard file has {} records, the loaded shard {}",
-                        loaded.run.records.len(),
-                        slot.shard.len()
+                        "shard file has {records} records and {} tombstones, the loaded shard {} and {}",
+                        file.header.tombstones,
+                        slot.shard.len(),
+                        slot.shard.tombstone_count()
                     ),
                 ));
             }
@@ -354,6 +474,10 @@ impl<S: Shard> OrderedIndex for DynamizedIndex<S> {
 
     fn as_sampling(&self) -> Option<&dyn SamplingIndex> {
         Some(self)
+    }
+
+    fn dynamized_stats(&self) -> Option<super::core::DynStats> {
+        Some(self.core.stats())
     }
 }
 

@@ -1,34 +1,37 @@
-//! The in-memory ISAM shard: sorted record arrays (keys, values, optional weights in separate arrays) under a
-//! static ISAM separator index (`algo::isam`), plus a sorted tombstone array.
+//! The in-memory ISAM shard: the sorted record columns of `columns` (keys and values, weights only in
+//! weighted shards) under their ISAM separator index, plus sorted tombstones; nothing else when unweighted.
 //!
 //! Independent range sampling on it is: two ISAM searches for the in-range index interval, then uniform
 //! indexes in it. Weighted shards keep prefix sums of the weights, so a weighted draw in any index range is a
 //! binary search over them (O(log n)); the alias-based shards of the weighted family draw in O(1).
 //!
-//! Cost: build O(n) from a sorted run; `lower_bound` O(16 · log₁₆ n); memory 16 B per record (24 B weighted)
-//! plus n/15 separator keys and 8 B per tombstone.
+//! Weighted shards also keep each record's own weight (in the columns): a difference of prefix sums is not
+//! the weight that was put (0.3 − 0.1 ≠ 0.2 in floating point, and a small weight after large ones rounds
+//! away), and records are rebuilt from `record_at` in every merge, so the error would compound.
+//!
+//! Cost: build O(n) from a sorted run (weighted builds fail on a negative or non-finite weight);
+//! `lower_bound` O(16 · log₁₆ n); memory 16 B per record (32 B weighted: weight and prefix sum) plus n/15
+//! separator keys and 8 B per tombstone.
 
-use super::run::{Record, SortedRun};
+use super::columns::{SortedColumns, column_accessors};
+use super::run::SortedRun;
 use super::shard::{BuildOptions, Shard, unit_f64};
-use crate::algo::isam::IsamIndex;
 use crate::error::Result;
 use rand::RngCore;
 
 /// An in-memory ISAM shard.
 #[derive(Debug, Default)]
 pub struct IsamShard {
-    keys: Vec<u64>,
-    values: Vec<u64>,
+    /// Records and tombstones; weights stored only in weighted shards.
+    columns: SortedColumns<Option<Vec<f64>>>,
     /// Prefix sums of the weights (`prefix[i]` = weight of records `0..=i`), weighted shards only.
     prefix: Option<Vec<f64>>,
-    index: IsamIndex,
-    tombstones: Vec<u64>,
 }
 
 impl IsamShard {
     /// The sorted keys.
     pub fn keys(&self) -> &[u64] {
-        &self.keys
+        self.columns.keys()
     }
 
     fn weight_before(&self, i: usize) -> f64 {
@@ -44,74 +47,24 @@ impl Shard for IsamShard {
     const NAME: &'static str = "isam";
 
     fn build(run: SortedRun, opts: BuildOptions) -> Result<Self> {
-        let n = run.records.len();
-        let mut keys = Vec::with_capacity(n);
-        let mut values = Vec::with_capacity(n);
-        let mut prefix = opts.weighted.then(|| Vec::with_capacity(n));
-        let mut sum = 0.0;
-        for r in &run.records {
-            keys.push(r.key);
-            values.push(r.value);
-            if let Some(p) = prefix.as_mut() {
-                sum += r.weight;
-                p.push(sum);
-            }
-        }
-        let index = IsamIndex::build(&keys);
-        Ok(IsamShard {
-            keys,
-            values,
-            prefix,
-            index,
-            tombstones: run.tombstones,
-        })
+        let columns = SortedColumns::<Option<Vec<f64>>>::build(run, opts)?;
+        let prefix = columns.weights().map(|weights| {
+            let mut sum = 0.0;
+            weights
+                .iter()
+                .map(|&w| {
+                    sum += w;
+                    sum
+                })
+                .collect()
+        });
+        Ok(IsamShard { columns, prefix })
     }
 
-    fn len(&self) -> usize {
-        self.keys.len()
-    }
-
-    fn tombstone_count(&self) -> usize {
-        self.tombstones.len()
-    }
-
-    #[inline]
-    fn key_at(&self, i: usize) -> Result<u64> {
-        Ok(self.keys[i])
-    }
-
-    #[inline]
-    fn record_at(&self, i: usize) -> Result<Record> {
-        Ok(Record {
-            key: self.keys[i],
-            value: self.values[i],
-            weight: self.weight_before(i + 1) - self.weight_before(i),
-        })
-    }
-
-    fn tombstone_at(&self, j: usize) -> Result<u64> {
-        Ok(self.tombstones[j])
-    }
-
-    #[inline]
-    fn lower_bound(&self, key: u64) -> Result<usize> {
-        Ok(self.index.lower_bound(&self.keys, key))
-    }
-
-    #[inline]
-    fn upper_bound(&self, key: u64) -> Result<usize> {
-        Ok(self.index.upper_bound(&self.keys, key))
-    }
-
-    fn has_tombstone(&self, key: u64) -> Result<bool> {
-        Ok(self.tombstones.binary_search(&key).is_ok())
-    }
+    column_accessors!(columns);
 
     fn memory_bytes(&self) -> usize {
-        self.keys.len() * 16
-            + self.prefix.as_ref().map_or(0, |p| p.len() * 8)
-            + self.index.memory_bytes()
-            + self.tombstones.len() * 8
+        self.columns.memory_bytes() + self.prefix.as_ref().map_or(0, |p| p.len() * 8)
     }
 
     fn range_weight(&self, lo: usize, hi: usize) -> Result<f64> {
@@ -138,6 +91,7 @@ impl Shard for IsamShard {
 
 #[cfg(test)]
 mod tests {
+    use super::super::run::Record;
     use super::*;
 
     fn run(keys: &[u64], tombs: &[u64], weighted: bool) -> IsamShard {

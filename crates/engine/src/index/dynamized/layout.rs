@@ -16,6 +16,12 @@
 //! Compaction: a level whose tombstones plus tags exceed δ · capacity, or (leveling) whose entries exceed its
 //! capacity after a compaction above it, is merged with the level below into one shard there.
 //!
+//! Moves: every shard that lands on a level goes through the merge function with that target level, a lone
+//! shard too. The merge function moves a lone shard unchanged when nothing in it would change and its shard
+//! factory accepts it at the target level, and rebuilds it for that level otherwise — so a shard built for
+//! an in-memory level is rewritten as a disk shard when it moves down to a level that lives on disk
+//! (`core::ShardFactory`).
+//!
 //! Cost (amortised, per record): leveling O(s · log_s(n/N_b)) rewrites, tiering O(log_s(n/N_b)), BSM
 //! O(log₂(n/N_b)); a query visits 1 (leveling, BSM) or up to s (tiering) shards per level.
 
@@ -25,7 +31,8 @@ use crate::error::Result;
 use std::sync::Arc;
 
 /// Builds one shard for level `level` (third argument) from shards given newest first; `bottom` = nothing
-/// older exists below them. Returns `None` when everything cancelled out.
+/// older exists below them. Returns `None` when everything cancelled out; may return a lone input as it is
+/// (a move).
 pub type MergeFn<'a, S> =
     dyn FnMut(&[Arc<ShardSlot<S>>], bool, usize) -> Result<Option<Arc<ShardSlot<S>>>> + 'a;
 
@@ -60,11 +67,7 @@ fn merge_into<S: super::shard::Shard>(
         inputs.extend(std::mem::take(&mut levels[to]).into_iter().rev());
     }
     let bottom = levels[to].is_empty() && nothing_below(levels, to);
-    if inputs.len() == 1 && !(bottom && inputs[0].deleted() > 0) {
-        // A single shard that would come out unchanged: move it.
-        levels[to].push(inputs.pop().expect("one input"));
-        return Ok(());
-    }
+    // A lone shard that would come out unchanged is moved by `merge` (if it may live at `to`).
     if let Some(slot) = merge(&inputs, bottom, to)? {
         levels[to].push(slot);
     }
@@ -130,9 +133,7 @@ pub fn place<S: super::shard::Shard>(
                 inputs.extend(std::mem::take(level).into_iter().rev());
             }
             let bottom = nothing_below(levels, j);
-            if inputs.len() == 1 && !(bottom && inputs[0].deleted() > 0) {
-                levels[j].push(inputs.pop().expect("one input"));
-            } else if let Some(slot) = merge(&inputs, bottom, j)? {
+            if let Some(slot) = merge(&inputs, bottom, j)? {
                 levels[j].push(slot);
             }
         }

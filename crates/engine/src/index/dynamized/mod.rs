@@ -11,6 +11,7 @@
 //! | file | concept |
 //! |---|---|
 //! | `shard` | the [`Shard`] trait: what a static structure must provide |
+//! | `columns` | the in-memory shards' shared storage: sorted key/value/weight columns, ISAM index, tombstones |
 //! | `isam_shard` | the in-memory ISAM shard (IRS, range count, scans, point lookup) |
 //! | `alias_shard` | the WSS shard: sorted records, one alias table over all weights (O(1) whole-shard draws) |
 //! | `wirs_shard` | the WIRS shard: alias-augmented tree (buckets of ⌈ln n⌉ records, alias per bucket/node) |
@@ -21,6 +22,11 @@
 //! | `layout` | where flushed shards go; compaction under the delete bound δ |
 //! | `core` | [`Dynamized`]: writes, background reconstruction, throttling |
 //! | `read` | point lookup, count, scan, and sampling through the [`SamplingQuery`] trait |
+//! | `shard_file` | the page-aligned, checksummed shard file: streaming writer, summary-only and whole reads |
+//! | `disk_shard` | the on-disk ISAM shard: fences in memory, record and tombstone pages read on demand |
+//! | `tiered` | larger than memory: [`Tiered`] shards, the [`MemoryPlan`] behind `memory_budget`, the factory |
+//! | `persist` | the state file of checkpoints (levels, tags, buffered operations) |
+//! | `db_index` | the `Db` shell adapter: WAL-protected buffer, checkpoints, reopen, shard file collection |
 //!
 //! ## Semantics
 //! A map from `u64` keys to `u64` values (plus a weight per record in weighted indexes): a put overwrites,
@@ -42,16 +48,40 @@
 //!   shard per record at flush time, plus amortised merge work O(s · L) (leveling) or O(L) (tiering) record
 //!   copies, all on the background worker.
 //! * Point lookup: one buffer hash probe, then one Bloom probe per shard and an ISAM search where it hits.
-//! * IRS of k samples: O(#shards · log n) preprocessing (two searches per shard), then O(1) per draw plus the
-//!   rejection check: one hash probe per buffer and one Bloom probe per newer shard *that has tombstones*.
-//!   Expected draws are k / (1 − rejection rate); δ bounds the rate.
-//! * Memory: 16 B per record (24 B weighted), ≈ 1.2 B per record of Bloom filter at 1 %, 1 bit per record of
-//!   tags, plus the buffers.
+//! * IRS of k samples: a scan of the buffers' keys (plain integer compares) and two ISAM searches per shard,
+//!   then per draw O(1): an alias draw for the source, a uniform index, and the rejection check (a tag bit if
+//!   the shard has tags, a binary search among the few buffered keys in range, one Bloom probe per newer
+//!   shard *that has tombstones*). Positions are drawn for all missing samples first and their records
+//!   prefetched, then fetched and checked in one pass, so the cache misses overlap. Expected draws are
+//!   k / (1 − rejection rate); δ bounds the rate.
+//! * Memory: 16 B per record (24 B weighted), ≈ 1.5 B per record of cache-line-blocked Bloom filter at 1 %,
+//!   1 bit per record of tags, plus the buffers.
+//!
+//! ## Larger than memory (`DynOptions::memory_budget` > 0; see `tiered` and `disk_shard`)
+//! The first L levels are in memory; deeper levels hold disk shards, one immutable file each, listed by the
+//! state file. L is the largest count for which the buffers, levels 0..L at capacity and the resident part
+//! of every deeper level (Bloom filters, tag bits, fences, page caches) fit the budget. A disk shard keeps
+//! its fences (8 B per 4 KiB page) and at most 64 KiB of cached pages; p = records per page (255; 170
+//! weighted), D = levels.
+//! * Insert: as above, plus the I/O of the merges that reach disk levels: each merge reads its inputs
+//!   sequentially (32 KiB read-ahead) and streams its output to a new file in 64-page writes and one
+//!   `fdatasync`, so O(s · (D − L) / p) page reads and writes per record amortised under leveling,
+//!   O((D − L) / p) under tiering. The flush-time probe reads one page of a disk shard only when its Bloom
+//!   filter reports the key (the key is there, or a 1 % false positive).
+//! * IRS of k samples: two page reads per disk shard to find the candidate interval, then per draw that lands
+//!   in a disk shard one page read (none if that page is cached), plus one tombstone page read per newer
+//!   shard whose tombstone filter reports the key. A uniform index i is record slot i mod p of page
+//!   1 + ⌊i / p⌋, so draws stay exactly uniform. Weighted draws read at most one page besides the two end
+//!   pages of the interval, which the preprocessing cached.
+//! * Deletes: tags of disk-resident records are bits in memory like any other tags (saved in the state
+//!   file), so a tag-delete of a disk-resident record takes effect at its flush.
 
 pub mod alias_shard;
 pub mod buffer;
+pub mod columns;
 pub mod core;
 pub mod db_index;
+pub mod disk_shard;
 pub mod isam_shard;
 pub mod layout;
 pub mod options;
@@ -61,14 +91,17 @@ pub mod run;
 pub mod shard;
 pub mod shard_file;
 pub mod tags;
+pub mod tiered;
 pub mod version;
 pub mod wirs_shard;
 
 pub use self::core::{DynStats, Dynamized, InMemory, ShardFactory};
 pub use alias_shard::AliasShard;
+pub use disk_shard::DiskShard;
 pub use isam_shard::IsamShard;
 pub use options::{DeletePolicy, DynOptions, Layout, RuntimeOptions};
 pub use read::{RangeSample, SamplingQuery, WeightedRangeSample};
 pub use run::{Record, SortedRun};
 pub use shard::{BuildOptions, Shard};
+pub use tiered::{MemoryPlan, Tiered, TieredStore};
 pub use wirs_shard::WirsShard;

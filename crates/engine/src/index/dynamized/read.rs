@@ -149,14 +149,18 @@ impl<S: Shard> Dynamized<S> {
         }
     }
 
-    /// The final operations of buffer `b` with keys in `[lo, hi]` that no newer buffer overrides, sorted.
+    /// The final operations of buffer `b` with keys in `[lo, hi]` in one snapshot of the buffer, sorted by key
+    /// (a newer buffer may override some).
     fn buffer_ops(v: &Version<S>, b: usize, lo: u64, hi: u64) -> Vec<BufferEntry> {
+        // One snapshot of the buffer's length for every lookup, and no look at newer buffers: writers keep
+        // appending to the active buffer, and a key that reached it after its snapshot must not hide this
+        // buffer's operation on the key (callers resolve keys across buffers by age).
         let buf = &v.buffers[b];
-        let mut out: Vec<BufferEntry> = (0..buf.len())
+        let len = buf.len();
+        let mut out: Vec<BufferEntry> = (0..len)
             .filter(|&i| (lo..=hi).contains(&buf.key(i)))
-            .filter(|&i| buf.latest_slot(buf.key(i)) == Some(i))
+            .filter(|&i| buf.latest_slot_below(buf.key(i), len) == Some(i))
             .map(|i| buf.entry(i))
-            .filter(|e| v.buffers[..b].iter().all(|n| !n.contains(e.key)))
             .collect();
         out.sort_unstable_by_key(|e| e.key);
         out
@@ -174,6 +178,9 @@ impl<S: Shard> Dynamized<S> {
         for b in 0..v.buffers.len() {
             buffered.extend(Self::buffer_ops(&v, b, lo, hi));
         }
+        // Newest buffer first, and a stable sort: the first operation of each key is its newest.
+        buffered.sort_by_key(|e| e.key);
+        buffered.dedup_by_key(|e| e.key);
         // Every tag bit is read once (a reconstruction may set tags while this runs): the same snapshot
         // serves the shard sums and the buffered keys' adjustments.
         let mut total: i64 = 0;
@@ -331,33 +338,46 @@ impl<S: Shard> Dynamized<S> {
         if k == 0 {
             return Ok(());
         }
+        let (lo, hi) = query.key_bounds();
+        if lo > hi {
+            return Ok(());
+        }
         let v = self.version();
-        // Preprocess: buffer candidates (live, not overridden by a newer buffer) and shard intervals.
+        // Preprocess the buffers: their keys in range (any operation: a shard record with such a key is
+        // overridden), and their live candidates (the newest operation on the key is a put in this buffer).
+        let mut shadow: Vec<u64> = Vec::new();
         let mut buffer_cands: Vec<Record> = Vec::new();
         let mut buffer_prefix: Vec<f64> = Vec::new();
         let mut buffer_total = 0.0;
+        let span = hi - lo;
         for (b, buf) in v.buffers.iter().enumerate() {
-            for i in 0..buf.len() {
-                if !buf.is_live_slot(i) {
+            for (i, &key) in buf.published_keys().iter().enumerate() {
+                if key.wrapping_sub(lo) > span {
+                    continue;
+                }
+                shadow.push(key);
+                if !buf.is_live_slot(i) || v.buffers[..b].iter().any(|n| n.contains(key)) {
                     continue;
                 }
                 let e = buf.entry(i);
                 let Some(w) = query.buffer_weight(&e) else {
                     continue;
                 };
-                if v.buffers[..b].iter().any(|n| n.contains(e.key)) {
-                    continue;
-                }
                 buffer_total += w;
                 buffer_prefix.push(buffer_total);
                 buffer_cands.push(Record {
-                    key: e.key,
+                    key,
                     value: e.value,
                     weight: e.weight,
                 });
             }
         }
+        shadow.sort_unstable();
+        shadow.dedup();
         let shards: Vec<&Arc<ShardSlot<S>>> = v.shards_newest_first().collect();
+        let with_tombstones: Vec<usize> = (0..shards.len())
+            .filter(|&p| shards[p].has_tombstones())
+            .collect();
         let mut intervals = Vec::with_capacity(shards.len());
         let mut weights = Vec::with_capacity(shards.len() + 1);
         weights.push(buffer_total);
@@ -370,9 +390,14 @@ impl<S: Shard> Dynamized<S> {
             return Ok(());
         }
         let alias = AliasTable::new(&weights)?;
+        let tagged: Vec<bool> = shards.iter().map(|s| s.tags.count() > 0).collect();
+        let rng = &mut RandomWords::new(rng);
         let limit = 64 * (k as u64 + 64);
         let (mut accepted, mut draws, mut rejected) = (0usize, 0u64, 0u64);
         let start = out.len();
+        // Rounds: draw the positions of every missing sample first (no record is touched), then fetch and
+        // check the records in one tight loop, whose independent loads the CPU overlaps.
+        let mut positions: Vec<(usize, usize)> = Vec::with_capacity(k);
         while accepted < k {
             if rejected > limit {
                 // Nearly everything drawn is dead: enumerate the live candidates instead.
@@ -384,30 +409,42 @@ impl<S: Shard> Dynamized<S> {
                 self.sample_by_enumeration(query, k, rng, out)?;
                 break;
             }
-            draws += 1;
-            let src = alias.sample(&mut RngAdapter(rng));
-            if src == 0 {
-                let t = unit_f64(rng) * buffer_total;
-                let i = buffer_prefix
-                    .partition_point(|&p| p <= t)
-                    .min(buffer_cands.len() - 1);
-                out.push(buffer_cands[i]);
-                accepted += 1;
-                continue;
-            }
-            let p = src - 1;
-            let slot = shards[p];
-            let (a, b) = intervals[p];
-            let i = query.draw(&slot.shard, a, b, rng)?;
-            if self.is_live_at(&v, &shards, p, i)? {
-                let rec = slot.shard.record_at(i)?;
-                if query.accept(&rec) {
-                    out.push(rec);
+            positions.clear();
+            let missing = k - accepted;
+            for _ in 0..missing {
+                draws += 1;
+                let src = alias.sample(rng);
+                if src == 0 {
+                    let t = unit_f64(rng) * buffer_total;
+                    let i = buffer_prefix
+                        .partition_point(|&p| p <= t)
+                        .min(buffer_cands.len() - 1);
+                    out.push(buffer_cands[i]);
                     accepted += 1;
-                    continue;
+                } else {
+                    let (a, b) = intervals[src - 1];
+                    let shard = &shards[src - 1].shard;
+                    let i = query.draw(shard, a, b, rng)?;
+                    shard.prefetch(i);
+                    positions.push((src - 1, i));
                 }
             }
-            rejected += 1;
+            // Reject a record that is out of the query, tagged, overridden by a buffered operation, or
+            // tombstoned in a newer shard.
+            for &(p, i) in &positions {
+                let slot = shards[p];
+                let rec = slot.shard.record_at(i)?;
+                let live = query.accept(&rec)
+                    && !(tagged[p] && slot.tags.get(i))
+                    && shadow.binary_search(&rec.key).is_err()
+                    && !tombstoned_above(&shards, &with_tombstones, p, rec.key)?;
+                if live {
+                    out.push(rec);
+                    accepted += 1;
+                } else {
+                    rejected += 1;
+                }
+            }
         }
         let c = &self.shared.counters;
         c.draws.fetch_add(draws, Ordering::Relaxed);
@@ -416,31 +453,6 @@ impl<S: Shard> Dynamized<S> {
             self.request_compaction();
         }
         Ok(())
-    }
-
-    /// True if record `i` of shard `p` (newest-first position) is live: untagged, not overridden by a
-    /// buffered write, not tombstoned by a newer shard.
-    fn is_live_at(
-        &self,
-        v: &Version<S>,
-        shards: &[&Arc<ShardSlot<S>>],
-        p: usize,
-        i: usize,
-    ) -> Result<bool> {
-        let slot = shards[p];
-        if slot.tags.get(i) {
-            return Ok(false);
-        }
-        let key = slot.shard.key_at(i)?;
-        if v.buffers.iter().any(|b| b.contains(key)) {
-            return Ok(false);
-        }
-        for newer in &shards[..p] {
-            if newer.has_tombstone(key)? {
-                return Ok(false);
-            }
-        }
-        Ok(true)
     }
 
     fn sample_by_enumeration<Q: SamplingQuery<S>>(
@@ -468,6 +480,25 @@ impl<S: Shard> Dynamized<S> {
         }
         Ok(())
     }
+}
+
+/// True if a shard newer than position `p` (positions with tombstones listed in `with_tombstones`, ascending)
+/// holds a tombstone for `key`.
+fn tombstoned_above<S: Shard>(
+    shards: &[&Arc<ShardSlot<S>>],
+    with_tombstones: &[usize],
+    p: usize,
+    key: u64,
+) -> Result<bool> {
+    for &q in with_tombstones {
+        if q >= p {
+            break;
+        }
+        if shards[q].has_tombstone(key)? {
+            return Ok(true);
+        }
+    }
+    Ok(false)
 }
 
 fn directed(a: usize, b: usize, dir: Direction) -> Cursor {
@@ -502,6 +533,44 @@ fn tombstone_upper_bound<S: Shard>(s: &S, key: u64) -> Result<usize> {
 
 fn tombstones_in<S: Shard>(s: &S, lo: u64, hi: u64) -> Result<usize> {
     Ok(tombstone_upper_bound(s, hi)? - tombstone_lower_bound(s, lo)?)
+}
+
+/// Random words drawn in blocks from a `&mut dyn RngCore`: one virtual call per 64 words instead of one
+/// per word (a sampling query needs about three words per draw).
+struct RandomWords<'a> {
+    rng: &'a mut dyn RngCore,
+    words: [u64; 64],
+    next: usize,
+}
+
+impl<'a> RandomWords<'a> {
+    fn new(rng: &'a mut dyn RngCore) -> Self {
+        RandomWords {
+            rng,
+            words: [0; 64],
+            next: 64,
+        }
+    }
+}
+
+impl RngCore for RandomWords<'_> {
+    fn next_u32(&mut self) -> u32 {
+        self.next_u64() as u32
+    }
+    #[inline]
+    fn next_u64(&mut self) -> u64 {
+        if self.next == self.words.len() {
+            let bytes: &mut [u8] = bytemuck::cast_slice_mut(&mut self.words);
+            self.rng.fill_bytes(bytes);
+            self.next = 0;
+        }
+        let w = self.words[self.next];
+        self.next += 1;
+        w
+    }
+    fn fill_bytes(&mut self, dst: &mut [u8]) {
+        self.rng.fill_bytes(dst)
+    }
 }
 
 /// `&mut dyn RngCore` as a sized `Rng` for the alias table.

@@ -73,6 +73,32 @@ pub fn merge_shards<S: Shard>(inputs: &[MergeInput<'_, S>], bottom: bool) -> Res
         records: Vec::with_capacity(total_records),
         tombstones: Vec::with_capacity(if bottom { 0 } else { total_tombs }),
     };
+    merge_shards_with(inputs, bottom, &mut |e| {
+        match e {
+            Merged::Record(r) => out.records.push(r),
+            Merged::Tombstone(k) => out.tombstones.push(k),
+        }
+        Ok(())
+    })?;
+    debug_assert!(out.is_well_formed());
+    Ok(out)
+}
+
+/// One entry of a merge's output.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Merged {
+    Record(Record),
+    Tombstone(u64),
+}
+
+/// The merge of [`merge_shards`], handing each output entry to `emit` instead of collecting a run: records
+/// in ascending key order, tombstones in ascending key order (a key with both gives its record first). A
+/// shard factory that writes files streams a merge this way without holding the run in memory.
+pub fn merge_shards_with<S: Shard>(
+    inputs: &[MergeInput<'_, S>],
+    bottom: bool,
+    emit: &mut impl FnMut(Merged) -> Result<()>,
+) -> Result<()> {
     let mut cursors: Vec<Cursor> = Vec::with_capacity(inputs.len() * 2);
     let mut heap: BinaryHeap<HeapItem> = BinaryHeap::with_capacity(inputs.len() * 2);
     for (i, input) in inputs.iter().enumerate() {
@@ -124,13 +150,12 @@ pub fn merge_shards<S: Shard>(inputs: &[MergeInput<'_, S>], bottom: bool) -> Res
         {
             let input = &inputs[rank / 2];
             if !input.tags.get(idx) {
-                out.records.push(input.shard.record_at(idx)?);
+                emit(Merged::Record(input.shard.record_at(idx)?))?;
             }
         }
         if oldest_is_tombstone && !bottom {
-            out.tombstones.push(key);
+            emit(Merged::Tombstone(key))?;
         }
     }
-    debug_assert!(out.is_well_formed());
-    Ok(out)
+    Ok(())
 }

@@ -12,6 +12,7 @@
 //! structure only implements what is specific to it.
 
 use super::run::{Record, SortedRun};
+pub use crate::algo::prefetch_line;
 use crate::error::Result;
 use rand::RngCore;
 
@@ -59,6 +60,13 @@ pub trait Shard: Send + Sync + Sized + 'static {
     /// resident).
     fn memory_bytes(&self) -> usize;
 
+    /// A hint that record `i` will be read soon (in-memory shards prefetch its cache lines); no effect by
+    /// default.
+    #[inline]
+    fn prefetch(&self, i: usize) {
+        let _ = i;
+    }
+
     /// Total weight of records `lo..hi` (their count in unweighted shards).
     fn range_weight(&self, lo: usize, hi: usize) -> Result<f64> {
         Ok(hi.saturating_sub(lo) as f64)
@@ -74,14 +82,18 @@ pub trait Shard: Send + Sync + Sized + 'static {
 #[inline]
 pub fn uniform_below(rng: &mut dyn RngCore, n: u64) -> u64 {
     debug_assert!(n > 0);
-    loop {
-        let x = rng.next_u64();
-        let m = u128::from(x) * u128::from(n);
-        let low = m as u64;
-        if low >= n.wrapping_neg() % n {
-            return (m >> 64) as u64;
+    let m = u128::from(rng.next_u64()) * u128::from(n);
+    if (m as u64) < n {
+        // The rare case where the low half may fall in the biased zone: compute its bound (a division)
+        // only here, and redraw while inside it.
+        let zone = n.wrapping_neg() % n;
+        let mut m = m;
+        while (m as u64) < zone {
+            m = u128::from(rng.next_u64()) * u128::from(n);
         }
+        return (m >> 64) as u64;
     }
+    (m >> 64) as u64
 }
 
 /// A uniform real in `[0, 1)` with 53 bits.

@@ -6,16 +6,25 @@
 //!
 //! | pages | content |
 //! |---|---|
-//! | 0 | header: magic `STRSHARD`, format, page size, shard id, counts, page counts, blob lengths (LE) |
+//! | 0 | header: magic `STRSHARD`, format, page size, shard id, counts, page counts, section lengths (LE) |
 //! | 1 … R | records, `per_page` each: key u64, value u64 (, weight f64), little-endian, in key order |
 //! | R+1 … R+T | tombstone keys, u64 LE, in key order |
-//! | … | blob: fence keys (first key of each record page), key Bloom filter, tombstone Bloom filter |
+//! | … | blob, one byte stream over the pages: the *summary* — record fences (first key of each record page), tombstone fences (first key of each tombstone page), per-page weight sums (weighted shards) — then the key Bloom filter and the tombstone Bloom filter |
 //!
-//! Invariants: records and tombstones are in strictly ascending key order (checked when read); a page is
-//! written only as part of a file that is synced before any manifest refers to it.
-//! Cost: writing n records is ⌈n / per_page⌉ sequential page writes (batched 64 pages per call) and one
-//! `fdatasync`; reading back the whole shard is the same number of page reads. Damage is reported as
-//! `Error::Corruption` with the file and the byte offset of the page.
+//! Record `i` is in page `1 + i / per_page`, slot `i % per_page`.
+//!
+//! The summary and the filters are what an on-disk shard keeps in memory ([`ShardFile::read_summary`] reads
+//! only the blob pages); the record and tombstone pages are read one at a time on demand, and every page is
+//! checked when it is read: its checksum, key order inside the page, its first key against its fence, its
+//! last key against the next fence, and (weighted) its weights against its stored sum. So a shard whose
+//! pages all verify is sorted and consistent with its summary.
+//!
+//! Invariants: records and tombstones are in strictly ascending key order; a page is written only as part of
+//! a file that is synced before any state file refers to it; the header (page 0) is written last.
+//! Cost: writing n records is ⌈n / per_page⌉ sequential page writes (batched 64 pages per call) plus the
+//! tombstone and blob pages, one header write and one `fdatasync`; the writer holds one 64-page batch, the
+//! fences (8 B per page) and the tombstones (8 B each) in memory. Damage is reported as `Error::Corruption`
+//! with the file and the byte offset of the page.
 
 use super::run::{Record, SortedRun};
 use super::shard::Shard;
@@ -28,11 +37,15 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 const MAGIC: &[u8; 8] = b"STRSHARD";
-const FORMAT: u32 = 1;
+/// Format 2 added the tombstone fences and the page weight sums to the blob.
+const FORMAT: u32 = 2;
 /// Bytes of the checksum trailer of every page.
 pub const TRAILER: usize = 8;
-/// Pages written per call.
-const BATCH_PAGES: usize = 64;
+/// Pages written (and read, when a whole shard is read) per call.
+pub const BATCH_PAGES: usize = 64;
+/// Largest count a header may state (records, tombstones, filter bytes): keeps every derived size far from
+/// overflow whatever the bytes on disk say.
+const MAX_COUNT: u64 = 1 << 44;
 
 /// Name of shard `id`'s file.
 pub fn shard_file_name(id: u64) -> String {
@@ -57,14 +70,50 @@ pub struct ShardHeader {
     pub tomb_pages: u64,
     pub blob_pages: u64,
     pub fence_bytes: u64,
+    pub tomb_fence_bytes: u64,
+    pub page_weight_bytes: u64,
     pub key_filter_bytes: u64,
     pub tomb_filter_bytes: u64,
 }
 
 impl ShardHeader {
+    /// A header for the given counts, with every derived size filled in.
+    fn new(
+        id: u64,
+        page_size: usize,
+        weighted: bool,
+        records: u64,
+        tombstones: u64,
+        key_filter_bytes: u64,
+        tomb_filter_bytes: u64,
+    ) -> ShardHeader {
+        let mut h = ShardHeader {
+            id,
+            page_size,
+            records,
+            tombstones,
+            weighted,
+            record_pages: 0,
+            tomb_pages: 0,
+            blob_pages: 0,
+            fence_bytes: 0,
+            tomb_fence_bytes: 0,
+            page_weight_bytes: 0,
+            key_filter_bytes,
+            tomb_filter_bytes,
+        };
+        h.record_pages = records.div_ceil(h.per_page() as u64);
+        h.tomb_pages = tombstones.div_ceil(h.tombs_per_page() as u64);
+        h.fence_bytes = h.record_pages * 8;
+        h.tomb_fence_bytes = h.tomb_pages * 8;
+        h.page_weight_bytes = if weighted { h.record_pages * 8 } else { 0 };
+        h.blob_pages = h.blob_bytes().div_ceil((page_size - TRAILER) as u64);
+        h
+    }
+
     /// Bytes per record.
     pub fn record_size(&self) -> usize {
-        if self.weighted { 24 } else { 16 }
+        record_size(self.weighted)
     }
     /// Records per record page.
     pub fn per_page(&self) -> usize {
@@ -90,6 +139,24 @@ impl ShardHeader {
     pub fn total_pages(&self) -> u64 {
         1 + self.record_pages + self.tomb_pages + self.blob_pages
     }
+    /// Bytes of the blob stream (summary and filters).
+    fn blob_bytes(&self) -> u64 {
+        self.fence_bytes
+            + self.tomb_fence_bytes
+            + self.page_weight_bytes
+            + self.key_filter_bytes
+            + self.tomb_filter_bytes
+    }
+    /// Records in record page `r` (0-based among the record pages).
+    pub fn records_in_page(&self, r: u64) -> usize {
+        let first = r * self.per_page() as u64;
+        (self.records.saturating_sub(first)).min(self.per_page() as u64) as usize
+    }
+    /// Tombstones in tombstone page `t` (0-based among the tombstone pages).
+    pub fn tombs_in_page(&self, t: u64) -> usize {
+        let first = t * self.tombs_per_page() as u64;
+        (self.tombstones.saturating_sub(first)).min(self.tombs_per_page() as u64) as usize
+    }
 
     fn encode(&self, page: &mut [u8]) {
         let mut at = 0;
@@ -109,6 +176,8 @@ impl ShardHeader {
             self.tomb_pages,
             self.blob_pages,
             self.fence_bytes,
+            self.tomb_fence_bytes,
+            self.page_weight_bytes,
             self.key_filter_bytes,
             self.tomb_filter_bytes,
         ] {
@@ -124,43 +193,68 @@ impl ShardHeader {
         let u32_at = |o: usize| u32::from_le_bytes(page[o..o + 4].try_into().expect("4 bytes"));
         let u64_at = |o: usize| u64::from_le_bytes(page[o..o + 8].try_into().expect("8 bytes"));
         if u32_at(8) != FORMAT {
-            return Err(bad(format!("unknown shard format {}", u32_at(8))));
-        }
-        let h = ShardHeader {
-            page_size: u32_at(12) as usize,
-            id: u64_at(16),
-            records: u64_at(24),
-            tombstones: u64_at(32),
-            weighted: match u64_at(40) {
-                0 => false,
-                1 => true,
-                w => return Err(bad(format!("weighted flag {w}"))),
-            },
-            record_pages: u64_at(48),
-            tomb_pages: u64_at(56),
-            blob_pages: u64_at(64),
-            fence_bytes: u64_at(72),
-            key_filter_bytes: u64_at(80),
-            tomb_filter_bytes: u64_at(88),
-        };
-        if h.page_size != page.len() {
             return Err(bad(format!(
-                "header says {}-byte pages, the file uses {}",
-                h.page_size,
+                "shard format {} (this build reads format {FORMAT})",
+                u32_at(8)
+            )));
+        }
+        let page_size = u32_at(12) as usize;
+        if page_size != page.len() {
+            return Err(bad(format!(
+                "header says {page_size}-byte pages, the file uses {}",
                 page.len()
             )));
         }
-        let payload = (h.page_size - TRAILER) as u64;
-        let consistent = h.record_pages == h.records.div_ceil(h.per_page() as u64)
-            && h.tomb_pages == h.tombstones.div_ceil(h.tombs_per_page() as u64)
-            && h.fence_bytes == h.record_pages * 8
-            && h.blob_pages
-                == (h.fence_bytes + h.key_filter_bytes + h.tomb_filter_bytes).div_ceil(payload);
-        if !consistent {
-            return Err(bad(format!("inconsistent header {h:?}")));
+        let weighted = match u64_at(40) {
+            0 => false,
+            1 => true,
+            w => return Err(bad(format!("weighted flag {w}"))),
+        };
+        let (records, tombstones) = (u64_at(24), u64_at(32));
+        let (key_filter_bytes, tomb_filter_bytes) = (u64_at(96), u64_at(104));
+        if [records, tombstones, key_filter_bytes, tomb_filter_bytes]
+            .iter()
+            .any(|&v| v > MAX_COUNT)
+        {
+            return Err(bad("a count in the header is out of range".into()));
+        }
+        let h = ShardHeader::new(
+            u64_at(16),
+            page_size,
+            weighted,
+            records,
+            tombstones,
+            key_filter_bytes,
+            tomb_filter_bytes,
+        );
+        let stored = [
+            u64_at(48),
+            u64_at(56),
+            u64_at(64),
+            u64_at(72),
+            u64_at(80),
+            u64_at(88),
+        ];
+        let derived = [
+            h.record_pages,
+            h.tomb_pages,
+            h.blob_pages,
+            h.fence_bytes,
+            h.tomb_fence_bytes,
+            h.page_weight_bytes,
+        ];
+        if stored != derived {
+            return Err(bad(format!(
+                "inconsistent header {h:?} (stored {stored:?})"
+            )));
         }
         Ok(h)
     }
+}
+
+/// Bytes per record.
+fn record_size(weighted: bool) -> usize {
+    if weighted { 24 } else { 16 }
 }
 
 /// Seeds a page checksum with the shard id and page number.
@@ -181,12 +275,71 @@ pub fn verify(page: &[u8], id: u64, page_no: u64) -> bool {
     page[n..] == sum.to_le_bytes()
 }
 
-/// Writes pages in batches to one file.
-struct PageWriter<'a> {
-    file: &'a dyn VfsFile,
-    stats: &'a IoStats,
+#[inline]
+fn u64_in(bytes: &[u8], at: usize) -> u64 {
+    u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes"))
+}
+
+/// Key of slot `slot` of a record page's payload.
+#[inline]
+pub fn record_key(payload: &[u8], weighted: bool, slot: usize) -> u64 {
+    u64_in(payload, slot * record_size(weighted))
+}
+
+/// Record in slot `slot` of a record page's payload.
+#[inline]
+pub fn record_in(payload: &[u8], weighted: bool, slot: usize) -> Record {
+    let at = slot * record_size(weighted);
+    Record {
+        key: u64_in(payload, at),
+        value: u64_in(payload, at + 8),
+        weight: if weighted {
+            f64::from_bits(u64_in(payload, at + 16))
+        } else {
+            1.0
+        },
+    }
+}
+
+/// Tombstone key in slot `slot` of a tombstone page's payload.
+#[inline]
+pub fn tomb_in(payload: &[u8], slot: usize) -> u64 {
+    u64_in(payload, slot * 8)
+}
+
+/// What an on-disk shard keeps in memory: first key of every record page and of every tombstone page, and
+/// (weighted shards) the weight sum of every record page.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ShardSummary {
+    pub fences: Vec<u64>,
+    pub tomb_fences: Vec<u64>,
+    pub page_weights: Vec<f64>,
+}
+
+impl ShardSummary {
+    /// Bytes of memory.
+    pub fn memory_bytes(&self) -> usize {
+        (self.fences.len() + self.tomb_fences.len() + self.page_weights.len()) * 8
+    }
+}
+
+/// A shard file just written: its size and summary.
+pub struct WrittenShard {
+    pub bytes: u64,
+    pub summary: ShardSummary,
+}
+
+/// Streams a shard into its file: records in ascending key order, then (or interleaved) tombstones in
+/// ascending key order, then [`ShardWriter::finish`] with the filters. Records go out in batches of
+/// `BATCH_PAGES` pages as they come; tombstones are held until the records are done (their pages follow the
+/// record pages). Page 0, the header, is written last, then the file is synced.
+pub struct ShardWriter {
+    file: Box<dyn VfsFile>,
+    stats: Arc<IoStats>,
     id: u64,
     page_size: usize,
+    weighted: bool,
+    per_page: usize,
     buf: PageBuf,
     /// Pages filled in `buf`.
     filled: usize,
@@ -194,9 +347,55 @@ struct PageWriter<'a> {
     base: u64,
     /// Bytes used in the current page.
     at: usize,
+    records: u64,
+    /// Records in the current record page, and their weight sum.
+    in_page: usize,
+    page_sum: f64,
+    summary: ShardSummary,
+    tombstones: Vec<u64>,
+    last_key: Option<u64>,
 }
 
-impl PageWriter<'_> {
+impl ShardWriter {
+    /// Creates (or truncates) `path` for shard `id`.
+    pub fn create(
+        vfs: &Arc<dyn Vfs>,
+        path: &Path,
+        stats: Arc<IoStats>,
+        id: u64,
+        page_size: usize,
+        weighted: bool,
+        direct: bool,
+    ) -> Result<ShardWriter> {
+        crate::storage::page::validate_page_size(page_size)?;
+        let file = vfs.open(
+            path,
+            OpenOptions {
+                create: true,
+                truncate: true,
+                direct,
+            },
+        )?;
+        Ok(ShardWriter {
+            file,
+            stats,
+            id,
+            page_size,
+            weighted,
+            per_page: (page_size - TRAILER) / record_size(weighted),
+            buf: PageBuf::new(page_size * BATCH_PAGES),
+            filled: 0,
+            base: 1,
+            at: 0,
+            records: 0,
+            in_page: 0,
+            page_sum: 0.0,
+            summary: ShardSummary::default(),
+            tombstones: Vec::new(),
+            last_key: None,
+        })
+    }
+
     fn page(&mut self) -> &mut [u8] {
         let ps = self.page_size;
         &mut self.buf[self.filled * ps..(self.filled + 1) * ps]
@@ -251,94 +450,183 @@ impl PageWriter<'_> {
         }
         Ok(())
     }
+
+    /// Appends a record; keys must ascend strictly.
+    pub fn push_record(&mut self, r: &Record) -> Result<()> {
+        if self.last_key.is_some_and(|k| k >= r.key) {
+            return Err(Error::invalid(format!(
+                "shard {}: record keys must ascend ({} after {:?})",
+                self.id, r.key, self.last_key
+            )));
+        }
+        self.last_key = Some(r.key);
+        if self.in_page == 0 {
+            self.summary.fences.push(r.key);
+        }
+        self.put(&r.key.to_le_bytes());
+        self.put(&r.value.to_le_bytes());
+        if self.weighted {
+            self.put(&r.weight.to_le_bytes());
+            self.page_sum += r.weight;
+        }
+        self.records += 1;
+        self.in_page += 1;
+        if self.in_page == self.per_page {
+            self.end_record_page()?;
+        }
+        Ok(())
+    }
+
+    fn end_record_page(&mut self) -> Result<()> {
+        if self.weighted {
+            if !self.page_sum.is_finite() {
+                return Err(Error::invalid(format!(
+                    "shard {}: the weights of a page sum to {}",
+                    self.id, self.page_sum
+                )));
+            }
+            self.summary.page_weights.push(self.page_sum);
+        }
+        self.page_sum = 0.0;
+        self.in_page = 0;
+        self.end_page()
+    }
+
+    /// Appends a tombstone; keys must ascend strictly.
+    pub fn push_tombstone(&mut self, key: u64) -> Result<()> {
+        if self.tombstones.last().is_some_and(|&k| k >= key) {
+            return Err(Error::invalid(format!(
+                "shard {}: tombstone keys must ascend ({key} after {:?})",
+                self.id,
+                self.tombstones.last()
+            )));
+        }
+        self.tombstones.push(key);
+        Ok(())
+    }
+
+    /// Records pushed so far.
+    pub fn records(&self) -> u64 {
+        self.records
+    }
+
+    /// Tombstones pushed so far.
+    pub fn tombstones(&self) -> u64 {
+        self.tombstones.len() as u64
+    }
+
+    /// Writes the tombstone pages, the blob and the header, and syncs the file.
+    pub fn finish(
+        mut self,
+        key_filter: &BloomFilter,
+        tomb_filter: Option<&BloomFilter>,
+    ) -> Result<WrittenShard> {
+        if self.in_page > 0 {
+            self.end_record_page()?;
+        }
+        let tombstones = std::mem::take(&mut self.tombstones);
+        let tpp = (self.page_size - TRAILER) / 8;
+        for (j, &t) in tombstones.iter().enumerate() {
+            if j % tpp == 0 {
+                self.summary.tomb_fences.push(t);
+            }
+            self.put(&t.to_le_bytes());
+            if (j + 1) % tpp == 0 || j + 1 == tombstones.len() {
+                self.end_page()?;
+            }
+        }
+        let key_filter = key_filter.to_bytes();
+        let tomb_filter = tomb_filter.map(BloomFilter::to_bytes).unwrap_or_default();
+        let h = ShardHeader::new(
+            self.id,
+            self.page_size,
+            self.weighted,
+            self.records,
+            tombstones.len() as u64,
+            key_filter.len() as u64,
+            tomb_filter.len() as u64,
+        );
+        let summary = std::mem::take(&mut self.summary);
+        let mut stream = Vec::with_capacity(summary.memory_bytes());
+        for f in summary.fences.iter().chain(&summary.tomb_fences) {
+            stream.extend_from_slice(&f.to_le_bytes());
+        }
+        for w in &summary.page_weights {
+            stream.extend_from_slice(&w.to_le_bytes());
+        }
+        self.put_stream(&stream)?;
+        self.put_stream(&key_filter)?;
+        self.put_stream(&tomb_filter)?;
+        if self.at > 0 {
+            self.end_page()?;
+        }
+        self.write_out()?;
+        debug_assert_eq!(self.base, h.total_pages());
+        let mut page = PageBuf::new(self.page_size);
+        h.encode(&mut page);
+        stamp(&mut page, self.id, 0);
+        self.file.write_all_at(&page, 0)?;
+        self.stats.record_write(FileKind::Shards, self.page_size);
+        self.file.sync_data()?;
+        self.stats.record_sync(FileKind::Shards);
+        Ok(WrittenShard {
+            bytes: h.total_pages() * self.page_size as u64,
+            summary,
+        })
+    }
 }
 
 /// Writes `slot`'s shard to `path` (created or truncated) and syncs it. Returns the file's bytes.
 pub fn write_shard_file<S: Shard>(
     vfs: &Arc<dyn Vfs>,
     path: &Path,
-    stats: &IoStats,
+    stats: &Arc<IoStats>,
     slot: &ShardSlot<S>,
     weighted: bool,
     page_size: usize,
     direct: bool,
 ) -> Result<u64> {
     let shard = &slot.shard;
-    let (key_filter, tomb_filter) = slot.filters();
-    let key_filter = key_filter.to_bytes();
-    let tomb_filter = tomb_filter.map(BloomFilter::to_bytes).unwrap_or_default();
-    let mut h = ShardHeader {
-        id: slot.id,
-        page_size,
-        records: shard.len() as u64,
-        tombstones: shard.tombstone_count() as u64,
-        weighted,
-        record_pages: 0,
-        tomb_pages: 0,
-        blob_pages: 0,
-        fence_bytes: 0,
-        key_filter_bytes: key_filter.len() as u64,
-        tomb_filter_bytes: tomb_filter.len() as u64,
-    };
-    h.record_pages = h.records.div_ceil(h.per_page() as u64);
-    h.tomb_pages = h.tombstones.div_ceil(h.tombs_per_page() as u64);
-    h.fence_bytes = h.record_pages * 8;
-    h.blob_pages = (h.fence_bytes + h.key_filter_bytes + h.tomb_filter_bytes)
-        .div_ceil((page_size - TRAILER) as u64);
-    let file = vfs.open(
+    let mut w = ShardWriter::create(
+        vfs,
         path,
-        OpenOptions {
-            create: true,
-            truncate: true,
-            direct,
-        },
-    )?;
-    let mut w = PageWriter {
-        file: file.as_ref(),
-        stats,
-        id: slot.id,
+        stats.clone(),
+        slot.id,
         page_size,
-        buf: PageBuf::new(page_size * BATCH_PAGES),
-        filled: 0,
-        base: 0,
-        at: 0,
-    };
-    h.encode(w.page());
-    w.end_page()?;
-    let per_page = h.per_page();
-    let mut fences = Vec::with_capacity(h.record_pages as usize * 8);
+        weighted,
+        direct,
+    )?;
     for i in 0..shard.len() {
-        let r = shard.record_at(i)?;
-        if i % per_page == 0 {
-            fences.extend_from_slice(&r.key.to_le_bytes());
-        }
-        w.put(&r.key.to_le_bytes());
-        w.put(&r.value.to_le_bytes());
-        if weighted {
-            w.put(&r.weight.to_le_bytes());
-        }
-        if (i + 1) % per_page == 0 || i + 1 == shard.len() {
-            w.end_page()?;
-        }
+        w.push_record(&shard.record_at(i)?)?;
     }
-    let tpp = h.tombs_per_page();
     for j in 0..shard.tombstone_count() {
-        w.put(&shard.tombstone_at(j)?.to_le_bytes());
-        if (j + 1) % tpp == 0 || j + 1 == shard.tombstone_count() {
-            w.end_page()?;
-        }
+        w.push_tombstone(shard.tombstone_at(j)?)?;
     }
-    w.put_stream(&fences)?;
-    w.put_stream(&key_filter)?;
-    w.put_stream(&tomb_filter)?;
-    if w.at > 0 {
-        w.end_page()?;
+    let (key_filter, tomb_filter) = slot.filters();
+    Ok(w.finish(key_filter, tomb_filter)?.bytes)
+}
+
+/// Writes a shard built from `run` with the given filters to `path` and syncs it.
+#[allow(clippy::too_many_arguments)]
+pub fn write_run_file(
+    vfs: &Arc<dyn Vfs>,
+    path: &Path,
+    stats: &Arc<IoStats>,
+    id: u64,
+    run: &SortedRun,
+    filters: (&BloomFilter, Option<&BloomFilter>),
+    weighted: bool,
+    page_size: usize,
+    direct: bool,
+) -> Result<WrittenShard> {
+    let mut w = ShardWriter::create(vfs, path, stats.clone(), id, page_size, weighted, direct)?;
+    for r in &run.records {
+        w.push_record(r)?;
     }
-    w.write_out()?;
-    debug_assert_eq!(w.base, h.total_pages());
-    file.sync_data()?;
-    stats.record_sync(FileKind::Shards);
-    Ok(h.total_pages() * page_size as u64)
+    for &t in &run.tombstones {
+        w.push_tombstone(t)?;
+    }
+    w.finish(filters.0, filters.1)
 }
 
 /// A shard file opened for reading, page by page.
@@ -349,8 +637,17 @@ pub struct ShardFile {
     stats: Arc<IoStats>,
 }
 
+impl std::fmt::Debug for ShardFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ShardFile")
+            .field("path", &self.path)
+            .field("header", &self.header)
+            .finish()
+    }
+}
+
 impl ShardFile {
-    /// Opens `path` and verifies its header; `id` is the shard id the caller expects there.
+    /// Opens `path` and verifies its header (one page read); `id` is the shard id the caller expects there.
     pub fn open(
         vfs: &Arc<dyn Vfs>,
         path: &Path,
@@ -359,6 +656,7 @@ impl ShardFile {
         direct: bool,
         stats: Arc<IoStats>,
     ) -> Result<ShardFile> {
+        crate::storage::page::validate_page_size(page_size)?;
         let file = vfs.open(
             path,
             OpenOptions {
@@ -409,7 +707,8 @@ impl ShardFile {
         })
     }
 
-    /// Reads and verifies pages `first..first + buf.len() / page_size` into `buf` (page-aligned).
+    /// Reads and verifies the checksums of pages `first..first + buf.len() / page_size` into `buf`
+    /// (page-aligned).
     pub fn read_pages(&self, first: u64, buf: &mut [u8]) -> Result<()> {
         let ps = self.header.page_size;
         let offset = first * ps as u64;
@@ -435,102 +734,210 @@ impl ShardFile {
         Ok(())
     }
 
-    /// Reads the whole shard: its run, fence keys and filters. Checks key order.
-    pub fn read_all(&self) -> Result<LoadedShard> {
+    fn page_error(&self, page_no: u64, detail: String) -> Error {
+        Error::corruption(
+            &self.path,
+            page_no * self.header.page_size as u64,
+            format!("shard {} page {page_no}: {detail}", self.header.id),
+        )
+    }
+
+    /// Checks record page `r` (0-based among record pages; `payload` without its trailer) against the
+    /// summary: ascending keys, first key = its fence, last key below the next fence, finite non-negative
+    /// weights summing exactly to its stored sum.
+    pub fn check_record_page(&self, sum: &ShardSummary, r: u64, payload: &[u8]) -> Result<()> {
+        let h = &self.header;
+        let n = h.records_in_page(r);
+        let page_no = h.first_record_page() + r;
+        let bad = |d: String| Err(self.page_error(page_no, d));
+        if n == 0 {
+            return bad("record page past the last record".into());
+        }
+        let key = |s: usize| record_key(payload, h.weighted, s);
+        if sum.fences.get(r as usize) != Some(&key(0)) {
+            return bad("first key differs from its fence".into());
+        }
+        if !(1..n).all(|s| key(s - 1) < key(s)) {
+            return bad("keys out of order".into());
+        }
+        if let Some(&next) = sum.fences.get(r as usize + 1)
+            && key(n - 1) >= next
+        {
+            return bad("last key not below the next page's fence".into());
+        }
+        if h.weighted {
+            let mut total = 0.0;
+            for s in 0..n {
+                let w = record_in(payload, true, s).weight;
+                if !(w.is_finite() && w >= 0.0) {
+                    return bad(format!("weight {w}"));
+                }
+                total += w;
+            }
+            if sum.page_weights.get(r as usize) != Some(&total) {
+                return bad("weights differ from the page's stored sum".into());
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks tombstone page `t` (0-based among tombstone pages) against the summary.
+    pub fn check_tomb_page(&self, sum: &ShardSummary, t: u64, payload: &[u8]) -> Result<()> {
+        let h = &self.header;
+        let n = h.tombs_in_page(t);
+        let page_no = h.first_tomb_page() + t;
+        let bad = |d: &str| Err(self.page_error(page_no, d.into()));
+        if n == 0 {
+            return bad("tombstone page past the last tombstone");
+        }
+        if sum.tomb_fences.get(t as usize) != Some(&tomb_in(payload, 0)) {
+            return bad("first tombstone differs from its fence");
+        }
+        if !(1..n).all(|s| tomb_in(payload, s - 1) < tomb_in(payload, s)) {
+            return bad("tombstones out of order");
+        }
+        if let Some(&next) = sum.tomb_fences.get(t as usize + 1)
+            && tomb_in(payload, n - 1) >= next
+        {
+            return bad("last tombstone not below the next page's fence");
+        }
+        Ok(())
+    }
+
+    /// Reads the blob only (no record or tombstone page): the summary and the filters. Checks that the
+    /// fences ascend and the page weights are finite and non-negative.
+    pub fn read_summary(&self) -> Result<(ShardSummary, BloomFilter, Option<BloomFilter>)> {
         let h = &self.header;
         let ps = h.page_size;
-        let mut buf = PageBuf::new(ps * BATCH_PAGES);
-        let mut run = SortedRun {
-            records: Vec::with_capacity(h.records as usize),
-            tombstones: Vec::with_capacity(h.tombstones as usize),
+        let first = h.first_blob_page();
+        let mut blob: Vec<u8> = Vec::with_capacity((h.blob_pages as usize) * (ps - TRAILER));
+        let mut buf = PageBuf::new(ps * (h.blob_pages as usize).clamp(1, BATCH_PAGES));
+        let mut page_no = first;
+        while page_no < h.total_pages() {
+            let n = (h.total_pages() - page_no).min(BATCH_PAGES as u64) as usize;
+            self.read_pages(page_no, &mut buf[..n * ps])?;
+            for page in buf[..n * ps].chunks(ps) {
+                blob.extend_from_slice(&page[..ps - TRAILER]);
+            }
+            page_no += n as u64;
+        }
+        let offset = first * ps as u64;
+        let bad = |d: String| Error::corruption(&self.path, offset, d);
+        let mut at = 0usize;
+        let mut take = |n: u64| {
+            let s = &blob[at..at + n as usize];
+            at += n as usize;
+            s
         };
-        let mut blob: Vec<u8> = Vec::new();
-        let total = h.total_pages();
+        let words = |b: &[u8]| -> Vec<u64> { b.chunks_exact(8).map(|c| u64_in(c, 0)).collect() };
+        let fences = words(take(h.fence_bytes));
+        let tomb_fences = words(take(h.tomb_fence_bytes));
+        let page_weights: Vec<f64> = words(take(h.page_weight_bytes))
+            .into_iter()
+            .map(f64::from_bits)
+            .collect();
+        let key_filter = take(h.key_filter_bytes);
+        let tomb_filter = take(h.tomb_filter_bytes);
+        if !fences.windows(2).all(|w| w[0] < w[1]) || !tomb_fences.windows(2).all(|w| w[0] < w[1]) {
+            return Err(bad(format!(
+                "fences of shard {} are not in ascending key order",
+                h.id
+            )));
+        }
+        if page_weights.iter().any(|w| !(w.is_finite() && *w >= 0.0)) {
+            return Err(bad(format!(
+                "a page weight of shard {} is negative or not finite",
+                h.id
+            )));
+        }
+        let key_filter = BloomFilter::from_bytes(key_filter).map_err(&bad)?;
+        let tomb_filter = if h.tomb_filter_bytes > 0 {
+            Some(BloomFilter::from_bytes(tomb_filter).map_err(&bad)?)
+        } else {
+            None
+        };
+        Ok((
+            ShardSummary {
+                fences,
+                tomb_fences,
+                page_weights,
+            },
+            key_filter,
+            tomb_filter,
+        ))
+    }
+
+    /// Reads every record and tombstone page in order, checked against `sum`, in batches of
+    /// `BATCH_PAGES`: `visit(is_tombstone_page, index among its kind, payload)`.
+    fn visit_pages(
+        &self,
+        sum: &ShardSummary,
+        visit: &mut dyn FnMut(bool, u64, &[u8]),
+    ) -> Result<()> {
+        let h = &self.header;
+        let ps = h.page_size;
+        let end = h.first_blob_page();
+        let mut buf = PageBuf::new(ps * ((end - 1) as usize).clamp(1, BATCH_PAGES));
         let mut page_no = 1;
-        while page_no < total {
-            let n = (total - page_no).min(BATCH_PAGES as u64) as usize;
+        while page_no < end {
+            let n = (end - page_no).min(BATCH_PAGES as u64) as usize;
             self.read_pages(page_no, &mut buf[..n * ps])?;
             for (k, page) in buf[..n * ps].chunks(ps).enumerate() {
                 let no = page_no + k as u64;
                 let payload = &page[..ps - TRAILER];
                 if no < h.first_tomb_page() {
-                    let first = (no - 1) as usize * h.per_page();
-                    let count = (h.records as usize - first).min(h.per_page());
-                    for rec in payload.chunks_exact(h.record_size()).take(count) {
-                        let u = |o: usize| u64::from_le_bytes(rec[o..o + 8].try_into().expect("8"));
-                        run.records.push(Record {
-                            key: u(0),
-                            value: u(8),
-                            weight: if h.weighted {
-                                f64::from_bits(u(16))
-                            } else {
-                                1.0
-                            },
-                        });
-                    }
-                } else if no < h.first_blob_page() {
-                    let first = (no - h.first_tomb_page()) as usize * h.tombs_per_page();
-                    let count = (h.tombstones as usize - first).min(h.tombs_per_page());
-                    run.tombstones.extend(
-                        payload
-                            .chunks_exact(8)
-                            .take(count)
-                            .map(|c| u64::from_le_bytes(c.try_into().expect("8"))),
-                    );
+                    let r = no - h.first_record_page();
+                    self.check_record_page(sum, r, payload)?;
+                    visit(false, r, payload);
                 } else {
-                    blob.extend_from_slice(payload);
+                    let t = no - h.first_tomb_page();
+                    self.check_tomb_page(sum, t, payload)?;
+                    visit(true, t, payload);
                 }
             }
             page_no += n as u64;
         }
-        let order_error = |what: &str| {
-            Error::corruption(
-                &self.path,
-                ps as u64,
-                format!("{what} of shard {} are not in ascending key order", h.id),
-            )
+        Ok(())
+    }
+
+    /// Reads the whole shard: its run, summary and filters, every page checked.
+    pub fn read_all(&self) -> Result<LoadedShard> {
+        let h = &self.header;
+        let (summary, key_filter, tomb_filter) = self.read_summary()?;
+        let mut run = SortedRun {
+            records: Vec::with_capacity(h.records as usize),
+            tombstones: Vec::with_capacity(h.tombstones as usize),
         };
-        if !run.records.windows(2).all(|w| w[0].key < w[1].key) {
-            return Err(order_error("records"));
-        }
-        if !run.tombstones.windows(2).all(|w| w[0] < w[1]) {
-            return Err(order_error("tombstones"));
-        }
-        if run
-            .records
-            .iter()
-            .any(|r| !(r.weight.is_finite() && r.weight >= 0.0))
-        {
-            return Err(Error::corruption(
-                &self.path,
-                ps as u64,
-                "a record weight is negative or not finite",
-            ));
-        }
-        let blob_offset = h.first_blob_page() * ps as u64;
-        let fb = h.fence_bytes as usize;
-        let kb = h.key_filter_bytes as usize;
-        let tb = h.tomb_filter_bytes as usize;
-        let fences = blob[..fb]
-            .chunks_exact(8)
-            .map(|c| u64::from_le_bytes(c.try_into().expect("8")))
-            .collect();
-        let filter = |bytes: &[u8]| {
-            BloomFilter::from_bytes(bytes)
-                .map_err(|d| Error::corruption(&self.path, blob_offset, d))
-        };
-        let key_filter = filter(&blob[fb..fb + kb])?;
-        let tomb_filter = if tb > 0 {
-            Some(filter(&blob[fb + kb..fb + kb + tb])?)
-        } else {
-            None
-        };
+        self.visit_pages(&summary, &mut |tomb, i, payload| {
+            if tomb {
+                let n = h.tombs_in_page(i);
+                run.tombstones.extend((0..n).map(|s| tomb_in(payload, s)));
+            } else {
+                let n = h.records_in_page(i);
+                run.records
+                    .extend((0..n).map(|s| record_in(payload, h.weighted, s)));
+            }
+        })?;
         Ok(LoadedShard {
             run,
-            fences,
+            fences: summary.fences,
             key_filter,
             tomb_filter,
         })
+    }
+
+    /// Reads and checks every page without keeping the records (for integrity checks); returns the number
+    /// of records.
+    pub fn verify_all(&self) -> Result<u64> {
+        let (summary, _, _) = self.read_summary()?;
+        let mut records = 0u64;
+        let h = &self.header;
+        self.visit_pages(&summary, &mut |tomb, i, _| {
+            if !tomb {
+                records += h.records_in_page(i) as u64;
+            }
+        })?;
+        Ok(records)
     }
 }
 
@@ -540,4 +947,114 @@ pub struct LoadedShard {
     pub fences: Vec<u64>,
     pub key_filter: BloomFilter,
     pub tomb_filter: Option<BloomFilter>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::MemVfs;
+
+    fn run(n: u64, tombs: u64, weighted: bool) -> SortedRun {
+        SortedRun {
+            records: (0..n)
+                .map(|i| Record {
+                    key: i * 3,
+                    value: i,
+                    weight: if weighted { (i % 7) as f64 * 0.1 } else { 1.0 },
+                })
+                .collect(),
+            tombstones: (0..tombs).map(|j| j * 5 + 1).collect(),
+        }
+    }
+
+    fn filters(r: &SortedRun) -> (BloomFilter, Option<BloomFilter>) {
+        super::super::version::filters_for_run(r, 0.01).unwrap()
+    }
+
+    #[test]
+    fn written_files_read_back_whole_and_by_summary() {
+        let vfs: Arc<dyn Vfs> = Arc::new(MemVfs::new());
+        let stats = Arc::new(IoStats::new());
+        for (n, t, weighted) in [
+            (0, 0, false),
+            (1, 0, true),
+            (700, 3, false),
+            (5000, 1200, true),
+        ] {
+            let r = run(n, t, weighted);
+            let (kf, tf) = filters(&r);
+            let path = Path::new("/d").join(shard_file_name(7));
+            let w = write_run_file(
+                &vfs,
+                &path,
+                &stats,
+                7,
+                &r,
+                (&kf, tf.as_ref()),
+                weighted,
+                4096,
+                false,
+            )
+            .unwrap();
+            let f = ShardFile::open(&vfs, &path, 7, 4096, false, stats.clone()).unwrap();
+            assert_eq!(w.bytes, f.header.total_pages() * 4096);
+            let (sum, kf2, tf2) = f.read_summary().unwrap();
+            assert_eq!(sum, w.summary);
+            assert_eq!(kf2.to_bytes(), kf.to_bytes());
+            assert_eq!(tf2.map(|f| f.to_bytes()), tf.map(|f| f.to_bytes()));
+            let all = f.read_all().unwrap();
+            assert_eq!(all.run, r);
+            assert_eq!(f.verify_all().unwrap(), n);
+        }
+    }
+
+    #[test]
+    fn damage_is_reported_with_its_offset() {
+        let mem = Arc::new(MemVfs::new());
+        let vfs: Arc<dyn Vfs> = mem.clone();
+        let stats = Arc::new(IoStats::new());
+        let r = run(2000, 10, false);
+        let (kf, tf) = filters(&r);
+        let path = Path::new("/d").join(shard_file_name(3));
+        write_run_file(
+            &vfs,
+            &path,
+            &stats,
+            3,
+            &r,
+            (&kf, tf.as_ref()),
+            false,
+            4096,
+            false,
+        )
+        .unwrap();
+        let mut bytes = mem.file_bytes(&path).unwrap();
+        bytes[2 * 4096 + 100] ^= 1;
+        mem.set_file_bytes(&path, bytes);
+        let f = ShardFile::open(&vfs, &path, 3, 4096, false, stats.clone()).unwrap();
+        let e = f.read_all().err().unwrap();
+        assert!(
+            matches!(e, Error::Corruption { offset, .. } if offset == 2 * 4096),
+            "{e}"
+        );
+        // The wrong id is refused at the header.
+        assert!(ShardFile::open(&vfs, &path, 4, 4096, false, stats).is_err());
+    }
+
+    #[test]
+    fn out_of_order_input_is_refused() {
+        let vfs: Arc<dyn Vfs> = Arc::new(MemVfs::new());
+        let stats = Arc::new(IoStats::new());
+        let mut w =
+            ShardWriter::create(&vfs, Path::new("/d/x"), stats, 1, 4096, false, false).unwrap();
+        let rec = |key| Record {
+            key,
+            value: 0,
+            weight: 1.0,
+        };
+        w.push_record(&rec(5)).unwrap();
+        assert!(w.push_record(&rec(5)).is_err());
+        w.push_tombstone(9).unwrap();
+        assert!(w.push_tombstone(2).is_err());
+    }
 }

@@ -13,7 +13,7 @@ use super::buffer::MutableBuffer;
 use super::run::SortedRun;
 use super::shard::Shard;
 use super::tags::TagBits;
-use crate::algo::bloom::BloomFilter;
+use crate::algo::bloom::{BloomFilter, Probe};
 use crate::error::Result;
 use std::sync::Arc;
 
@@ -98,6 +98,35 @@ impl<S: Shard> ShardSlot<S> {
             + self.tomb_filter.as_ref().map_or(0, |f| f.memory_bytes())
     }
 
+    /// [`lookup`](Self::lookup) for the keys `keys[j]` of every `j` in `which`, calling `each(j, lookup)`;
+    /// the Bloom probes are pipelined so that their cache misses overlap.
+    pub fn lookup_many(
+        &self,
+        keys: &[u64],
+        which: &[usize],
+        mut each: impl FnMut(usize, Lookup),
+    ) -> Result<()> {
+        let probes: Vec<Probe> = which
+            .iter()
+            .map(|&j| self.key_filter.probe(&keys[j].to_be_bytes()))
+            .collect();
+        let mut maybe = Vec::with_capacity(which.len());
+        self.key_filter
+            .contains_batch(&probes, |_, m| maybe.push(m));
+        for (&j, m) in which.iter().zip(maybe) {
+            let key = keys[j];
+            let found = if m { self.shard.find(key)? } else { None };
+            let l = match found {
+                Some(i) if self.tags.get(i) => Lookup::Deleted,
+                Some(i) => Lookup::Record(i),
+                None if self.has_tombstone(key)? => Lookup::Deleted,
+                None => Lookup::Absent,
+            };
+            each(j, l);
+        }
+        Ok(())
+    }
+
     /// The newest entry for `key` in this shard.
     pub fn lookup(&self, key: u64) -> Result<Lookup> {
         if self.may_contain_key(key)
@@ -120,9 +149,10 @@ impl<S: Shard> ShardSlot<S> {
 /// A Bloom filter over `n` keys.
 fn filter_over(n: usize, keys: impl Iterator<Item = Result<u64>>, fpr: f64) -> Result<BloomFilter> {
     let mut f = BloomFilter::new(n, fpr)?;
-    for k in keys {
-        f.insert(&k?.to_be_bytes());
-    }
+    let bytes = keys
+        .map(|k| k.map(u64::to_be_bytes))
+        .collect::<Result<Vec<[u8; 8]>>>()?;
+    f.insert_batch(bytes.iter().map(|b| b.as_slice()));
     Ok(f)
 }
 
@@ -180,6 +210,26 @@ impl<S: Shard> Version<S> {
     /// Shards, records, tombstones and tags.
     pub fn shard_count(&self) -> usize {
         self.levels.iter().map(Vec::len).sum()
+    }
+
+    /// The live record of every key in `keys` (in the shards), or `None` where the key is absent or
+    /// deleted; shard by shard, newest first, with pipelined filter probes.
+    pub fn lookup_shards_many(&self, keys: &[u64]) -> Result<Vec<Option<LiveRecord<'_, S>>>> {
+        let mut found: Vec<Option<LiveRecord<'_, S>>> = vec![None; keys.len()];
+        let mut open: Vec<usize> = (0..keys.len()).collect();
+        for slot in self.shards_newest_first() {
+            if open.is_empty() {
+                break;
+            }
+            let mut still = Vec::with_capacity(open.len());
+            slot.lookup_many(keys, &open, |j, l| match l {
+                Lookup::Record(i) => found[j] = Some((slot, i)),
+                Lookup::Deleted => {}
+                Lookup::Absent => still.push(j),
+            })?;
+            open = still;
+        }
+        Ok(found)
     }
 
     /// The newest state of `key` in the shards at and after position `from` (newest-first order).

@@ -1,8 +1,8 @@
 //! The WIRS shard: an alias-augmented tree for weighted independent range sampling ("DE-WIRS" in Rumbaugh &
 //! Xie).
 //!
-//! Records sorted by key in separate arrays (keys, values, weights) under the static ISAM separator index
-//! (`algo::isam`), tombstones in a sorted array. On top of the records:
+//! Records in the sorted columns of `columns` (keys, values, weights, under the ISAM separator index, plus
+//! sorted tombstones). On top of the records:
 //! * **buckets** ("fat points"): consecutive runs of b = max(1, ⌈ln n⌉) records (the last may be shorter),
 //!   each with its total weight and an alias table over its records' weights;
 //! * a static **binary tree** over the m = ⌈n / b⌉ buckets in implicit layout, stored level by level:
@@ -21,8 +21,8 @@
 //! over the pieces (plus one over each partial bucket), after which every draw is O(1).
 //!
 //! ## Invariants
-//! * `keys` strictly ascending; `keys`, `values`, `weights` have one entry per record; every weight finite and
-//!   ≥ 0 (1.0 everywhere in unweighted shards); `tombstones` strictly ascending.
+//! * Those of `columns` (keys strictly ascending, parallel arrays, weights finite and ≥ 0, tombstones
+//!   strictly ascending); the weights are always stored, 1.0 each in unweighted shards.
 //! * `levels[0]` has m entries, `levels[h]` has ⌈m / 2^h⌉, the last level has 1 entry (no level when n = 0);
 //!   `levels[h].totals[i]` is the sum of its children's totals (of its records' weights at level 0).
 //! * A node's or bucket's alias is `Some` iff its total is positive (an all-zero table cannot be built).
@@ -34,21 +34,21 @@
 //! * Build: O(n) — the bucket tables take O(n), each tree level O(m) and there are ⌈log₂ m⌉ + 1 levels, so
 //!   O(m log m) = O(n / ln n · log n) = O(n). Fails on weights that are negative, not finite or sum to
 //!   infinity.
-//! * Memory: 24 B per record (key, value, weight) + 12 B per bucket-alias column (= per record) + 12 B per
-//!   node-alias column (m per level, ≈ 1.44 n in all since m · log₂ m ≤ n / ln 2) + per-node fixed parts
-//!   (a total and a table header, ≈ 2m nodes), ISAM separators (≈ n / 15 keys) and 8 B per tombstone:
-//!   about 60 B per record for n ≈ 10⁶.
+//! * Memory: 24 B per record in the columns (key, value, weight) + 12 B per bucket-alias column (= per
+//!   record) + 12 B per node-alias column (m per level, ≈ 1.44 n in all since m · log₂ m ≤ n / ln 2) +
+//!   per-node fixed parts (a total and a table header, ≈ 2m nodes), ISAM separators (≈ n / 15 keys) and 8 B
+//!   per tombstone: about 60 B per record for n ≈ 10⁶.
 //! * `lower_bound`/`upper_bound`: O(16 · log₁₆ n); `has_tombstone`: O(log t).
 //! * `range_weight(lo, hi)`: O(b + log m) = O(log n).
 //! * `sample_in(lo, hi)` (one draw): O(b + log m) = O(log n) — two walks of ≤ 2 log₂ m + 2 pieces, two partial
 //!   buckets of < b records, then O(1) alias draws.
 //! * `range_sampler(lo, hi)`: O(log n) preprocessing, then O(1) per draw.
 
-use super::alias_shard::{Columns, pick_linear, weightless_range};
-use super::run::{Record, SortedRun};
+use super::alias_shard::{pick_linear, weightless_range};
+use super::columns::{SortedColumns, column_accessors};
+use super::run::SortedRun;
 use super::shard::{BuildOptions, Shard, unit_f64};
 use crate::algo::alias::AliasTable;
-use crate::algo::isam::IsamIndex;
 use crate::error::Result;
 use rand::RngCore;
 use std::ops::ControlFlow;
@@ -57,11 +57,8 @@ use std::ops::ControlFlow;
 /// tables over the buckets.
 #[derive(Debug, Default)]
 pub struct WirsShard {
-    keys: Vec<u64>,
-    values: Vec<u64>,
-    weights: Vec<f64>,
-    index: IsamIndex,
-    tombstones: Vec<u64>,
+    /// Records (weights always stored) and tombstones.
+    columns: SortedColumns,
     /// Records per bucket (≥ 1).
     bucket: usize,
     /// `levels[0]`: the buckets; `levels[h]`: nodes over 2^h buckets each.
@@ -88,7 +85,12 @@ enum Piece {
 impl WirsShard {
     /// The sorted keys.
     pub fn keys(&self) -> &[u64] {
-        &self.keys
+        self.columns.keys()
+    }
+
+    /// Every record's weight.
+    fn weights(&self) -> &[f64] {
+        self.columns.weights()
     }
 
     /// Records per bucket.
@@ -104,7 +106,7 @@ impl WirsShard {
     /// Records `start..end` of bucket `j`.
     fn bucket_span(&self, j: usize) -> (usize, usize) {
         let start = j * self.bucket;
-        (start, (start + self.bucket).min(self.keys.len()))
+        (start, (start + self.bucket).min(self.columns.len()))
     }
 
     /// Visits the pieces of `lo..hi` (`lo < hi ≤ len()`) with their weights, in a fixed order, until `f`
@@ -116,7 +118,7 @@ impl WirsShard {
         mut f: impl FnMut(Piece, f64) -> ControlFlow<B>,
     ) -> ControlFlow<B> {
         let records = |a: usize, b: usize| -> (Piece, f64) {
-            (Piece::Records(a, b), self.weights[a..b].iter().sum())
+            (Piece::Records(a, b), self.weights()[a..b].iter().sum())
         };
         let node = |h: usize, i: usize| (Piece::Node(h, i), self.levels[h].totals[i]);
         let first = lo / self.bucket;
@@ -195,7 +197,7 @@ impl WirsShard {
     /// An exact draw in `lo..hi` by a linear scan: the fallback should an alias table's rounding ever hand
     /// out a weightless record. O(hi − lo).
     fn draw_linear(&self, lo: usize, hi: usize, rng: &mut dyn RngCore) -> Result<usize> {
-        let w = &self.weights[lo..hi];
+        let w = &self.weights()[lo..hi];
         pick_linear(w, w.iter().sum(), rng)
             .map(|j| lo + j)
             .ok_or_else(|| weightless_range(Self::NAME, lo, hi))
@@ -210,7 +212,7 @@ impl WirsShard {
         rng: &mut dyn RngCore,
     ) -> Result<usize> {
         match drawn {
-            Some(i) if (lo..hi).contains(&i) && self.weights[i] > 0.0 => Ok(i),
+            Some(i) if (lo..hi).contains(&i) && self.weights()[i] > 0.0 => Ok(i),
             _ => self.draw_linear(lo, hi, rng),
         }
     }
@@ -236,7 +238,7 @@ impl WirsShard {
         }
         for p in &pieces {
             partial.push(match *p {
-                Piece::Records(a, b) => Some(AliasTable::new(&self.weights[a..b])?),
+                Piece::Records(a, b) => Some(AliasTable::new(&self.weights()[a..b])?),
                 Piece::Node(..) => None,
             });
         }
@@ -288,13 +290,9 @@ impl Shard for WirsShard {
     const NAME: &'static str = "wirs";
 
     fn build(run: SortedRun, opts: BuildOptions) -> Result<Self> {
-        let Columns {
-            keys,
-            values,
-            weights,
-            tombstones,
-        } = Columns::split(run, opts)?;
-        let n = keys.len();
+        let columns: SortedColumns = SortedColumns::build(run, opts)?;
+        let weights = columns.weights();
+        let n = columns.len();
         let bucket = ((n as f64).ln().ceil() as usize).max(1);
         let mut levels = Vec::new();
         if n > 0 {
@@ -341,57 +339,14 @@ impl Shard for WirsShard {
                 root.totals[0]
             )));
         }
-        let index = IsamIndex::build(&keys);
         Ok(WirsShard {
-            keys,
-            values,
-            weights,
-            index,
-            tombstones,
+            columns,
             bucket,
             levels,
         })
     }
 
-    fn len(&self) -> usize {
-        self.keys.len()
-    }
-
-    fn tombstone_count(&self) -> usize {
-        self.tombstones.len()
-    }
-
-    #[inline]
-    fn key_at(&self, i: usize) -> Result<u64> {
-        Ok(self.keys[i])
-    }
-
-    #[inline]
-    fn record_at(&self, i: usize) -> Result<Record> {
-        Ok(Record {
-            key: self.keys[i],
-            value: self.values[i],
-            weight: self.weights[i],
-        })
-    }
-
-    fn tombstone_at(&self, j: usize) -> Result<u64> {
-        Ok(self.tombstones[j])
-    }
-
-    #[inline]
-    fn lower_bound(&self, key: u64) -> Result<usize> {
-        Ok(self.index.lower_bound(&self.keys, key))
-    }
-
-    #[inline]
-    fn upper_bound(&self, key: u64) -> Result<usize> {
-        Ok(self.index.upper_bound(&self.keys, key))
-    }
-
-    fn has_tombstone(&self, key: u64) -> Result<bool> {
-        Ok(self.tombstones.binary_search(&key).is_ok())
-    }
+    column_accessors!(columns);
 
     fn memory_bytes(&self) -> usize {
         let table_header = std::mem::size_of::<Option<AliasTable>>();
@@ -407,7 +362,7 @@ impl Shard for WirsShard {
                         .sum::<usize>()
             })
             .sum();
-        self.keys.len() * 24 + tree + self.index.memory_bytes() + self.tombstones.len() * 8
+        self.columns.memory_bytes() + tree
     }
 
     fn range_weight(&self, lo: usize, hi: usize) -> Result<f64> {
@@ -444,7 +399,7 @@ impl Shard for WirsShard {
         };
         let drawn = match chosen {
             Some((Piece::Records(a, b), w)) => {
-                pick_linear(&self.weights[a..b], w, rng).map(|j| a + j)
+                pick_linear(&self.weights()[a..b], w, rng).map(|j| a + j)
             }
             Some((Piece::Node(h, i), _)) => self.draw_in_node(h, i, rng),
             None => None,
@@ -458,7 +413,8 @@ mod tests {
     use super::super::alias_shard::stats::*;
     use super::*;
     use crate::index::dynamized::{
-        AliasShard, DeletePolicy, DynOptions, Dynamized, RuntimeOptions, WeightedRangeSample,
+        AliasShard, DeletePolicy, DynOptions, Dynamized, Record, RuntimeOptions,
+        WeightedRangeSample,
     };
     use proptest::prelude::*;
     use rand::SeedableRng;
