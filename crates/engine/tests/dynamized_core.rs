@@ -18,7 +18,7 @@ use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::Duration;
 use strata::index::Direction;
@@ -1608,8 +1608,9 @@ fn sealing_and_compacting_under_writers_loses_no_write() {
                 };
                 let idx = Arc::new(Idx::new(o, rt(background)).unwrap());
                 let stop = Arc::new(AtomicBool::new(false));
+                let sealed = Arc::new(AtomicU64::new(0));
                 let sealer = {
-                    let (idx, stop) = (idx.clone(), stop.clone());
+                    let (idx, stop, sealed) = (idx.clone(), stop.clone(), sealed.clone());
                     std::thread::spawn(move || {
                         let mut n = 0u64;
                         while !stop.load(Ordering::Acquire) {
@@ -1619,15 +1620,23 @@ fn sealing_and_compacting_under_writers_loses_no_write() {
                             } else {
                                 idx.quiesce(true).unwrap();
                             }
+                            sealed.store(n, Ordering::Release);
                         }
                         n
                     })
                 };
                 let writers: Vec<_> = (0..4u64)
                     .map(|w| {
-                        let idx = idx.clone();
+                        let (idx, sealed) = (idx.clone(), sealed.clone());
                         std::thread::spawn(move || {
                             for i in 0..15_000u64 {
+                                // Interleave with the sealer whatever the scheduling: before each
+                                // 1 000-write stretch, wait until it has sealed or compacted once more.
+                                if i.is_multiple_of(1_000) {
+                                    while sealed.load(Ordering::Acquire) < i / 1_000 {
+                                        std::thread::yield_now();
+                                    }
+                                }
                                 let k = i * 4 + w;
                                 idx.put(k, k + 1, 1.0).unwrap();
                                 // Overwrites and deletes give compactions something to do.

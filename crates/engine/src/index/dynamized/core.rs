@@ -4,9 +4,10 @@
 //! A put or delete is appended to the active buffer (one atomic slot claim, see `buffer`). The writer that
 //! finds the buffer full *seals* it: a new version with a fresh active buffer is published and the
 //! reconstruction worker is woken. Writers stall only when `max_sealed_buffers` buffers already wait for
-//! their flush. With throttling on, each write is first delayed with probability p = backlog / (backlog + 1),
-//! where backlog counts sealed buffers waiting, so the write rate bends towards the reconstruction rate long
-//! before a hard stall.
+//! their flush. With throttling on, while a flush runs each write is first delayed by one short sleep with
+//! probability p = (expected remaining flush time / free slots of the active buffer) / (sleep time), so the
+//! active buffer fills about when the flush ends: many tiny delays instead of one stall that lasts the rest
+//! of the flush (the thesis's probabilistic throttling, with the rate tied to reconstruction progress).
 //!
 //! ## Reconstruction (background, one at a time)
 //! The worker takes the oldest sealed buffer, waits until its last writers have published, and resolves it
@@ -145,6 +146,19 @@ pub struct DynStats {
     pub fallbacks: u64,
 }
 
+/// What throttling knows about reconstruction progress (nanoseconds on the `epoch` clock).
+#[derive(Default)]
+struct Throttling {
+    /// When the running flush began (0: none running).
+    flush_started: AtomicU64,
+    /// Average duration of recent flushes (their merges included).
+    flush_nanos: AtomicU64,
+    /// Average duration of one throttling sleep.
+    sleep_nanos: AtomicU64,
+    /// The xorshift state of the throttling draws.
+    seed: AtomicU64,
+}
+
 #[derive(Default)]
 struct WorkState {
     shutdown: bool,
@@ -170,8 +184,9 @@ pub(crate) struct Shared<S> {
     pub(crate) counters: DynCounters,
     retired: Mutex<Vec<(u64, Weak<Version<S>>)>>,
     factory: Box<dyn ShardFactory<S>>,
-    /// Throttling state: a cheap xorshift seed per write.
-    throttle_seed: AtomicU64,
+    throttling: Throttling,
+    /// Time base of the throttling clock.
+    epoch: Instant,
 }
 
 /// A dynamized index over shards of type `S`.
@@ -213,7 +228,11 @@ impl<S: Shard> Dynamized<S> {
             counters: DynCounters::default(),
             retired: Mutex::new(Vec::new()),
             factory,
-            throttle_seed: AtomicU64::new(0x2545_F491_4F6C_DD1D),
+            throttling: Throttling {
+                seed: AtomicU64::new(0x2545_F491_4F6C_DD1D),
+                ..Throttling::default()
+            },
+            epoch: Instant::now(),
             opts,
             rt,
         });
@@ -480,24 +499,50 @@ impl<S: Shard> Shared<S> {
         }
     }
 
+    /// Probabilistic insert throttling. While a flush is pending, the active buffer must not fill before
+    /// the flush is expected to end (else the next writer stalls for the rest of it). With `left` the
+    /// expected remaining flush time and `room` the active buffer's free slots, every insert should take at
+    /// least `left / room`; an insert is delayed by one sleep with the probability that makes the average
+    /// delay per insert that long. No flush pending: no delay.
     fn throttle(&self) {
         let v = self.current.load();
-        let backlog = (v.buffers.len() - 1) as u64;
+        if v.buffers.len() == 1 {
+            return;
+        }
+        let active = &v.buffers[0];
+        let room = active.capacity().saturating_sub(active.len()) as f64;
         drop(v);
-        if backlog == 0 {
+        let t = &self.throttling;
+        let started = t.flush_started.load(Ordering::Acquire);
+        let estimate = t.flush_nanos.load(Ordering::Relaxed) as f64;
+        if started == 0 || estimate == 0.0 || room < 1.0 {
+            return;
+        }
+        let elapsed = self.epoch.elapsed().as_nanos() as f64 - started as f64;
+        let left = (estimate - elapsed).max(0.0);
+        let sleep = t.sleep_nanos.load(Ordering::Relaxed).max(1) as f64;
+        let p = (left / room / sleep).min(1.0);
+        if p <= 0.0 {
             return;
         }
         // xorshift64*: a cheap shared random stream; races between writers only mix it more.
-        let mut x = self.throttle_seed.load(Ordering::Relaxed);
+        let mut x = t.seed.load(Ordering::Relaxed);
         x ^= x >> 12;
         x ^= x << 25;
         x ^= x >> 27;
-        self.throttle_seed.store(x, Ordering::Relaxed);
-        let r = x.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 11;
-        let p = backlog as f64 / (backlog as f64 + 1.0);
-        if (r as f64) < p * (1u64 << 53) as f64 {
+        t.seed.store(x, Ordering::Relaxed);
+        let r = (x.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 11) as f64 / (1u64 << 53) as f64;
+        if r < p {
             self.counters.throttled.fetch_add(1, Ordering::Relaxed);
+            let began = Instant::now();
             std::thread::sleep(self.rt.throttle_delay);
+            // What a sleep really takes (timer slack makes it longer than asked): an average over recent ones.
+            let took = began.elapsed().as_nanos() as u64;
+            let old = t.sleep_nanos.load(Ordering::Relaxed);
+            t.sleep_nanos.store(
+                if old == 0 { took } else { (old * 7 + took) / 8 },
+                Ordering::Relaxed,
+            );
         }
     }
 
@@ -707,6 +752,21 @@ impl<S: Shard> Shared<S> {
 
     /// Flushes a sealed buffer into the levels.
     fn flush(&self, buffer: &Arc<MutableBuffer>) -> Result<()> {
+        let t = &self.throttling;
+        let began = self.epoch.elapsed().as_nanos() as u64;
+        t.flush_started.store(began.max(1), Ordering::Release);
+        let r = self.flush_buffer(buffer);
+        t.flush_started.store(0, Ordering::Release);
+        let took = (self.epoch.elapsed().as_nanos() as u64).saturating_sub(began);
+        let old = t.flush_nanos.load(Ordering::Relaxed);
+        t.flush_nanos.store(
+            if old == 0 { took } else { (old * 3 + took) / 4 },
+            Ordering::Relaxed,
+        );
+        r
+    }
+
+    fn flush_buffer(&self, buffer: &Arc<MutableBuffer>) -> Result<()> {
         buffer.settle();
         let ops = buffer.resolved();
         let base = self.current.load_full();

@@ -175,8 +175,10 @@ pub struct RuntimeOptions {
     pub background: bool,
     /// Sealed buffers that may wait for their flush before writers stall.
     pub max_sealed_buffers: usize,
-    /// Probabilistic insert throttling: each write is delayed with a probability that grows with the
-    /// reconstruction backlog, so the write rate follows the reconstruction rate instead of stalling.
+    /// Probabilistic insert throttling: while a flush runs, each write is delayed by one sleep with the
+    /// probability that spreads the active buffer's remaining slots over the flush's expected remaining time
+    /// (from the durations of recent flushes), so writers slow down a little, early, instead of stalling for
+    /// the rest of the flush when the active buffer fills.
     pub throttle: bool,
     /// Delay of one throttled write.
     pub throttle_delay: std::time::Duration,

@@ -21,7 +21,7 @@
 use super::buffer::{BufferEntry, OpKind};
 use super::core::Dynamized;
 use super::run::Record;
-use super::shard::{Shard, unit_f64};
+use super::shard::{Drawer, Shard, unit_f64};
 use super::version::{ShardSlot, Version};
 use crate::algo::alias::AliasTable;
 use crate::error::Result;
@@ -45,9 +45,10 @@ pub trait SamplingQuery<S: Shard>: Sync {
     }
     /// The weight of a live buffered record if it is a candidate.
     fn buffer_weight(&self, e: &BufferEntry) -> Option<f64>;
-    /// Local query: one candidate index of `lo..hi`.
-    fn draw(&self, shard: &S, lo: usize, hi: usize, rng: &mut dyn RngCore) -> Result<usize> {
-        shard.sample_in(lo, hi, rng)
+    /// Local query: a drawer of candidate indexes of `lo..hi` (non-empty, positive weight), built once per
+    /// query and shard (by default the shard's own weighted drawer).
+    fn drawer<'a>(&self, shard: &'a S, lo: usize, hi: usize) -> Result<Drawer<'a>> {
+        shard.drawer(lo, hi)
     }
     /// A query-specific rejection test for a drawn live record (e.g. for shards whose candidate intervals
     /// over-approximate the range).
@@ -78,8 +79,11 @@ impl<S: Shard> SamplingQuery<S> for RangeSample {
     fn buffer_weight(&self, e: &BufferEntry) -> Option<f64> {
         (self.lo..=self.hi).contains(&e.key).then_some(1.0)
     }
-    fn draw(&self, _shard: &S, lo: usize, hi: usize, rng: &mut dyn RngCore) -> Result<usize> {
-        Ok(lo + super::shard::uniform_below(rng, (hi - lo) as u64) as usize)
+    fn drawer<'a>(&self, _shard: &'a S, lo: usize, hi: usize) -> Result<Drawer<'a>> {
+        let n = (hi - lo) as u64;
+        Ok(Box::new(move |rng| {
+            Ok(lo + super::shard::uniform_below(rng, n) as usize)
+        }))
     }
     fn record_weight(&self, _rec: &Record) -> f64 {
         1.0
@@ -390,6 +394,14 @@ impl<S: Shard> Dynamized<S> {
             return Ok(());
         }
         let alias = AliasTable::new(&weights)?;
+        let mut drawers: Vec<Option<Drawer<'_>>> = Vec::with_capacity(shards.len());
+        for (slot, (&(a, b), &w)) in shards.iter().zip(intervals.iter().zip(&weights[1..])) {
+            drawers.push(if w > 0.0 {
+                Some(query.drawer(&slot.shard, a, b)?)
+            } else {
+                None
+            });
+        }
         let tagged: Vec<bool> = shards.iter().map(|s| s.tags.count() > 0).collect();
         let rng = &mut RandomWords::new(rng);
         let limit = 64 * (k as u64 + 64);
@@ -422,9 +434,11 @@ impl<S: Shard> Dynamized<S> {
                     out.push(buffer_cands[i]);
                     accepted += 1;
                 } else {
-                    let (a, b) = intervals[src - 1];
                     let shard = &shards[src - 1].shard;
-                    let i = query.draw(shard, a, b, rng)?;
+                    let draw = drawers[src - 1]
+                        .as_ref()
+                        .expect("the alias only picks shards of positive weight");
+                    let i = draw(&mut *rng)?;
                     shard.prefetch(i);
                     positions.push((src - 1, i));
                 }

@@ -16,6 +16,9 @@ pub use crate::algo::prefetch_line;
 use crate::error::Result;
 use rand::RngCore;
 
+/// Repeated draws in one index range of one shard (see [`Shard::drawer`]).
+pub type Drawer<'a> = Box<dyn Fn(&mut dyn RngCore) -> Result<usize> + 'a>;
+
 /// How a shard is to be built.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BuildOptions {
@@ -70,6 +73,12 @@ pub trait Shard: Send + Sync + Sized + 'static {
     /// Total weight of records `lo..hi` (their count in unweighted shards).
     fn range_weight(&self, lo: usize, hi: usize) -> Result<f64> {
         Ok(hi.saturating_sub(lo) as f64)
+    }
+    /// A drawer for many draws in `lo..hi` (non-empty, of positive weight): per-query preprocessing done
+    /// once, after which each call draws one index as [`sample_in`](Self::sample_in) does. By default each
+    /// call is a `sample_in`; shards with costlier single draws (the WIRS tree) build a per-range sampler.
+    fn drawer(&self, lo: usize, hi: usize) -> Result<Drawer<'_>> {
+        Ok(Box::new(move |rng| self.sample_in(lo, hi, rng)))
     }
     /// One record index of `lo..hi` (non-empty) drawn with probability proportional to its weight (uniform
     /// in unweighted shards).

@@ -42,7 +42,7 @@ use super::disk_shard::{CACHE_BYTES, DiskShard};
 use super::isam_shard::IsamShard;
 use super::options::{DynOptions, Layout, RuntimeOptions};
 use super::run::{MergeInput, Merged, Record, SortedRun, merge_shards, merge_shards_with};
-use super::shard::{BuildOptions, Shard};
+use super::shard::{BuildOptions, Drawer, Shard};
 use super::shard_file::{ShardFile, ShardWriter, TRAILER, shard_file_name, write_run_file};
 use super::version::filters_for_run;
 use super::wirs_shard::WirsShard;
@@ -142,6 +142,9 @@ impl<M: Shard> Shard for Tiered<M> {
     }
     fn sample_in(&self, lo: usize, hi: usize, rng: &mut dyn RngCore) -> Result<usize> {
         each!(self, s => s.sample_in(lo, hi, rng))
+    }
+    fn drawer(&self, lo: usize, hi: usize) -> Result<Drawer<'_>> {
+        each!(self, s => s.drawer(lo, hi))
     }
 }
 

@@ -47,7 +47,7 @@
 use super::alias_shard::{pick_linear, weightless_range};
 use super::columns::{SortedColumns, column_accessors};
 use super::run::SortedRun;
-use super::shard::{BuildOptions, Shard, unit_f64};
+use super::shard::{BuildOptions, Drawer, Shard, unit_f64};
 use crate::algo::alias::AliasTable;
 use crate::error::Result;
 use rand::RngCore;
@@ -370,6 +370,13 @@ impl Shard for WirsShard {
             0.0
         } else {
             self.pieces_weight(lo, hi)
+        })
+    }
+
+    fn drawer(&self, lo: usize, hi: usize) -> Result<Drawer<'_>> {
+        Ok(match self.range_sampler(lo, hi)? {
+            Some(sampler) => Box::new(move |rng| sampler.sample(rng)),
+            None => Box::new(move |rng| self.sample_in(lo, hi, rng)),
         })
     }
 
