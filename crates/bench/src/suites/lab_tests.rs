@@ -24,14 +24,45 @@ fn workloads_ops(out: &RunOutput) -> Vec<(String, String, u32)> {
         .collect()
 }
 
+/// Engines whose reads are checked in every CI run. fjall 3.1.13 (the newest release) intermittently
+/// returns the previous version of a key after a newer write was acknowledged, in phases with no concurrent
+/// writer (about 1 run in 12 of this test); the value checks catch it and abort the run. It keeps its own
+/// test below, run on demand, so the finding stays reproducible without making CI depend on it.
+/// (The suites here use 100-byte values, so engines that store `u64` values only are not named; the
+/// `smoke` suite covers those.)
+fn deterministic_engines() -> String {
+    driver::engines()
+        .iter()
+        .filter(|e| e.capabilities().byte_values)
+        .map(|e| e.name())
+        .filter(|&n| n != "fjall")
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
 #[test]
 fn every_workload_runs_on_every_engine() {
+    every_workload_runs_on(&deterministic_engines());
+}
+
+/// `cargo test -p strata-bench --release -- --ignored fjall` (repeat it: the stale read is intermittent).
+#[cfg(feature = "fjall")]
+#[test]
+#[ignore = "fjall intermittently serves a stale version; see deterministic_engines"]
+fn every_workload_runs_on_fjall() {
+    every_workload_runs_on("fjall");
+}
+
+fn every_workload_runs_on(engines: &str) {
     let tmp = tempfile::tempdir().unwrap();
     for suite in ["ycsb", "dbbench", "default"] {
-        let mut opts = tiny(suite, None);
+        let mut opts = tiny(suite, Some(engines));
         opts.out_dir = Some(tmp.path().join(suite));
         let out = run(&opts).unwrap();
-        for engine in driver::engines() {
+        for engine in driver::engines()
+            .into_iter()
+            .filter(|e| engines.split(',').any(|n| n == e.name()))
+        {
             if !engine.capabilities().byte_values {
                 assert!(
                     out.results.iter().all(|r| r.engine != engine.name()),
