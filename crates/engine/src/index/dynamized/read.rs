@@ -120,6 +120,10 @@ impl<S: Shard> SamplingQuery<S> for WeightedRangeSample {
     }
 }
 
+/// Above this many buffered keys in a query's range, "is this key buffered?" asks the buffers' key index
+/// instead of a sorted list.
+const WIDE_SHADOW: usize = 64;
+
 /// One source of a merged scan, in newest-first rank order.
 enum Source<'a, S> {
     /// A buffer's live-or-deleted final operations in range, sorted by key.
@@ -349,8 +353,13 @@ impl<S: Shard> Dynamized<S> {
         let v = self.version();
         // Preprocess the buffers: their keys in range (any operation: a shard record with such a key is
         // overridden), and their live candidates (the newest operation on the key is a put in this buffer).
+        // Buffered slots in range are candidates by their weight, live or not: a draw that lands on a dead
+        // slot (overridden in its buffer or by a newer one, or a delete) is rejected like a dead shard record,
+        // so preprocessing is one pass over the keys with no hash probes. Their keys also override shard
+        // records: a short sorted list of them answers that check for narrow ranges, the buffers' key index
+        // for wide ones.
         let mut shadow: Vec<u64> = Vec::new();
-        let mut buffer_cands: Vec<Record> = Vec::new();
+        let mut buffer_cands: Vec<(usize, usize)> = Vec::new();
         let mut buffer_prefix: Vec<f64> = Vec::new();
         let mut buffer_total = 0.0;
         let span = hi - lo;
@@ -360,24 +369,28 @@ impl<S: Shard> Dynamized<S> {
                     continue;
                 }
                 shadow.push(key);
-                if !buf.is_live_slot(i) || v.buffers[..b].iter().any(|n| n.contains(key)) {
-                    continue;
-                }
-                let e = buf.entry(i);
-                let Some(w) = query.buffer_weight(&e) else {
+                let Some(w) = query.buffer_weight(&buf.entry(i)) else {
                     continue;
                 };
                 buffer_total += w;
                 buffer_prefix.push(buffer_total);
-                buffer_cands.push(Record {
-                    key,
-                    value: e.value,
-                    weight: e.weight,
-                });
+                buffer_cands.push((b, i));
             }
         }
-        shadow.sort_unstable();
-        shadow.dedup();
+        let wide = shadow.len() > WIDE_SHADOW;
+        if wide {
+            shadow = Vec::new();
+        } else {
+            shadow.sort_unstable();
+            shadow.dedup();
+        }
+        let buffered = |key: u64| {
+            if wide {
+                v.buffers.iter().any(|b| b.contains(key))
+            } else {
+                shadow.binary_search(&key).is_ok()
+            }
+        };
         let shards: Vec<&Arc<ShardSlot<S>>> = v.shards_newest_first().collect();
         let with_tombstones: Vec<usize> = (0..shards.len())
             .filter(|&p| shards[p].has_tombstones())
@@ -428,11 +441,23 @@ impl<S: Shard> Dynamized<S> {
                 let src = alias.sample(rng);
                 if src == 0 {
                     let t = unit_f64(rng) * buffer_total;
-                    let i = buffer_prefix
+                    let c = buffer_prefix
                         .partition_point(|&p| p <= t)
                         .min(buffer_cands.len() - 1);
-                    out.push(buffer_cands[i]);
-                    accepted += 1;
+                    let (b, i) = buffer_cands[c];
+                    let buf = &v.buffers[b];
+                    let key = buf.key(i);
+                    if buf.is_live_slot(i) && v.buffers[..b].iter().all(|n| !n.contains(key)) {
+                        let e = buf.entry(i);
+                        out.push(Record {
+                            key,
+                            value: e.value,
+                            weight: e.weight,
+                        });
+                        accepted += 1;
+                    } else {
+                        rejected += 1;
+                    }
                 } else {
                     let shard = &shards[src - 1].shard;
                     let draw = drawers[src - 1]
@@ -450,7 +475,7 @@ impl<S: Shard> Dynamized<S> {
                 let rec = slot.shard.record_at(i)?;
                 let live = query.accept(&rec)
                     && !(tagged[p] && slot.tags.get(i))
-                    && shadow.binary_search(&rec.key).is_err()
+                    && !buffered(rec.key)
                     && !tombstoned_above(&shards, &with_tombstones, p, rec.key)?;
                 if live {
                     out.push(rec);
