@@ -473,8 +473,9 @@ impl<S: Shard> Dynamized<S> {
             for &(p, i) in &positions {
                 let slot = shards[p];
                 let rec = slot.shard.record_at(i)?;
+                let untagged = !tagged[p] || !slot.tags.get(i);
                 let live = query.accept(&rec)
-                    && !(tagged[p] && slot.tags.get(i))
+                    && untagged
                     && !buffered(rec.key)
                     && !tombstoned_above(&shards, &with_tombstones, p, rec.key)?;
                 if live {
