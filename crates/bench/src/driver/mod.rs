@@ -201,6 +201,21 @@ pub trait Driver: Send + Sync {
             self.engine()
         )))
     }
+    /// [`sample`](Self::sample) handing each sample to `visit` (key, value bytes) instead of collecting it;
+    /// engines that can do it without allocating per sample override it (the sampling suites time this).
+    fn sample_visit(
+        &self,
+        lo: u64,
+        hi: u64,
+        k: usize,
+        rng: &mut dyn rand::RngCore,
+        visit: &mut dyn FnMut(u64, &[u8]) -> Result<()>,
+    ) -> Result<()> {
+        for (key, value) in self.sample(lo, hi, k, rng)? {
+            visit(key, &value)?;
+        }
+        Ok(())
+    }
     /// Makes everything written so far durable in the engine's main data files (a checkpoint, a flush of
     /// memory tables), so that a phase's I/O includes the cost of getting its writes to disk.
     fn checkpoint(&self) -> Result<()>;

@@ -9,9 +9,8 @@
 //!
 //! They are [`Driver`]s, so that the suites time and check them exactly like the engines, but not
 //! [`Engine`](super::Engine)s: they are built from records and take no writes (writes are usage errors).
-//! Samples are handed over in the same form as Strata's `RawDb::sample_range` hands them to the Strata
-//! drivers (a byte-string key and value per sample, then converted to `u64` keys), so a comparison with the
-//! engine measures the index, not the API's result format.
+//! The suites time [`Driver::sample_visit`], which every Strata driver and these ideals implement without
+//! allocating per sample, so a comparison with an engine measures the index, not a result format.
 
 use super::{Capabilities, Driver, Visit};
 use crate::error::{BenchError, Result};
@@ -30,19 +29,16 @@ fn refuse_writes(name: &str) -> BenchError {
     BenchError::Usage(format!("{name} is a static structure: it takes no writes"))
 }
 
-/// Samples in the form `RawDb::sample_range` produces them (encoded key and value), converted as the Strata
-/// drivers convert them.
-fn hand_over(picked: impl Iterator<Item = (u64, u64)>) -> Vec<(u64, Vec<u8>)> {
-    let encoded: Vec<(Vec<u8>, Vec<u8>)> = picked
-        .map(|(k, v)| (k.to_be_bytes().to_vec(), v.to_be_bytes().to_vec()))
-        .collect();
-    encoded
-        .into_iter()
-        .map(|(k, v)| {
-            let key = u64::from_be_bytes(k.as_slice().try_into().expect("8-byte keys"));
-            (key, v)
-        })
-        .collect()
+/// Collects what `sample_visit` hands over (for callers of [`Driver::sample`]).
+fn collect(
+    sample_visit: impl FnOnce(&mut dyn FnMut(u64, &[u8]) -> Result<()>) -> Result<()>,
+) -> Result<Vec<(u64, Vec<u8>)>> {
+    let mut out = Vec::new();
+    sample_visit(&mut |key, value| {
+        out.push((key, value.to_vec()));
+        Ok(())
+    })?;
+    Ok(out)
 }
 
 fn check_sorted(name: &str, records: &[StaticRecord]) -> Result<()> {
@@ -156,16 +152,25 @@ impl Driver for StaticIsam {
         k: usize,
         rng: &mut dyn rand::RngCore,
     ) -> Result<Vec<(u64, Vec<u8>)>> {
+        collect(|visit| self.sample_visit(lo, hi, k, rng, visit))
+    }
+    fn sample_visit(
+        &self,
+        lo: u64,
+        hi: u64,
+        k: usize,
+        rng: &mut dyn rand::RngCore,
+        visit: &mut dyn FnMut(u64, &[u8]) -> Result<()>,
+    ) -> Result<()> {
         let (a, b) = self.bounds(lo, hi)?;
         if b <= a || (self.weighted && self.shard.range_weight(a, b)? <= 0.0) {
-            return Ok(Vec::new());
+            return Ok(());
         }
-        let mut picked = Vec::with_capacity(k);
         for _ in 0..k {
             let r = self.shard.record_at(self.shard.sample_in(a, b, rng)?)?;
-            picked.push((r.key, r.value));
+            visit(r.key, &r.value.to_be_bytes())?;
         }
-        Ok(hand_over(picked.into_iter()))
+        Ok(())
     }
     fn checkpoint(&self) -> Result<()> {
         Ok(())
@@ -246,18 +251,27 @@ impl Driver for StaticAlias {
         k: usize,
         rng: &mut dyn rand::RngCore,
     ) -> Result<Vec<(u64, Vec<u8>)>> {
+        collect(|visit| self.sample_visit(lo, hi, k, rng, visit))
+    }
+    fn sample_visit(
+        &self,
+        lo: u64,
+        hi: u64,
+        k: usize,
+        rng: &mut dyn rand::RngCore,
+        visit: &mut dyn FnMut(u64, &[u8]) -> Result<()>,
+    ) -> Result<()> {
         let (first, last) = (self.keys[0], self.keys[self.keys.len() - 1]);
         if lo > first || hi < last {
             return Err(BenchError::Usage(
                 "static-alias samples the whole set only (weighted set sampling)".into(),
             ));
         }
-        let mut picked = Vec::with_capacity(k);
         for _ in 0..k {
             let i = self.alias.sample(rng);
-            picked.push((self.keys[i], self.values[i]));
+            visit(self.keys[i], &self.values[i].to_be_bytes())?;
         }
-        Ok(hand_over(picked.into_iter()))
+        Ok(())
     }
     fn checkpoint(&self) -> Result<()> {
         Ok(())

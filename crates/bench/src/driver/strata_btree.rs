@@ -239,6 +239,29 @@ impl Driver for StrataDriver {
             .collect())
     }
 
+    fn sample_visit(
+        &self,
+        lo: u64,
+        hi: u64,
+        k: usize,
+        rng: &mut dyn rand::RngCore,
+        visit: &mut dyn FnMut(u64, &[u8]) -> Result<()>,
+    ) -> Result<()> {
+        let range = inclusive(lo, hi);
+        let mut failed = None;
+        let r = self.db.sample_visit(&range, k, rng, &mut |key, value| {
+            visit(key_of(key), value).map_err(|e| {
+                let msg = e.to_string();
+                failed = Some(e);
+                strata::Error::invalid(msg)
+            })
+        });
+        match (failed, r) {
+            (Some(e), _) => Err(e),
+            (None, r) => Ok(r?),
+        }
+    }
+
     fn checkpoint(&self) -> Result<()> {
         Ok(self.db.checkpoint()?)
     }

@@ -147,8 +147,8 @@ pub fn notes(cfg: &SuiteConfig) -> Vec<String> {
              B × records) so that its whole tree is cached; the dynamized index runs with the paper's options \
              ({}) and no memory budget (every level in memory). `{STATIC_ISAM}`: one ISAM shard built from the \
              live records after the load, answering the same queries (two bound searches, then k uniform \
-             indexes); it hands samples over in the same form as the engine's `RawDb::sample_range` (a byte key \
-             and value per sample), so the ratio measures the index, not the result format.",
+             indexes). Every engine and ideal hands samples to the suite by visitor (`RawDb::sample_visit` for \
+             Strata's), without allocating per sample, so the ratios measure the indexes, not a result format.",
             z.memory,
             z.queries,
             StrataDynamized::new(paper_options(), RuntimeOptions::default()).describe(),

@@ -72,7 +72,7 @@ pub fn notes(cfg: &SuiteConfig) -> Vec<String> {
              Walker/Vose alias table over every live record, built after the load) answers the same number of \
              queries. `{WIRS}`: {q} queries of k = {K} weighted samples over ranges of 0.1% of the live records \
              at random positions; `{STATIC_ISAM}` (one ISAM shard with weight prefix sums) answers the same \
-             ranges. The static structures hand samples over in the same form as `RawDb::sample_range`."
+             ranges. Every engine and ideal hands samples over by visitor, without allocating per sample."
         ),
         "Checks: every sample is live, in its range and carries its key's value; over all samples of a phase \
          the mean sampled weight must equal Σw²/Σw of the queried ranges within 6 standard deviations (a \

@@ -619,15 +619,31 @@ impl RawDb {
         k: usize,
         rng: &mut dyn rand::RngCore,
     ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let mut out = Vec::new();
+        self.sample_visit(range, k, rng, &mut |key, value| {
+            out.push((key.to_vec(), value.to_vec()));
+            Ok(())
+        })?;
+        Ok(out)
+    }
+
+    /// [`sample_range`](Self::sample_range) handing each sample to `visit` instead of collecting it: no
+    /// allocation per sample. The visitor may run while the index holds read locks: it must not call into
+    /// this database.
+    pub fn sample_visit(
+        &self,
+        range: &KeyRange,
+        k: usize,
+        rng: &mut dyn rand::RngCore,
+        visit: &mut crate::index::SampleVisitor<'_>,
+    ) -> Result<()> {
         self.check_poison()?;
         if k > MAX_SAMPLES_PER_CALL {
             return Err(Error::invalid(format!(
                 "{k} samples requested; at most {MAX_SAMPLES_PER_CALL} per call (draw in several calls)"
             )));
         }
-        let mut out = Vec::new();
-        self.sampling()?.sample_range(range, k, rng, &mut out)?;
-        Ok(out)
+        self.sampling()?.sample_visit(range, k, rng, visit)
     }
 
     /// Makes every write so far durable (WAL written and fsynced).

@@ -203,10 +203,22 @@ pub trait OrderedIndex: Send + Sync {
     }
 }
 
+/// Receives one sampled record (key, value); an error stops the sampling and is returned by it.
+pub type SampleVisitor<'a> = dyn FnMut(&[u8], &[u8]) -> Result<()> + 'a;
+
 /// Range counting and independent range sampling.
 pub trait SamplingIndex: Send + Sync {
     /// Number of live records in `range`.
     fn count_range(&self, range: &KeyRange) -> Result<u64>;
+    /// Hands `k` independent uniform samples (with replacement) of the live records in `range` to `visit`,
+    /// without allocating per sample. An empty range visits nothing.
+    fn sample_visit(
+        &self,
+        range: &KeyRange,
+        k: usize,
+        rng: &mut dyn rand::RngCore,
+        visit: &mut SampleVisitor<'_>,
+    ) -> Result<()>;
     /// Appends `k` independent uniform samples (with replacement) of the live records in `range` to `out`.
     /// An empty range appends nothing.
     fn sample_range(
@@ -215,5 +227,10 @@ pub trait SamplingIndex: Send + Sync {
         k: usize,
         rng: &mut dyn rand::RngCore,
         out: &mut Vec<(Vec<u8>, Vec<u8>)>,
-    ) -> Result<()>;
+    ) -> Result<()> {
+        self.sample_visit(range, k, rng, &mut |key, value| {
+            out.push((key.to_vec(), value.to_vec()));
+            Ok(())
+        })
+    }
 }

@@ -314,14 +314,14 @@ impl SamplingIndex for BTree {
         Ok(b - a)
     }
 
-    fn sample_range(
+    fn sample_visit(
         &self,
         range: &KeyRange,
         k: usize,
         rng: &mut dyn rand::RngCore,
-        out: &mut Vec<(Vec<u8>, Vec<u8>)>,
+        visit: &mut crate::index::SampleVisitor<'_>,
     ) -> Result<()> {
         let st = self.state.read();
-        read::sample(self, &st, range, k, rng, out)
+        read::sample(self, &st, range, k, rng, visit)
     }
 }

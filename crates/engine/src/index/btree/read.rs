@@ -300,7 +300,15 @@ pub(super) fn rank_range(tree: &BTree, st: &TreeState, range: &KeyRange) -> Resu
 }
 
 /// The record of rank `r` (0-based, in key order): one root-to-leaf walk guided by the subtree counts.
-fn select(tree: &BTree, st: &TreeState, mut r: u64) -> Result<(Vec<u8>, Vec<u8>)> {
+/// Finds the record of rank `r` by one descent and hands it to `visit` (its value loaded into `value`, a
+/// buffer reused across calls).
+fn select(
+    tree: &BTree,
+    st: &TreeState,
+    mut r: u64,
+    value: &mut Vec<u8>,
+    visit: &mut crate::index::SampleVisitor<'_>,
+) -> Result<()> {
     let mut id = st.root;
     for level in (1..st.height).rev() {
         let p = read_inner(tree, id, level)?;
@@ -323,10 +331,9 @@ fn select(tree: &BTree, st: &TreeState, mut r: u64) -> Result<(Vec<u8>, Vec<u8>)
     if r >= tree.layout.leaf_len(&leaf) as u64 {
         return Err(tree.corrupt(id, "leaf holds fewer records than its parent's count"));
     }
-    let key = tree.layout.leaf_key(&leaf, r as usize).to_vec();
-    let mut value = Vec::new();
-    load_value(tree, tree.layout.leaf_value(&leaf, r as usize), &mut value)?;
-    Ok((key, value))
+    value.clear();
+    load_value(tree, tree.layout.leaf_value(&leaf, r as usize), value)?;
+    visit(tree.layout.leaf_key(&leaf, r as usize), value)
 }
 
 /// Olken's method: `k` independent uniform draws of a rank in the range, each resolved by one descent.
@@ -336,17 +343,16 @@ pub(super) fn sample(
     range: &KeyRange,
     k: usize,
     rng: &mut dyn rand::RngCore,
-    out: &mut Vec<(Vec<u8>, Vec<u8>)>,
+    visit: &mut crate::index::SampleVisitor<'_>,
 ) -> Result<()> {
     let (a, b) = rank_range(tree, st, range)?;
     if a == b {
         return Ok(());
     }
-    // Bounded, so that a huge `k` fails with an error from the caller's limit rather than an abort here.
-    out.reserve(k.min(1 << 16));
+    let mut value = Vec::new();
     for _ in 0..k {
         let r = rng.random_range(a..b);
-        out.push(select(tree, st, r)?);
+        select(tree, st, r, &mut value, visit)?;
     }
     Ok(())
 }

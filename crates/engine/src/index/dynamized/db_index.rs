@@ -489,17 +489,17 @@ impl<S: Shard> SamplingIndex for DynamizedIndex<S> {
         }
     }
 
-    fn sample_range(
+    fn sample_visit(
         &self,
         range: &KeyRange,
         k: usize,
         rng: &mut dyn rand::RngCore,
-        out: &mut Vec<(Vec<u8>, Vec<u8>)>,
+        visit: &mut crate::index::SampleVisitor<'_>,
     ) -> Result<()> {
         let Some((lo, hi)) = bounds(range)? else {
             return Ok(());
         };
-        let mut recs = Vec::with_capacity(k);
+        let mut recs = Vec::with_capacity(k.min(1 << 16));
         if self.core.options().weighted {
             self.core
                 .sample(&WeightedRangeSample { lo, hi }, k, rng, &mut recs)?;
@@ -507,10 +507,9 @@ impl<S: Shard> SamplingIndex for DynamizedIndex<S> {
             self.core
                 .sample(&RangeSample { lo, hi }, k, rng, &mut recs)?;
         }
-        out.extend(
-            recs.iter()
-                .map(|r| (r.key.to_be_bytes().to_vec(), r.value.to_be_bytes().to_vec())),
-        );
+        for r in &recs {
+            visit(&r.key.to_be_bytes(), &r.value.to_be_bytes())?;
+        }
         Ok(())
     }
 }

@@ -124,6 +124,9 @@ impl<S: Shard> SamplingQuery<S> for WeightedRangeSample {
 /// instead of a sorted list.
 const WIDE_SHADOW: usize = 64;
 
+/// Up to this many tombstones in a query's range are gathered into one sorted list for the rejection check.
+const RANGE_TOMBSTONES: usize = 4096;
+
 /// One source of a merged scan, in newest-first rank order.
 enum Source<'a, S> {
     /// A buffer's live-or-deleted final operations in range, sorted by key.
@@ -395,6 +398,41 @@ impl<S: Shard> Dynamized<S> {
         let with_tombstones: Vec<usize> = (0..shards.len())
             .filter(|&p| shards[p].has_tombstones())
             .collect();
+        // The tombstones in range, gathered once (sorted by key, with their shard position) when they are
+        // few, so that a draw's tombstone check is a search in a small cached list instead of a Bloom probe
+        // per newer shard; wide ranges keep the probes.
+        let mut in_range = Vec::with_capacity(with_tombstones.len());
+        let mut tombs_in_range = 0;
+        for &q in &with_tombstones {
+            let s = &shards[q].shard;
+            let (a, b) = (tombstone_lower_bound(s, lo)?, tombstone_upper_bound(s, hi)?);
+            tombs_in_range += b - a;
+            in_range.push((q, a, b));
+        }
+        let range_tombs: Option<Vec<(u64, usize)>> = if tombs_in_range <= RANGE_TOMBSTONES {
+            let mut list = Vec::with_capacity(tombs_in_range);
+            for (q, a, b) in in_range {
+                for j in a..b {
+                    list.push((shards[q].shard.tombstone_at(j)?, q));
+                }
+            }
+            list.sort_unstable();
+            Some(list)
+        } else {
+            None
+        };
+        let tombstoned = |p: usize, key: u64| -> Result<bool> {
+            match &range_tombs {
+                Some(list) => {
+                    let first = list.partition_point(|&(k, _)| k < key);
+                    Ok(list[first..]
+                        .iter()
+                        .take_while(|&&(k, _)| k == key)
+                        .any(|&(_, q)| q < p))
+                }
+                None => tombstoned_above(&shards, &with_tombstones, p, key),
+            }
+        };
         let mut intervals = Vec::with_capacity(shards.len());
         let mut weights = Vec::with_capacity(shards.len() + 1);
         weights.push(buffer_total);
@@ -477,7 +515,7 @@ impl<S: Shard> Dynamized<S> {
                 let live = query.accept(&rec)
                     && untagged
                     && !buffered(rec.key)
-                    && !tombstoned_above(&shards, &with_tombstones, p, rec.key)?;
+                    && !tombstoned(p, rec.key)?;
                 if live {
                     out.push(rec);
                     accepted += 1;
