@@ -9,12 +9,12 @@
 //!
 //! Iterations: `STRATA_CRASH_ITERATIONS` (default 4).
 
+mod common;
+
+use common::iterations;
 use rand::{Rng, SeedableRng};
 use std::collections::BTreeSet;
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Command, Stdio};
-use std::time::Duration;
 use strata::db::Config;
 use strata::index::dynamized::{DeletePolicy, DynOptions, Layout};
 use strata::{Batch, Db, Durability, IndexKind, Options};
@@ -98,50 +98,21 @@ fn dyn_kill_child() {
     }
 }
 
-fn iterations() -> u64 {
-    std::env::var("STRATA_CRASH_ITERATIONS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(4)
-}
-
 #[test]
 fn sigkill_during_dynamized_load() {
-    let exe = std::env::current_exe().unwrap();
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(2027);
     for iteration in 0..iterations() {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path().join("db");
-        let mut child = Command::new(&exe)
-            .args([
-                "--exact",
-                "dyn_kill_child",
-                "--ignored",
-                "--nocapture",
-                "--test-threads=1",
-            ])
-            .env(CHILD_ENV, &dir)
-            .env(VARIANT_ENV, iteration.to_string())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let reader = std::thread::spawn(move || {
-            let mut last: Option<u64> = None;
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if let Ok(k) = line.trim().parse::<u64>() {
-                    last = Some(k);
-                }
-            }
-            last
-        });
         let wait_ms = rng.random_range(200..1_000);
-        std::thread::sleep(Duration::from_millis(wait_ms));
-        child.kill().unwrap();
-        child.wait().unwrap();
-        let acked = reader.join().unwrap().map_or(0, |k| k + 1);
+        let acked = common::run_and_kill(
+            "dyn_kill_child",
+            &[
+                (CHILD_ENV, dir.display().to_string()),
+                (VARIANT_ENV, iteration.to_string()),
+            ],
+            wait_ms,
+        );
         verify(&dir, acked, iteration, wait_ms);
     }
 }

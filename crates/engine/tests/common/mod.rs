@@ -1,0 +1,50 @@
+//! Shared pieces of the process-kill tests: a child test process that writes and prints the index of every
+//! acknowledged write, killed with SIGKILL after a delay.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+/// Iterations of a kill test: `STRATA_CRASH_ITERATIONS`, 4 by default.
+pub fn iterations() -> u64 {
+    std::env::var("STRATA_CRASH_ITERATIONS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(4)
+}
+
+/// Runs the ignored test `child` of this test binary with `env` set, kills it with SIGKILL after
+/// `wait_ms`, and returns how many writes it acknowledged: one more than the last number it printed on a
+/// line of its own (0 if none).
+pub fn run_and_kill(child: &str, env: &[(&str, String)], wait_ms: u64) -> u64 {
+    let exe = std::env::current_exe().unwrap();
+    let mut cmd = Command::new(&exe);
+    cmd.args([
+        "--exact",
+        child,
+        "--ignored",
+        "--nocapture",
+        "--test-threads=1",
+    ])
+    .stdout(Stdio::piped())
+    .stderr(Stdio::null());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let mut process = cmd.spawn().unwrap();
+    let stdout = process.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut last: Option<u64> = None;
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if let Ok(k) = line.trim().parse::<u64>() {
+                last = Some(k);
+            }
+        }
+        last
+    });
+    std::thread::sleep(Duration::from_millis(wait_ms));
+    process.kill().unwrap();
+    process.wait().unwrap();
+    reader.join().unwrap().map_or(0, |k| k + 1)
+}
