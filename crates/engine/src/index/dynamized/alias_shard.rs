@@ -177,6 +177,9 @@ impl Shard for AliasShard {
 pub(super) mod stats {
     use super::super::run::Record;
     use super::*;
+    use rand::SeedableRng;
+    use rand_chacha::ChaCha8Rng;
+    use std::collections::{BTreeMap, BTreeSet};
 
     /// z with P(Z > z) = 1e-6 for a standard normal Z.
     pub const Z_1E6: f64 = 4.753_424;
@@ -292,6 +295,68 @@ pub(super) mod stats {
         }
         c
     }
+
+    /// Checks a shard built from `entries` (key → weight) and `tombs` against a naive model: counts,
+    /// records, tombstones, bounds, lookups, range weights and draws landing on positive weights.
+    pub fn model_check<S: Shard>(
+        entries: &BTreeMap<u64, f64>,
+        tombs: &BTreeSet<u64>,
+        weighted: bool,
+        probes: &[u64],
+    ) {
+        let keys: Vec<u64> = entries.keys().copied().collect();
+        let weights: Vec<f64> = entries.values().copied().collect();
+        let run = SortedRun {
+            records: entries
+                .iter()
+                .map(|(&key, &weight)| Record {
+                    key,
+                    value: !key,
+                    weight,
+                })
+                .collect(),
+            tombstones: tombs.iter().copied().collect(),
+        };
+        let s = S::build(run, BuildOptions { weighted }).unwrap();
+        let eff = |i: usize| if weighted { weights[i] } else { 1.0 };
+        assert_eq!((s.len(), s.tombstone_count()), (keys.len(), tombs.len()));
+        for (i, &k) in keys.iter().enumerate() {
+            assert_eq!(s.key_at(i).unwrap(), k);
+            let r = s.record_at(i).unwrap();
+            assert_eq!((r.key, r.value, r.weight), (k, !k, eff(i)));
+        }
+        for (j, &t) in tombs.iter().enumerate() {
+            assert_eq!(s.tombstone_at(j).unwrap(), t);
+        }
+        let mut all_probes: Vec<u64> = probes.to_vec();
+        all_probes.extend([0, u64::MAX]);
+        all_probes.extend(
+            keys.iter()
+                .flat_map(|&k| [k.saturating_sub(1), k, k.saturating_add(1)]),
+        );
+        for p in all_probes {
+            assert_eq!(s.lower_bound(p).unwrap(), keys.partition_point(|&k| k < p));
+            assert_eq!(s.upper_bound(p).unwrap(), keys.partition_point(|&k| k <= p));
+            assert_eq!(s.find(p).unwrap(), keys.binary_search(&p).ok());
+            assert_eq!(s.has_tombstone(p).unwrap(), tombs.contains(&p));
+        }
+        let n = keys.len();
+        let mut rng = ChaCha8Rng::seed_from_u64(n as u64);
+        for lo in (0..=n).step_by(n / 13 + 1) {
+            for hi in (lo..=n).step_by(n / 11 + 1).chain([n]) {
+                let exact: f64 = (lo..hi).map(eff).sum();
+                let got = s.range_weight(lo, hi).unwrap();
+                assert!(
+                    (got - exact).abs() <= 1e-9 * exact.max(1.0),
+                    "{lo}..{hi}: {got} vs {exact}"
+                );
+                if got > 0.0 {
+                    let i = s.sample_in(lo, hi, &mut rng).unwrap();
+                    assert!((lo..hi).contains(&i) && eff(i) > 0.0);
+                }
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -302,7 +367,6 @@ mod tests {
     use proptest::prelude::*;
     use rand::SeedableRng;
     use rand_chacha::ChaCha8Rng;
-    use std::collections::{BTreeMap, BTreeSet};
 
     fn shard(weights: &[f64]) -> AliasShard {
         AliasShard::build(
@@ -463,68 +527,6 @@ mod tests {
         assert!(!rejects(&right, &w));
     }
 
-    fn model_check(
-        entries: &BTreeMap<u64, f64>,
-        tombs: &BTreeSet<u64>,
-        weighted: bool,
-        probes: &[u64],
-    ) {
-        let keys: Vec<u64> = entries.keys().copied().collect();
-        let weights: Vec<f64> = entries.values().copied().collect();
-        let run = SortedRun {
-            records: entries
-                .iter()
-                .map(|(&key, &weight)| Record {
-                    key,
-                    value: key ^ 0xABCD,
-                    weight,
-                })
-                .collect(),
-            tombstones: tombs.iter().copied().collect(),
-        };
-        let s = AliasShard::build(run, BuildOptions { weighted }).unwrap();
-        let eff = |i: usize| if weighted { weights[i] } else { 1.0 };
-        assert_eq!(s.len(), keys.len());
-        assert_eq!(s.tombstone_count(), tombs.len());
-        for (i, &k) in keys.iter().enumerate() {
-            assert_eq!(s.key_at(i).unwrap(), k);
-            let r = s.record_at(i).unwrap();
-            assert_eq!((r.key, r.value, r.weight), (k, k ^ 0xABCD, eff(i)));
-        }
-        for (j, &t) in tombs.iter().enumerate() {
-            assert_eq!(s.tombstone_at(j).unwrap(), t);
-        }
-        let mut all_probes: Vec<u64> = probes.to_vec();
-        all_probes.extend([0, u64::MAX]);
-        all_probes.extend(
-            keys.iter()
-                .flat_map(|&k| [k.saturating_sub(1), k, k.saturating_add(1)]),
-        );
-        for p in all_probes {
-            let lb = keys.partition_point(|&k| k < p);
-            assert_eq!(s.lower_bound(p).unwrap(), lb, "lower_bound({p})");
-            assert_eq!(s.upper_bound(p).unwrap(), keys.partition_point(|&k| k <= p));
-            assert_eq!(s.find(p).unwrap(), keys.binary_search(&p).ok());
-            assert_eq!(s.has_tombstone(p).unwrap(), tombs.contains(&p));
-        }
-        let n = keys.len();
-        let mut rng = ChaCha8Rng::seed_from_u64(n as u64);
-        for lo in (0..=n).step_by(n / 13 + 1) {
-            for hi in (lo..=n).step_by(n / 11 + 1).chain([n]) {
-                let exact: f64 = (lo..hi).map(eff).sum();
-                let got = s.range_weight(lo, hi).unwrap();
-                assert!(
-                    (got - exact).abs() <= 1e-9 * exact.max(1.0),
-                    "{lo}..{hi}: {got} vs {exact}"
-                );
-                if got > 0.0 {
-                    let i = s.sample_in(lo, hi, &mut rng).unwrap();
-                    assert!((lo..hi).contains(&i) && eff(i) > 0.0);
-                }
-            }
-        }
-    }
-
     proptest! {
         #![proptest_config(proptest_config(32))]
         #[test]
@@ -534,7 +536,7 @@ mod tests {
             probes in prop::collection::vec(any::<u64>(), 0..20),
             weighted in any::<bool>(),
         ) {
-            model_check(&entries, &tombs, weighted, &probes);
+            model_check::<AliasShard>(&entries, &tombs, weighted, &probes);
         }
     }
 }
