@@ -531,29 +531,14 @@ impl Shard for DiskShard {
 mod tests {
     use super::*;
     use crate::index::dynamized::isam_shard::IsamShard;
-    use crate::index::dynamized::shard_file::{shard_file_name, write_run_file};
-    use crate::index::dynamized::version::filters_for_run;
+    use crate::index::dynamized::shard_file::write_test_shard;
     use crate::storage::{FileKind, IoStats, MemVfs, Vfs};
     use rand::SeedableRng;
-    use std::path::Path;
     use std::sync::Arc;
 
     fn disk(run: &SortedRun, weighted: bool, stats: &Arc<IoStats>) -> DiskShard {
         let vfs: Arc<dyn Vfs> = Arc::new(MemVfs::new());
-        let (kf, tf) = filters_for_run(run, 0.01).unwrap();
-        let path = Path::new("/d").join(shard_file_name(1));
-        let w = write_run_file(
-            &vfs,
-            &path,
-            stats,
-            1,
-            run,
-            (&kf, tf.as_ref()),
-            weighted,
-            4096,
-            false,
-        )
-        .unwrap();
+        let (path, w) = write_test_shard(&vfs, stats, 1, run, weighted);
         let file = ShardFile::open(&vfs, &path, 1, 4096, false, stats.clone()).unwrap();
         let opened =
             DiskShard::open(ShardFile::open(&vfs, &path, 1, 4096, false, stats.clone()).unwrap())
@@ -665,20 +650,7 @@ mod tests {
         let stats = Arc::new(IoStats::new());
         for vfs in [mem.clone() as Arc<dyn Vfs>, Arc::new(fault.clone())] {
             let r = run(2000, false);
-            let (kf, tf) = filters_for_run(&r, 0.01).unwrap();
-            let path = Path::new("/d").join(shard_file_name(2));
-            write_run_file(
-                &vfs,
-                &path,
-                &stats,
-                2,
-                &r,
-                (&kf, tf.as_ref()),
-                false,
-                4096,
-                false,
-            )
-            .unwrap();
+            let (path, _) = write_test_shard(&vfs, &stats, 2, &r, false);
             let (d, _, _) = DiskShard::open(
                 ShardFile::open(&vfs, &path, 2, 4096, false, stats.clone()).unwrap(),
             )
@@ -698,20 +670,7 @@ mod tests {
         let vfs: Arc<dyn Vfs> = mem.clone();
         let stats = Arc::new(IoStats::new());
         let r = run(2000, false);
-        let (kf, tf) = filters_for_run(&r, 0.01).unwrap();
-        let path = Path::new("/d").join(shard_file_name(9));
-        write_run_file(
-            &vfs,
-            &path,
-            &stats,
-            9,
-            &r,
-            (&kf, tf.as_ref()),
-            false,
-            4096,
-            false,
-        )
-        .unwrap();
+        let (path, _) = write_test_shard(&vfs, &stats, 9, &r, false);
         let mut bytes = mem.file_bytes(&path).unwrap();
         bytes[3 * 4096 + 17] ^= 0x40;
         mem.set_file_bytes(&path, bytes);

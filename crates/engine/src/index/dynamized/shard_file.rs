@@ -949,6 +949,33 @@ pub struct LoadedShard {
     pub tomb_filter: Option<BloomFilter>,
 }
 
+/// Test helper: writes `run` (with 1% filters) as shard `id` to `/d/shard-<id>.dat` of `vfs` in 4 KiB pages,
+/// without O_DIRECT; returns the path and what was written.
+#[cfg(test)]
+pub(crate) fn write_test_shard(
+    vfs: &Arc<dyn Vfs>,
+    stats: &Arc<IoStats>,
+    id: u64,
+    run: &SortedRun,
+    weighted: bool,
+) -> (PathBuf, WrittenShard) {
+    let (kf, tf) = super::version::filters_for_run(run, 0.01).unwrap();
+    let path = Path::new("/d").join(shard_file_name(id));
+    let written = write_run_file(
+        vfs,
+        &path,
+        stats,
+        id,
+        run,
+        (&kf, tf.as_ref()),
+        weighted,
+        4096,
+        false,
+    )
+    .unwrap();
+    (path, written)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -983,19 +1010,7 @@ mod tests {
         ] {
             let r = run(n, t, weighted);
             let (kf, tf) = filters(&r);
-            let path = Path::new("/d").join(shard_file_name(7));
-            let w = write_run_file(
-                &vfs,
-                &path,
-                &stats,
-                7,
-                &r,
-                (&kf, tf.as_ref()),
-                weighted,
-                4096,
-                false,
-            )
-            .unwrap();
+            let (path, w) = write_test_shard(&vfs, &stats, 7, &r, weighted);
             let f = ShardFile::open(&vfs, &path, 7, 4096, false, stats.clone()).unwrap();
             assert_eq!(w.bytes, f.header.total_pages() * 4096);
             let (sum, kf2, tf2) = f.read_summary().unwrap();
@@ -1014,20 +1029,7 @@ mod tests {
         let vfs: Arc<dyn Vfs> = mem.clone();
         let stats = Arc::new(IoStats::new());
         let r = run(2000, 10, false);
-        let (kf, tf) = filters(&r);
-        let path = Path::new("/d").join(shard_file_name(3));
-        write_run_file(
-            &vfs,
-            &path,
-            &stats,
-            3,
-            &r,
-            (&kf, tf.as_ref()),
-            false,
-            4096,
-            false,
-        )
-        .unwrap();
+        let (path, _) = write_test_shard(&vfs, &stats, 3, &r, false);
         let mut bytes = mem.file_bytes(&path).unwrap();
         bytes[2 * 4096 + 100] ^= 1;
         mem.set_file_bytes(&path, bytes);
