@@ -24,33 +24,20 @@ fn workloads_ops(out: &RunOutput) -> Vec<(String, String, u32)> {
         .collect()
 }
 
-/// Engines whose reads are checked in every CI run. fjall 3.1.13 (the newest release) intermittently
-/// returns the previous version of a key after a newer write was acknowledged, in phases with no concurrent
-/// writer (about 1 run in 12 of this test); the value checks catch it and abort the run. It keeps its own
-/// test below, run on demand, so the finding stays reproducible without making CI depend on it.
-/// (The suites here use 100-byte values, so engines that store `u64` values only are not named; the
-/// `smoke` suite covers those.)
-fn deterministic_engines() -> String {
+/// Every engine of the build that stores byte values (the suites here use 100-byte values; the `smoke` suite
+/// covers engines that store `u64` values only).
+fn byte_value_engines() -> String {
     driver::engines()
         .iter()
         .filter(|e| e.capabilities().byte_values)
         .map(|e| e.name())
-        .filter(|&n| n != "fjall")
         .collect::<Vec<_>>()
         .join(",")
 }
 
 #[test]
 fn every_workload_runs_on_every_engine() {
-    every_workload_runs_on(&deterministic_engines());
-}
-
-/// `cargo test -p strata-bench --release -- --ignored fjall` (repeat it: the stale read is intermittent).
-#[cfg(feature = "fjall")]
-#[test]
-#[ignore = "fjall intermittently serves a stale version; see deterministic_engines"]
-fn every_workload_runs_on_fjall() {
-    every_workload_runs_on("fjall");
+    every_workload_runs_on(&byte_value_engines());
 }
 
 fn every_workload_runs_on(engines: &str) {

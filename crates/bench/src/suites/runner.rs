@@ -31,7 +31,12 @@ pub(crate) struct KeyState {
     versions: Vec<AtomicU32>,
     next_key: AtomicU64,
     loaded: u64,
+    /// Striped locks that serialise the updates of one key (see [`KeyState::update`]).
+    update_locks: Vec<std::sync::Mutex<()>>,
 }
+
+/// Stripes of [`KeyState::update_locks`].
+const UPDATE_STRIPES: usize = 1024;
 
 impl KeyState {
     /// Keys `0..loaded` exist at version 1, later keys not yet; room for `capacity` keys in all.
@@ -42,6 +47,9 @@ impl KeyState {
                 .collect(),
             next_key: AtomicU64::new(loaded),
             loaded,
+            update_locks: (0..UPDATE_STRIPES)
+                .map(|_| std::sync::Mutex::new(()))
+                .collect(),
         }
     }
 
@@ -82,7 +90,10 @@ impl KeyState {
         Ok(k)
     }
 
-    /// Writes the next version of `key` and records it.
+    /// Writes the next version of `key` and records it. Updates of one key are serialised (a striped lock
+    /// held across the write): otherwise two threads could both write version v + 1 and v + 2 and the
+    /// engine could apply them in the other order, leaving a lower version as the key's final value while
+    /// the model expects the higher one.
     pub fn update(
         &self,
         db: &dyn Driver,
@@ -90,6 +101,9 @@ impl KeyState {
         key: u64,
         buf: &mut Vec<u8>,
     ) -> Result<()> {
+        let _serial = self.update_locks[key as usize % UPDATE_STRIPES]
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
         let v = self.committed(key) + 1;
         if v >= VERSION_LIMIT {
             return Err(BenchError::Usage(format!(
