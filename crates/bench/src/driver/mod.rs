@@ -186,23 +186,9 @@ pub trait Driver: Send + Sync {
             self.engine()
         )))
     }
-    /// `k` independent uniform samples, with replacement, of the records with keys in `[lo, hi]` (refused by
-    /// engines without [`Capabilities::sample`]).
-    fn sample(
-        &self,
-        lo: u64,
-        hi: u64,
-        k: usize,
-        rng: &mut dyn rand::RngCore,
-    ) -> Result<Vec<(u64, Vec<u8>)>> {
-        let _ = (lo, hi, k, rng);
-        Err(BenchError::Usage(format!(
-            "{} does not support range sampling",
-            self.engine()
-        )))
-    }
-    /// [`sample`](Self::sample) handing each sample to `visit` (key, value bytes) instead of collecting it;
-    /// engines that can do it without allocating per sample override it (the sampling suites time this).
+    /// Hands `k` independent uniform samples, with replacement, of the records with keys in `[lo, hi]` to
+    /// `visit` (key, value bytes), without allocating per sample (the sampling suites time this); refused by
+    /// engines without [`Capabilities::sample`].
     fn sample_visit(
         &self,
         lo: u64,
@@ -211,10 +197,26 @@ pub trait Driver: Send + Sync {
         rng: &mut dyn rand::RngCore,
         visit: &mut dyn FnMut(u64, &[u8]) -> Result<()>,
     ) -> Result<()> {
-        for (key, value) in self.sample(lo, hi, k, rng)? {
-            visit(key, &value)?;
-        }
-        Ok(())
+        let _ = (lo, hi, k, rng, visit);
+        Err(BenchError::Usage(format!(
+            "{} does not support range sampling",
+            self.engine()
+        )))
+    }
+    /// [`sample_visit`](Self::sample_visit), collected.
+    fn sample(
+        &self,
+        lo: u64,
+        hi: u64,
+        k: usize,
+        rng: &mut dyn rand::RngCore,
+    ) -> Result<Vec<(u64, Vec<u8>)>> {
+        let mut out = Vec::new();
+        self.sample_visit(lo, hi, k, rng, &mut |key, value| {
+            out.push((key, value.to_vec()));
+            Ok(())
+        })?;
+        Ok(out)
     }
     /// Makes everything written so far durable in the engine's main data files (a checkpoint, a flush of
     /// memory tables), so that a phase's I/O includes the cost of getting its writes to disk.

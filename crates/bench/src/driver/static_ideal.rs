@@ -29,18 +29,6 @@ fn refuse_writes(name: &str) -> BenchError {
     BenchError::Usage(format!("{name} is a static structure: it takes no writes"))
 }
 
-/// Collects what `sample_visit` hands over (for callers of [`Driver::sample`]).
-fn collect(
-    sample_visit: impl FnOnce(&mut dyn FnMut(u64, &[u8]) -> Result<()>) -> Result<()>,
-) -> Result<Vec<(u64, Vec<u8>)>> {
-    let mut out = Vec::new();
-    sample_visit(&mut |key, value| {
-        out.push((key, value.to_vec()));
-        Ok(())
-    })?;
-    Ok(out)
-}
-
 fn check_sorted(name: &str, records: &[StaticRecord]) -> Result<()> {
     if records.windows(2).any(|w| w[0].key >= w[1].key) {
         return Err(BenchError::Usage(format!(
@@ -145,15 +133,6 @@ impl Driver for StaticIsam {
         let (a, b) = self.bounds(lo, hi)?;
         Ok(b.saturating_sub(a) as u64)
     }
-    fn sample(
-        &self,
-        lo: u64,
-        hi: u64,
-        k: usize,
-        rng: &mut dyn rand::RngCore,
-    ) -> Result<Vec<(u64, Vec<u8>)>> {
-        collect(|visit| self.sample_visit(lo, hi, k, rng, visit))
-    }
     fn sample_visit(
         &self,
         lo: u64,
@@ -243,15 +222,6 @@ impl Driver for StaticAlias {
             visit(self.keys[i], &self.values[i].to_be_bytes())?;
         }
         Ok(n as u64)
-    }
-    fn sample(
-        &self,
-        lo: u64,
-        hi: u64,
-        k: usize,
-        rng: &mut dyn rand::RngCore,
-    ) -> Result<Vec<(u64, Vec<u8>)>> {
-        collect(|visit| self.sample_visit(lo, hi, k, rng, visit))
     }
     fn sample_visit(
         &self,

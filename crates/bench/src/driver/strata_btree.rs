@@ -223,22 +223,6 @@ impl Driver for StrataDriver {
         Ok(self.db.count_range(&range)?)
     }
 
-    fn sample(
-        &self,
-        lo: u64,
-        hi: u64,
-        k: usize,
-        rng: &mut dyn rand::RngCore,
-    ) -> Result<Vec<(u64, Vec<u8>)>> {
-        let range = inclusive(lo, hi);
-        Ok(self
-            .db
-            .sample_range(&range, k, rng)?
-            .into_iter()
-            .map(|(k, v)| (key_of(&k), v))
-            .collect())
-    }
-
     fn sample_visit(
         &self,
         lo: u64,

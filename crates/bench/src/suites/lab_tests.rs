@@ -272,14 +272,15 @@ impl Driver for BrokenDriver {
     fn count(&self, lo: u64, hi: u64) -> Result<u64> {
         self.inner.count(lo, hi)
     }
-    fn sample(
+    fn sample_visit(
         &self,
         lo: u64,
         hi: u64,
         k: usize,
         rng: &mut dyn rand::RngCore,
-    ) -> Result<Vec<(u64, Vec<u8>)>> {
-        self.inner.sample(lo, hi, k, rng)
+        visit: &mut dyn FnMut(u64, &[u8]) -> Result<()>,
+    ) -> Result<()> {
+        self.inner.sample_visit(lo, hi, k, rng, visit)
     }
     fn checkpoint(&self) -> Result<()> {
         self.inner.checkpoint()

@@ -489,14 +489,15 @@ mod tests {
         ) -> Result<u64> {
             self.0.scan_range(lo, hi, limit, reverse, visit)
         }
-        fn sample(
+        fn sample_visit(
             &self,
             lo: u64,
             hi: u64,
             k: usize,
             rng: &mut dyn rand::RngCore,
-        ) -> Result<Vec<(u64, Vec<u8>)>> {
-            self.0.sample(lo, lo + (hi - lo) / 2, k, rng)
+            visit: &mut dyn FnMut(u64, &[u8]) -> Result<()>,
+        ) -> Result<()> {
+            self.0.sample_visit(lo, lo + (hi - lo) / 2, k, rng, visit)
         }
         fn checkpoint(&self) -> Result<()> {
             Ok(())
