@@ -731,6 +731,62 @@ fn irs_uniform_with_deletes(policy: DeletePolicy) {
     }
 }
 
+/// A range wider than the per-query killer table can hold (more than 1024 buffered keys, more than 4096
+/// tombstones in range): the rejection check asks the buffers' key index and the tombstone filters, and the
+/// draws stay live and uniform.
+#[test]
+fn wide_ranges_reject_through_the_buffer_index_and_tombstone_filters() {
+    let o = DynOptions {
+        layout: Layout::Tiering,
+        scale_factor: 4,
+        buffer_capacity: 4000,
+        delete_policy: DeletePolicy::Tombstone,
+        max_delete_proportion: 0.9,
+        ..DynOptions::default()
+    };
+    let idx = Idx::new(o, rt(false)).unwrap();
+    let mut rng = ChaCha8Rng::seed_from_u64(77);
+    let mut model = Model::new();
+    let n = 40_000u64;
+    let mut keys: Vec<u64> = (0..n).map(|i| i * 3).collect();
+    keys.shuffle(&mut rng);
+    for &k in &keys {
+        idx.put(k, k + 1, 1.0).unwrap();
+        model.insert(k, (k + 1, 1.0));
+    }
+    // Deletes of old records, then (still buffered) a mix of deletes, overwrites and fresh keys.
+    keys.shuffle(&mut rng);
+    for &k in &keys[..12_000] {
+        idx.delete(k).unwrap();
+        model.remove(&k);
+    }
+    idx.quiesce(true).unwrap();
+    for (j, &k) in keys[12_000..15_000].iter().enumerate() {
+        match j % 3 {
+            0 => {
+                idx.delete(k).unwrap();
+                model.remove(&k);
+            }
+            1 => {
+                idx.put(k, k + 2, 1.0).unwrap();
+                model.insert(k, (k + 2, 1.0));
+            }
+            _ => {
+                idx.put(k + 1, k + 3, 1.0).unwrap();
+                model.insert(k + 1, (k + 3, 1.0));
+            }
+        }
+    }
+    let stats = idx.stats();
+    assert!(stats.buffered > 1024, "{} buffered", stats.buffered);
+    assert!(stats.tombstones > 4096, "{} tombstones", stats.tombstones);
+    let (lo, hi) = (0, u64::MAX);
+    assert_eq!(idx.count(lo, hi).unwrap(), model.len() as u64);
+    let before = idx.stats().rejections;
+    check_distribution(&idx, &model, lo, hi, false, 5, 40);
+    assert!(idx.stats().rejections > before, "no draw was rejected");
+}
+
 #[test]
 fn irs_is_uniform_over_buffer_and_levels_with_tombstones() {
     irs_uniform_with_deletes(DeletePolicy::Tombstone);

@@ -221,6 +221,11 @@ pub trait Driver: Send + Sync {
     /// Makes everything written so far durable in the engine's main data files (a checkpoint, a flush of
     /// memory tables), so that a phase's I/O includes the cost of getting its writes to disk.
     fn checkpoint(&self) -> Result<()>;
+    /// Waits until background work that the writes so far started has finished (reconstructions,
+    /// compactions), so that a phase's time and I/O include the work its writes caused; no wait by default.
+    fn settle(&self) -> Result<()> {
+        Ok(())
+    }
     /// Levels of the index (root to leaf), for tree engines that report it.
     fn height(&self) -> Option<u32> {
         None

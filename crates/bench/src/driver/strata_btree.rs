@@ -250,6 +250,10 @@ impl Driver for StrataDriver {
         Ok(self.db.checkpoint()?)
     }
 
+    fn settle(&self) -> Result<()> {
+        Ok(self.db.settle()?)
+    }
+
     fn height(&self) -> Option<u32> {
         Some(self.db.index_stats().height)
     }

@@ -307,6 +307,8 @@ impl Ctx<'_> {
                 phase.merge(op, &lat);
             }
         }
+        // The phase lasts until the background work its operations caused is done.
+        db.settle()?;
         phase.finish(dir)
     }
 }

@@ -11,7 +11,8 @@
 //!   the live keys it inserted; after each insert a writer deletes, with probability d / (1 − d), a uniformly
 //!   random key of its list, so deletes are a share d of the measured operations (the paper's 5%, or 25% in
 //!   the δ sweep). The phase's one operation kind is `insert`: its `ops` are inserts plus deletes, its
-//!   latency percentiles cover both. At the end the engine's count of live records must equal the lists'.
+//!   latency percentiles cover both; the phase ends when the background work its writes caused is done
+//!   (`Driver::settle`). At the end the engine's count of live records must equal the lists'.
 //! * **Queries** ([`range_queries`]): ranges of exactly max(1, ⌊0.1% · live⌉) live records at uniformly
 //!   random positions among the live keys (the same ranges for every engine of a workload), or the whole set
 //!   for weighted set sampling; k = 1000 samples per query.

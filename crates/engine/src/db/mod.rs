@@ -646,6 +646,13 @@ impl RawDb {
         self.sampling()?.sample_visit(range, k, rng, visit)
     }
 
+    /// Waits until background work that earlier writes started has finished (a dynamized index's
+    /// reconstructions: sealed buffers flushed and merges done). The active buffer stays as it is.
+    pub fn settle(&self) -> Result<()> {
+        self.check_poison()?;
+        self.inner.index.settle()
+    }
+
     /// Makes every write so far durable (WAL written and fsynced).
     pub fn flush(&self) -> Result<()> {
         self.check_poison()?;

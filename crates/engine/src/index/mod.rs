@@ -175,6 +175,11 @@ pub trait OrderedIndex: Send + Sync {
     fn checkpoint(&self, seqno: u64) -> Result<()>;
     /// The WAL sequence number contained in the last checkpoint.
     fn checkpointed_seqno(&self) -> u64;
+    /// Waits until background work that earlier writes started (reconstructions) has finished; nothing to
+    /// wait for by default.
+    fn settle(&self) -> Result<()> {
+        Ok(())
+    }
     /// Verifies every checksum and structural invariant.
     fn check(&self) -> Result<CheckReport>;
     fn stats(&self) -> IndexStats;

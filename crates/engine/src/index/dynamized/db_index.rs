@@ -33,8 +33,8 @@ use super::buffer::{BufferEntry, OpKind};
 use super::core::{Dynamized, Filters, ShardFactory};
 use super::options::{DynOptions, RuntimeOptions};
 use super::persist::{STATE, State};
-use super::read::{RangeSample, WeightedRangeSample};
 use super::run::{MergeInput, SortedRun};
+use super::sample::{RangeSample, WeightedRangeSample};
 use super::shard::{BuildOptions, Shard};
 use super::shard_file::{ShardFile, parse_shard_file_name, shard_file_name, write_shard_file};
 use super::version::ShardSlot;
@@ -478,6 +478,10 @@ impl<S: Shard> OrderedIndex for DynamizedIndex<S> {
 
     fn dynamized_stats(&self) -> Option<super::core::DynStats> {
         Some(self.core.stats())
+    }
+
+    fn settle(&self) -> Result<()> {
+        self.core.quiesce(false)
     }
 }
 

@@ -89,7 +89,7 @@ pub trait Shard: Send + Sync + Sized + 'static {
 
 /// A uniform integer in `0..n` (`n > 0`), by Lemire's multiply-shift with rejection (no modulo bias).
 #[inline]
-pub fn uniform_below(rng: &mut dyn RngCore, n: u64) -> u64 {
+pub fn uniform_below<R: RngCore + ?Sized>(rng: &mut R, n: u64) -> u64 {
     debug_assert!(n > 0);
     let m = u128::from(rng.next_u64()) * u128::from(n);
     if (m as u64) < n {
@@ -107,6 +107,6 @@ pub fn uniform_below(rng: &mut dyn RngCore, n: u64) -> u64 {
 
 /// A uniform real in `[0, 1)` with 53 bits.
 #[inline]
-pub fn unit_f64(rng: &mut dyn RngCore) -> f64 {
+pub fn unit_f64<R: RngCore + ?Sized>(rng: &mut R) -> f64 {
     (rng.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
 }

@@ -1,0 +1,588 @@
+//! Sampling over a pinned version through the [`SamplingQuery`] trait (the framework's decomposable
+//! sampling scheme).
+//!
+//! 1. *Preprocess*: each shard turns the query into an index interval of candidates and their weight
+//!    ([`SamplingQuery::shard_candidates`]); the buffers' slots in range are gathered with their weights
+//!    ([`SamplingQuery::buffer_weight`]) in one vectorised pass over their keys. The keys that can kill a
+//!    shard record of the range — buffered keys and tombstones in range — go into one small per-query hash
+//!    table ([`Killers`]) with the newest source holding each.
+//! 2. *Distribute*: a draw's source (the buffers or a shard). Under unit weights
+//!    ([`SamplingQuery::unit_weights`], e.g. IRS) one uniform word picks a candidate of the concatenated
+//!    intervals, source and position at once; otherwise an alias table over the per-source weights picks the
+//!    source and the shard's drawer ([`SamplingQuery::drawer`]) the position.
+//! 3. *Reject* a draw whose record is tagged, killed by a newer source (a buffered operation on its key or
+//!    a tombstone in a newer shard), or refused by the query ([`SamplingQuery::accept`]). Ranges with too
+//!    many buffered keys or tombstones for the table ask the buffers' key index and the shards' tombstone
+//!    Bloom filters instead.
+//! 4. *Repeat* for the rejected draws until k are accepted. If rejections pile up (more than
+//!    `64 · (k + 64)`), the query falls back to enumerating the live candidates and drawing among them, so a
+//!    range whose records are nearly all deleted still answers, correctly, in bounded time.
+//!
+//! Accepted draws are independent and, given the record, distributed exactly as the query's weights: each
+//! draw picks a candidate with probability ∝ its weight among *all* candidates, and rejection removes the
+//! dead ones without changing the ratios among live ones.
+//!
+//! Cost per query (in memory): O(buffered slots / 8) for the vectorised buffer pass, O(shards · log n) for
+//! the intervals, O(killers) for the table, then O(1) expected per draw — one random word, a search over the
+//! ≤ shards + 1 source boundaries, the record's cache lines (prefetched a round ahead) and one table probe —
+//! times 1 / (1 − rejection rate).
+
+use super::buffer::BufferEntry;
+use super::core::Dynamized;
+use super::read::{tombstone_lower_bound, tombstone_upper_bound};
+use super::run::Record;
+use super::shard::{Drawer, Shard, uniform_below, unit_f64};
+use super::version::{ShardSlot, Version};
+use crate::algo::alias::AliasTable;
+use crate::error::Result;
+use crate::index::Direction;
+use rand::RngCore;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+/// A sampling query the framework can answer over any shard type.
+pub trait SamplingQuery<S: Shard>: Sync {
+    /// Inclusive key bounds of the candidates.
+    fn key_bounds(&self) -> (u64, u64);
+    /// Per-shard preprocessing: the candidates' index interval `lo..hi` and their total weight.
+    fn shard_candidates(&self, shard: &S) -> Result<(usize, usize, f64)> {
+        let (lo, hi) = self.key_bounds();
+        let a = shard.lower_bound(lo)?;
+        let b = shard.upper_bound(hi)?;
+        Ok((a, b, shard.range_weight(a, b)?))
+    }
+    /// The weight of a live buffered record if it is a candidate.
+    fn buffer_weight(&self, e: &BufferEntry) -> Option<f64>;
+    /// True when every candidate weighs 1 and the candidates of a shard are exactly its interval: the
+    /// framework then draws uniformly over the concatenated intervals (and ignores [`drawer`](Self::drawer)).
+    fn unit_weights(&self) -> bool {
+        false
+    }
+    /// Local query: a drawer of candidate indexes of `lo..hi` (non-empty, positive weight), built once per
+    /// query and shard (by default the shard's own weighted drawer).
+    fn drawer<'a>(&self, shard: &'a S, lo: usize, hi: usize) -> Result<Drawer<'a>> {
+        shard.drawer(lo, hi)
+    }
+    /// A query-specific rejection test for a drawn live record (e.g. for shards whose candidate intervals
+    /// over-approximate the range).
+    fn accept(&self, rec: &Record) -> bool {
+        let (lo, hi) = self.key_bounds();
+        (lo..=hi).contains(&rec.key)
+    }
+    /// The weight of a live record when candidates are enumerated (the fallback path).
+    fn record_weight(&self, rec: &Record) -> f64;
+}
+
+/// Independent range sampling: uniform over the live records with keys in `[lo, hi]`.
+#[derive(Debug, Clone, Copy)]
+pub struct RangeSample {
+    pub lo: u64,
+    pub hi: u64,
+}
+
+impl<S: Shard> SamplingQuery<S> for RangeSample {
+    fn key_bounds(&self) -> (u64, u64) {
+        (self.lo, self.hi)
+    }
+    fn shard_candidates(&self, shard: &S) -> Result<(usize, usize, f64)> {
+        let a = shard.lower_bound(self.lo)?;
+        let b = shard.upper_bound(self.hi)?;
+        Ok((a, b, b.saturating_sub(a) as f64))
+    }
+    fn buffer_weight(&self, e: &BufferEntry) -> Option<f64> {
+        (self.lo..=self.hi).contains(&e.key).then_some(1.0)
+    }
+    fn unit_weights(&self) -> bool {
+        true
+    }
+    fn drawer<'a>(&self, _shard: &'a S, lo: usize, hi: usize) -> Result<Drawer<'a>> {
+        let n = (hi - lo) as u64;
+        Ok(Box::new(move |rng| Ok(lo + uniform_below(rng, n) as usize)))
+    }
+    fn record_weight(&self, _rec: &Record) -> f64 {
+        1.0
+    }
+}
+
+/// Weighted range sampling: live records with keys in `[lo, hi]`, each with probability ∝ its weight.
+/// Over the whole key space it is weighted set sampling.
+#[derive(Debug, Clone, Copy)]
+pub struct WeightedRangeSample {
+    pub lo: u64,
+    pub hi: u64,
+}
+
+impl WeightedRangeSample {
+    /// Weighted set sampling: every live record.
+    pub fn whole_set() -> Self {
+        WeightedRangeSample {
+            lo: 0,
+            hi: u64::MAX,
+        }
+    }
+}
+
+impl<S: Shard> SamplingQuery<S> for WeightedRangeSample {
+    fn key_bounds(&self) -> (u64, u64) {
+        (self.lo, self.hi)
+    }
+    fn buffer_weight(&self, e: &BufferEntry) -> Option<f64> {
+        ((self.lo..=self.hi).contains(&e.key) && e.weight > 0.0).then_some(e.weight)
+    }
+    fn record_weight(&self, rec: &Record) -> f64 {
+        rec.weight
+    }
+}
+
+/// Above this many buffered keys in a query's range, "is this key buffered?" asks the buffers' key index
+/// instead of the killer table.
+const WIDE_SHADOW: usize = 1024;
+
+/// Above this many tombstones in a query's range, "is this key tombstoned in a newer shard?" asks the
+/// shards' tombstone Bloom filters instead of the killer table.
+const RANGE_TOMBSTONES: usize = 4096;
+
+/// Keys per step of the vectorised range filter over a buffer's keys.
+const KEY_CHUNK: usize = 16;
+
+/// The keys in a query's range that kill older shard records, each with the rank of the newest source
+/// that holds it: 0 for the buffers, `q + 1` for a tombstone of shard position `q` (newest first). A record
+/// of shard position `p` is dead when its key's rank is at most `p` (a source newer than its shard).
+/// Open addressing with linear probing; sized at twice the keys.
+struct Killers {
+    keys: Vec<u64>,
+    ranks: Vec<u32>,
+    shift: u32,
+    len: usize,
+}
+
+impl Killers {
+    const EMPTY: u32 = u32::MAX;
+
+    fn with_capacity(n: usize) -> Killers {
+        let slots = (2 * n).next_power_of_two().max(16);
+        Killers {
+            keys: vec![0; slots],
+            ranks: vec![Self::EMPTY; slots],
+            shift: 64 - slots.trailing_zeros(),
+            len: 0,
+        }
+    }
+
+    #[inline]
+    fn home(&self, key: u64) -> usize {
+        (key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> self.shift) as usize
+    }
+
+    /// Records `key` at `rank`, keeping the smaller (newer) rank of a key inserted twice.
+    fn insert(&mut self, key: u64, rank: u32) {
+        let mask = self.keys.len() - 1;
+        let mut i = self.home(key);
+        loop {
+            if self.ranks[i] == Self::EMPTY {
+                self.keys[i] = key;
+                self.ranks[i] = rank;
+                self.len += 1;
+                return;
+            }
+            if self.keys[i] == key {
+                self.ranks[i] = self.ranks[i].min(rank);
+                return;
+            }
+            i = (i + 1) & mask;
+        }
+    }
+
+    /// True when a source newer than shard position `p` holds `key`.
+    #[inline]
+    fn kills(&self, key: u64, p: usize) -> bool {
+        if self.len == 0 {
+            return false;
+        }
+        let mask = self.keys.len() - 1;
+        let mut i = self.home(key);
+        loop {
+            let r = self.ranks[i];
+            if r == Self::EMPTY {
+                return false;
+            }
+            if self.keys[i] == key {
+                return (r as usize) <= p;
+            }
+            i = (i + 1) & mask;
+        }
+    }
+}
+
+/// The buffers' slots in a query's range, gathered in one pass.
+struct BufferCandidates {
+    /// `(buffer, slot)` of each candidate, and the running sum of their weights.
+    slots: Vec<(usize, usize)>,
+    prefix: Vec<f64>,
+    total: f64,
+    /// Every key in range (any operation: it overrides shard records), duplicates included.
+    keys: Vec<u64>,
+}
+
+impl BufferCandidates {
+    /// Buffered slots in range are candidates by their weight, live or not: a draw that lands on a dead
+    /// slot (overridden in its buffer or by a newer one, or a delete) is rejected like a dead shard record,
+    /// so preprocessing needs no hash probes.
+    fn gather<S: Shard, Q: SamplingQuery<S>>(v: &Version<S>, query: &Q) -> BufferCandidates {
+        let (lo, hi) = query.key_bounds();
+        let span = hi - lo;
+        let mut out = BufferCandidates {
+            slots: Vec::new(),
+            prefix: Vec::new(),
+            total: 0.0,
+            keys: Vec::new(),
+        };
+        for (b, buf) in v.buffers.iter().enumerate() {
+            let keys = buf.published_keys();
+            for (c, chunk) in keys.chunks(KEY_CHUNK).enumerate() {
+                // Branch-free over the chunk (vectorised); most chunks of a narrow range hold no key of it.
+                if !chunk
+                    .iter()
+                    .fold(false, |any, &k| any | (k.wrapping_sub(lo) <= span))
+                {
+                    continue;
+                }
+                for (j, &key) in chunk.iter().enumerate() {
+                    if key.wrapping_sub(lo) > span {
+                        continue;
+                    }
+                    let i = c * KEY_CHUNK + j;
+                    out.keys.push(key);
+                    if let Some(w) = query.buffer_weight(&buf.entry(i)) {
+                        out.total += w;
+                        out.prefix.push(out.total);
+                        out.slots.push((b, i));
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// The candidate whose weight interval holds `t ∈ [0, total)` (rounding can only push the search to
+    /// the end: clamped back).
+    fn at_weight(&self, t: f64) -> usize {
+        self.prefix
+            .partition_point(|&p| p <= t)
+            .min(self.slots.len() - 1)
+    }
+}
+
+/// How a draw picks its source (0 = the buffers, `s ≥ 1` = shard position `s − 1`) and its candidate.
+enum Distribute<'a> {
+    /// Unit weights: a uniform candidate of the concatenated intervals; `ends[s]` = candidates of sources
+    /// `0..=s`.
+    Uniform { ends: Vec<u64> },
+    /// An alias table over the sources' weights, then the source's own drawer.
+    Weighted {
+        alias: AliasTable,
+        drawers: Vec<Option<Drawer<'a>>>,
+    },
+}
+
+impl Distribute<'_> {
+    /// One draw: its source, and the candidate's index in the source (a buffer candidate's position among
+    /// `BufferCandidates::slots`, or a shard record index).
+    #[inline]
+    fn draw(
+        &self,
+        intervals: &[(usize, usize)],
+        buffers: &BufferCandidates,
+        rng: &mut RandomWords<'_>,
+    ) -> Result<(usize, usize)> {
+        match self {
+            Distribute::Uniform { ends } => {
+                let total = *ends.last().expect("one end per source");
+                let u = uniform_below(rng, total);
+                let src = ends.partition_point(|&e| e <= u);
+                let start = if src == 0 { 0 } else { ends[src - 1] };
+                let offset = (u - start) as usize;
+                Ok(if src == 0 {
+                    (0, offset)
+                } else {
+                    (src, intervals[src - 1].0 + offset)
+                })
+            }
+            Distribute::Weighted { alias, drawers } => {
+                let src = alias.sample(&mut RngAdapter(rng));
+                if src == 0 {
+                    return Ok((0, buffers.at_weight(unit_f64(rng) * buffers.total)));
+                }
+                let draw = drawers[src - 1]
+                    .as_ref()
+                    .expect("the alias only picks shards of positive weight");
+                Ok((src, draw(rng)?))
+            }
+        }
+    }
+}
+
+impl<S: Shard> Dynamized<S> {
+    /// `k` independent draws of `query`, appended to `out`; nothing when it has no live candidate.
+    pub fn sample<Q: SamplingQuery<S>>(
+        &self,
+        query: &Q,
+        k: usize,
+        rng: &mut dyn RngCore,
+        out: &mut Vec<Record>,
+    ) -> Result<()> {
+        if k == 0 {
+            return Ok(());
+        }
+        let (lo, hi) = query.key_bounds();
+        if lo > hi {
+            return Ok(());
+        }
+        let v = self.version();
+        let buffers = BufferCandidates::gather(&v, query);
+        let shards: Vec<&Arc<ShardSlot<S>>> = v.shards_newest_first().collect();
+
+        // The killers: buffered keys and tombstones in range, unless too many for a small table.
+        let wide_buffers = buffers.keys.len() > WIDE_SHADOW;
+        let mut tomb_intervals = Vec::new();
+        let mut tombs_in_range = 0;
+        for (q, slot) in shards.iter().enumerate() {
+            if slot.has_tombstones() {
+                let s = &slot.shard;
+                let (a, b) = (tombstone_lower_bound(s, lo)?, tombstone_upper_bound(s, hi)?);
+                tombs_in_range += b - a;
+                tomb_intervals.push((q, a, b));
+            }
+        }
+        let wide_tombs = tombs_in_range > RANGE_TOMBSTONES;
+        let mut killers = Killers::with_capacity(
+            if wide_buffers { 0 } else { buffers.keys.len() }
+                + if wide_tombs { 0 } else { tombs_in_range },
+        );
+        if !wide_buffers {
+            for &key in &buffers.keys {
+                killers.insert(key, 0);
+            }
+        }
+        if !wide_tombs {
+            for &(q, a, b) in &tomb_intervals {
+                for j in a..b {
+                    killers.insert(shards[q].shard.tombstone_at(j)?, q as u32 + 1);
+                }
+            }
+        }
+        let with_tombstones: Vec<usize> = tomb_intervals.iter().map(|&(q, _, _)| q).collect();
+        let killed = |p: usize, key: u64| -> Result<bool> {
+            Ok(killers.kills(key, p)
+                || (wide_buffers && v.buffers.iter().any(|b| b.contains(key)))
+                || (wide_tombs && tombstoned_above(&shards, &with_tombstones, p, key)?))
+        };
+
+        // The candidates of every source and how draws are distributed among them.
+        let mut intervals = Vec::with_capacity(shards.len());
+        let mut weights = Vec::with_capacity(shards.len() + 1);
+        weights.push(buffers.total);
+        for slot in &shards {
+            let (a, b, w) = query.shard_candidates(&slot.shard)?;
+            intervals.push((a, b));
+            weights.push(if b > a { w } else { 0.0 });
+        }
+        if weights.iter().all(|&w| w <= 0.0) {
+            return Ok(());
+        }
+        let distribute = if query.unit_weights() {
+            let mut ends = Vec::with_capacity(weights.len());
+            let mut end = buffers.slots.len() as u64;
+            ends.push(end);
+            for &(a, b) in &intervals {
+                end += b.saturating_sub(a) as u64;
+                ends.push(end);
+            }
+            Distribute::Uniform { ends }
+        } else {
+            let mut drawers = Vec::with_capacity(shards.len());
+            for (slot, (&(a, b), &w)) in shards.iter().zip(intervals.iter().zip(&weights[1..])) {
+                drawers.push(if w > 0.0 {
+                    Some(query.drawer(&slot.shard, a, b)?)
+                } else {
+                    None
+                });
+            }
+            Distribute::Weighted {
+                alias: AliasTable::new(&weights)?,
+                drawers,
+            }
+        };
+
+        let tagged: Vec<bool> = shards.iter().map(|s| s.tags.count() > 0).collect();
+        let rng = &mut RandomWords::new(rng);
+        let limit = 64 * (k as u64 + 64);
+        let (mut accepted, mut draws, mut rejected) = (0usize, 0u64, 0u64);
+        let start = out.len();
+        // Rounds: draw the positions of every missing sample first (no record is touched, but each is
+        // prefetched), then fetch and check the records in one tight loop whose loads have arrived.
+        let mut positions: Vec<(usize, usize)> = Vec::with_capacity(k);
+        while accepted < k {
+            if rejected > limit {
+                // Nearly everything drawn is dead: enumerate the live candidates instead.
+                self.shared
+                    .counters
+                    .fallbacks
+                    .fetch_add(1, Ordering::Relaxed);
+                out.truncate(start);
+                self.sample_by_enumeration(query, k, rng, out)?;
+                break;
+            }
+            positions.clear();
+            for _ in 0..k - accepted {
+                draws += 1;
+                let (src, i) = distribute.draw(&intervals, &buffers, rng)?;
+                if src == 0 {
+                    match buffered_draw(&v, &buffers, i) {
+                        Some(rec) => {
+                            out.push(rec);
+                            accepted += 1;
+                        }
+                        None => rejected += 1,
+                    }
+                } else {
+                    shards[src - 1].shard.prefetch(i);
+                    positions.push((src - 1, i));
+                }
+            }
+            for &(p, i) in &positions {
+                let slot = shards[p];
+                let rec = slot.shard.record_at(i)?;
+                let live =
+                    query.accept(&rec) && (!tagged[p] || !slot.tags.get(i)) && !killed(p, rec.key)?;
+                if live {
+                    out.push(rec);
+                    accepted += 1;
+                } else {
+                    rejected += 1;
+                }
+            }
+        }
+        let c = &self.shared.counters;
+        c.draws.fetch_add(draws, Ordering::Relaxed);
+        c.rejections.fetch_add(rejected, Ordering::Relaxed);
+        if draws >= 64 && rejected as f64 > self.shared.opts.max_rejection_rate * draws as f64 {
+            self.request_compaction();
+        }
+        Ok(())
+    }
+
+    fn sample_by_enumeration<Q: SamplingQuery<S>>(
+        &self,
+        query: &Q,
+        k: usize,
+        rng: &mut dyn RngCore,
+        out: &mut Vec<Record>,
+    ) -> Result<()> {
+        let (lo, hi) = query.key_bounds();
+        let mut live: Vec<Record> = Vec::new();
+        self.scan(lo, hi, Direction::Forward, usize::MAX, &mut |r| {
+            if query.accept(r) && query.record_weight(r) > 0.0 {
+                live.push(*r);
+            }
+            Ok(true)
+        })?;
+        if live.is_empty() {
+            return Ok(());
+        }
+        let weights: Vec<f64> = live.iter().map(|r| query.record_weight(r)).collect();
+        let alias = AliasTable::new(&weights)?;
+        for _ in 0..k {
+            out.push(live[alias.sample(&mut RngAdapter(rng))]);
+        }
+        Ok(())
+    }
+}
+
+/// The record of buffer candidate `c` if it is live: the newest operation on its key in its buffer, a put,
+/// and no newer buffer holds the key.
+fn buffered_draw<S>(v: &Version<S>, buffers: &BufferCandidates, c: usize) -> Option<Record> {
+    let (b, i) = buffers.slots[c];
+    let buf = &v.buffers[b];
+    let key = buf.key(i);
+    (buf.is_live_slot(i) && v.buffers[..b].iter().all(|n| !n.contains(key))).then(|| {
+        let e = buf.entry(i);
+        Record {
+            key,
+            value: e.value,
+            weight: e.weight,
+        }
+    })
+}
+
+/// True if a shard newer than position `p` (positions with tombstones listed in `with_tombstones`, ascending)
+/// holds a tombstone for `key`.
+fn tombstoned_above<S: Shard>(
+    shards: &[&Arc<ShardSlot<S>>],
+    with_tombstones: &[usize],
+    p: usize,
+    key: u64,
+) -> Result<bool> {
+    for &q in with_tombstones {
+        if q >= p {
+            break;
+        }
+        if shards[q].has_tombstone(key)? {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
+/// Random words drawn in blocks from a `&mut dyn RngCore`: one virtual call per 64 words instead of one
+/// per word (a sampling query needs about three words per draw).
+struct RandomWords<'a> {
+    rng: &'a mut dyn RngCore,
+    words: [u64; 64],
+    next: usize,
+}
+
+impl<'a> RandomWords<'a> {
+    fn new(rng: &'a mut dyn RngCore) -> Self {
+        RandomWords {
+            rng,
+            words: [0; 64],
+            next: 64,
+        }
+    }
+}
+
+impl RngCore for RandomWords<'_> {
+    fn next_u32(&mut self) -> u32 {
+        self.next_u64() as u32
+    }
+    #[inline]
+    fn next_u64(&mut self) -> u64 {
+        if self.next == self.words.len() {
+            let bytes: &mut [u8] = bytemuck::cast_slice_mut(&mut self.words);
+            self.rng.fill_bytes(bytes);
+            self.next = 0;
+        }
+        let w = self.words[self.next];
+        self.next += 1;
+        w
+    }
+    fn fill_bytes(&mut self, dst: &mut [u8]) {
+        self.rng.fill_bytes(dst)
+    }
+}
+
+/// `&mut dyn RngCore` as a sized `Rng` for the alias table.
+struct RngAdapter<'a>(&'a mut dyn RngCore);
+
+impl RngCore for RngAdapter<'_> {
+    fn next_u32(&mut self) -> u32 {
+        self.0.next_u32()
+    }
+    fn next_u64(&mut self) -> u64 {
+        self.0.next_u64()
+    }
+    fn fill_bytes(&mut self, dst: &mut [u8]) {
+        self.0.fill_bytes(dst)
+    }
+}
