@@ -43,7 +43,7 @@ use strata::index::dynamized::{DynOptions, RuntimeOptions};
 
 pub const NAME: &str = "irs";
 pub const DESCRIPTION: &str = "independent range sampling (k = 1000, 0.1%): dynamized index vs the AB-tree and a static ISAM; insert throughput with 5% deletes in memory and on disk (O_DIRECT, memory 1/10 of the data), thread scaling, insert tails with and without throttling, N_b / s / δ sweeps";
-pub const DEFAULT_RECORDS: u64 = 2_000_000;
+pub const DEFAULT_RECORDS: u64 = 10_000_000;
 /// Sampling queries of `irs-memory` when `--ops` is not given.
 pub const DEFAULT_QUERIES: u64 = 10_000;
 
