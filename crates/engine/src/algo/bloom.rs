@@ -26,7 +26,7 @@ const BLOCK_BITS: u64 = 512;
 pub const PREFETCH_DISTANCE: usize = 12;
 
 /// A key's place in a filter (see [`BloomFilter::probe`]); valid for filters of the same size only.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Probe {
     base: u64,
     h2: u64,
@@ -139,13 +139,25 @@ impl BloomFilter {
         }
     }
 
-    /// Inserts every key, prefetching blocks ahead.
-    pub fn insert_batch<'a>(&mut self, keys: impl Iterator<Item = &'a [u8]>) {
-        let probes: Vec<Probe> = keys.map(|k| self.probe(k)).collect();
-        for (i, &p) in probes.iter().enumerate() {
-            if let Some(&ahead) = probes.get(i + PREFETCH_DISTANCE) {
-                self.prefetch(ahead);
+    /// Inserts every key, prefetching each key's block [`PREFETCH_DISTANCE`] keys ahead. Streams: only that
+    /// many probes are held at once (a ring), whatever the number of keys.
+    pub fn insert_batch<K: AsRef<[u8]>>(&mut self, keys: impl Iterator<Item = K>) {
+        let mut ring = [Probe::default(); PREFETCH_DISTANCE];
+        let mut held = 0usize;
+        for (i, key) in keys.enumerate() {
+            let p = self.probe(key.as_ref());
+            self.prefetch(p);
+            let slot = i % PREFETCH_DISTANCE;
+            if held == PREFETCH_DISTANCE {
+                let ready = ring[slot];
+                self.set(ready);
+            } else {
+                held += 1;
             }
+            ring[slot] = p;
+        }
+        // The probes still held (setting bits commutes, so their order does not matter).
+        for p in ring.into_iter().take(held) {
             self.set(p);
         }
     }
@@ -222,6 +234,23 @@ mod tests {
         let mut g = BloomFilter::new(n as usize, 0.01).unwrap();
         g.insert_batch(keys.iter().map(|k| k.as_slice()));
         assert_eq!(g, f);
+        // Batches shorter than, equal to and just past the prefetch ring insert every key too.
+        for len in [
+            0,
+            1,
+            PREFETCH_DISTANCE - 1,
+            PREFETCH_DISTANCE,
+            PREFETCH_DISTANCE + 1,
+            100,
+        ] {
+            let mut one = BloomFilter::new(100, 0.01).unwrap();
+            let mut batch = one.clone();
+            for k in &keys[..len] {
+                one.insert(k);
+            }
+            batch.insert_batch(keys[..len].iter());
+            assert_eq!(batch, one, "batch of {len}");
+        }
         let probes: Vec<Probe> = (0..2 * n).map(|i| f.probe(&i.to_be_bytes())).collect();
         f.contains_batch(&probes, |i, maybe| {
             assert_eq!(maybe, f.may_contain(&(i as u64).to_be_bytes()));

@@ -149,11 +149,15 @@ impl<S: Shard> ShardSlot<S> {
 /// A Bloom filter over `n` keys.
 fn filter_over(n: usize, keys: impl Iterator<Item = Result<u64>>, fpr: f64) -> Result<BloomFilter> {
     let mut f = BloomFilter::new(n, fpr)?;
-    let bytes = keys
-        .map(|k| k.map(u64::to_be_bytes))
-        .collect::<Result<Vec<[u8; 8]>>>()?;
-    f.insert_batch(bytes.iter().map(|b| b.as_slice()));
-    Ok(f)
+    let mut failed = None;
+    f.insert_batch(keys.map_while(|k| match k {
+        Ok(k) => Some(k.to_be_bytes()),
+        Err(e) => {
+            failed = Some(e);
+            None
+        }
+    }));
+    failed.map_or(Ok(f), Err)
 }
 
 /// The filters of a shard built from `run`: over its record keys, and over its tombstones if it has any.
