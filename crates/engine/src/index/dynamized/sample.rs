@@ -95,10 +95,6 @@ impl<S: Shard> SamplingQuery<S> for RangeSample {
     fn unit_weights(&self) -> bool {
         true
     }
-    fn drawer<'a>(&self, _shard: &'a S, lo: usize, hi: usize) -> Result<Drawer<'a>> {
-        let n = (hi - lo) as u64;
-        Ok(Box::new(move |rng| Ok(lo + uniform_below(rng, n) as usize)))
-    }
     fn record_weight(&self, _rec: &Record) -> f64 {
         1.0
     }
@@ -371,11 +367,10 @@ impl<S: Shard> Dynamized<S> {
                 }
             }
         }
-        let with_tombstones: Vec<usize> = tomb_intervals.iter().map(|&(q, _, _)| q).collect();
         let killed = |p: usize, key: u64| -> Result<bool> {
             Ok(killers.kills(key, p)
                 || (wide_buffers && v.buffers.iter().any(|b| b.contains(key)))
-                || (wide_tombs && tombstoned_above(&shards, &with_tombstones, p, key)?))
+                || (wide_tombs && tombstoned_above(&shards, &tomb_intervals, p, key)?))
         };
 
         // The candidates of every source and how draws are distributed among them.
@@ -515,15 +510,15 @@ fn buffered_draw<S>(v: &Version<S>, buffers: &BufferCandidates, c: usize) -> Opt
     })
 }
 
-/// True if a shard newer than position `p` (positions with tombstones listed in `with_tombstones`, ascending)
-/// holds a tombstone for `key`.
+/// True if a shard newer than position `p` holds a tombstone for `key`; `tomb_intervals` lists the shards
+/// with tombstones, `(position, ..)` in ascending position.
 fn tombstoned_above<S: Shard>(
     shards: &[&Arc<ShardSlot<S>>],
-    with_tombstones: &[usize],
+    tomb_intervals: &[(usize, usize, usize)],
     p: usize,
     key: u64,
 ) -> Result<bool> {
-    for &q in with_tombstones {
+    for &(q, _, _) in tomb_intervals {
         if q >= p {
             break;
         }
