@@ -351,6 +351,7 @@ fn run_case(
             max_sealed_buffers: c.max_sealed,
             throttle: c.throttle,
             throttle_delay: Duration::from_micros(1),
+            ..RuntimeOptions::default()
         },
     )
     .unwrap();
@@ -1619,6 +1620,53 @@ fn compact_once_compacts_and_keeps_content() {
             }
         }
     }
+}
+
+/// Under tiering, a level over δ is merged into one new run of the level below, as when it fills up: the
+/// runs already there stay as they are (rewriting them with it would make every compaction cost the whole
+/// deeper level).
+#[test]
+fn a_tiering_compaction_appends_a_run_and_keeps_the_runs_below() {
+    let o = DynOptions {
+        max_delete_proportion: 0.05,
+        ..opts(Layout::Tiering, DeletePolicy::Tombstone, 4, 3)
+    };
+    let idx = Idx::new(o, rt(false)).unwrap();
+    let mut model = Model::new();
+    // Eight buffers of new keys: the first seven are flushed as they fill (the eighth waits for a write
+    // that finds it full), level 0 filling up twice on the way and becoming two runs of level 1.
+    for k in 0..32 {
+        idx.put(k, k, 1.0).unwrap();
+        model.insert(k, (k, 1.0));
+    }
+    let ids = |level: usize| -> Vec<u64> {
+        idx.version()
+            .levels
+            .get(level)
+            .map(|l| l.iter().map(|s| s.id).collect())
+            .unwrap_or_default()
+    };
+    let below = ids(1);
+    assert_eq!(below.len(), 2, "{:?}", idx.stats());
+    // A buffer with a delete of a key of level 1: its tombstone puts level 0 over δ (0.05 · 12 < 1).
+    idx.delete(0).unwrap();
+    model.remove(&0);
+    for k in 100..103 {
+        idx.put(k, k, 1.0).unwrap();
+        model.insert(k, (k, 1.0));
+    }
+    idx.quiesce(true).unwrap();
+    let st = idx.stats();
+    assert!(st.compactions >= 1, "{st:?}");
+    assert!(ids(0).is_empty(), "{st:?}");
+    let after = ids(1);
+    assert_eq!(after.len(), 3, "{st:?}");
+    assert_eq!(
+        after[..2],
+        below[..],
+        "the runs of level 1 were rewritten: {st:?}"
+    );
+    check_all(&idx, &model).unwrap();
 }
 
 /// Dropping an index with sealed buffers waiting, and quiescing an empty one, return promptly.

@@ -60,7 +60,7 @@ impl StaticIsam {
             tombstones: Vec::new(),
         };
         Ok(StaticIsam {
-            shard: IsamShard::build(run, BuildOptions { weighted })?,
+            shard: IsamShard::build(run, BuildOptions::single(weighted))?,
             weighted,
         })
     }

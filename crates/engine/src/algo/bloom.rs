@@ -22,6 +22,8 @@ const MAX_HASHES: u32 = 30;
 const HEADER: usize = 12;
 /// Bits per block (one cache line).
 const BLOCK_BITS: u64 = 512;
+/// 64-bit words per block.
+const WORDS_PER_BLOCK: usize = (BLOCK_BITS / 64) as usize;
 /// How many probes ahead batch operations prefetch.
 pub const PREFETCH_DISTANCE: usize = 12;
 
@@ -32,6 +34,10 @@ pub struct Probe {
     h2: u64,
     h3: u64,
 }
+
+/// A key's 128-bit hash (see [`BloomFilter::hash`]); valid for every filter.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct KeyHash(u128);
 
 /// A Bloom filter.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -83,10 +89,23 @@ impl BloomFilter {
         self.bits.len() * 8
     }
 
+    /// A key's hash: what every filter derives the key's [`Probe`] from (so a key probed in many filters is
+    /// hashed once).
+    #[inline]
+    pub fn hash(key: &[u8]) -> KeyHash {
+        KeyHash(xxh3_128(key))
+    }
+
     /// Where `key`'s bits are: its block's first bit and the two hashes that place the k bits in it.
     #[inline]
     pub fn probe(&self, key: &[u8]) -> Probe {
-        let h = xxh3_128(key);
+        self.probe_hashed(Self::hash(key))
+    }
+
+    /// [`probe`](Self::probe) from the key's [`hash`](Self::hash).
+    #[inline]
+    pub fn probe_hashed(&self, hash: KeyHash) -> Probe {
+        let h = hash.0;
         let blocks = self.m / BLOCK_BITS;
         let block = ((u128::from(h as u64) * u128::from(blocks)) >> 64) as u64;
         let hi = (h >> 64) as u64;
@@ -95,13 +114,6 @@ impl BloomFilter {
             h2: hi,
             h3: (hi >> 32) | 1,
         }
-    }
-
-    /// The bit positions of a probe (an iterator that does not borrow the filter): all in one block.
-    #[inline]
-    fn positions(&self, p: Probe) -> impl Iterator<Item = u64> + use<> {
-        (0..u64::from(self.k))
-            .map(move |i| p.base + (p.h2.wrapping_add(i.wrapping_mul(p.h3)) % BLOCK_BITS))
     }
 
     /// Asks the CPU to load a probe's block (one cache line) ahead of [`contains`](Self::contains) or
@@ -113,18 +125,51 @@ impl BloomFilter {
         }
     }
 
+    /// The probe's k bits as a mask over its block's eight words (built in registers, no memory touched).
+    #[inline]
+    fn block_mask(&self, p: Probe) -> [u64; WORDS_PER_BLOCK] {
+        let mut mask = [0u64; WORDS_PER_BLOCK];
+        let mut at = p.h2;
+        for _ in 0..self.k {
+            let bit = at % BLOCK_BITS;
+            mask[(bit / 64) as usize] |= 1 << (bit % 64);
+            at = at.wrapping_add(p.h3);
+        }
+        mask
+    }
+
+    /// The probe's block: its eight words.
+    #[inline]
+    fn block(&self, p: Probe) -> &[u64; WORDS_PER_BLOCK] {
+        let first = (p.base / 64) as usize;
+        self.bits[first..first + WORDS_PER_BLOCK]
+            .try_into()
+            .expect("a probe's block lies inside the filter")
+    }
+
     /// True when the probe's key may have been inserted.
     #[inline]
     pub fn contains(&self, p: Probe) -> bool {
-        self.positions(p)
-            .all(|bit| self.bits[(bit / 64) as usize] & (1 << (bit % 64)) != 0)
+        let mask = self.block_mask(p);
+        let block = self.block(p);
+        // Every word, no early exit: the loop folds into a few vector instructions.
+        let mut missing = 0u64;
+        for (w, m) in block.iter().zip(&mask) {
+            missing |= m & !w;
+        }
+        missing == 0
     }
 
     /// Sets the probe's bits (inserts its key).
     #[inline]
     pub fn set(&mut self, p: Probe) {
-        for bit in self.positions(p) {
-            self.bits[(bit / 64) as usize] |= 1 << (bit % 64);
+        let mask = self.block_mask(p);
+        let first = (p.base / 64) as usize;
+        for (w, m) in self.bits[first..first + WORDS_PER_BLOCK]
+            .iter_mut()
+            .zip(mask)
+        {
+            *w |= m;
         }
     }
 
@@ -160,6 +205,21 @@ impl BloomFilter {
         for p in ring.into_iter().take(held) {
             self.set(p);
         }
+    }
+
+    /// Adds every key of `other`, a filter of the same size and probe count (built for the same expected
+    /// count and rate): the union of two filters over disjoint key sets is the filter over both.
+    pub fn union_with(&mut self, other: &BloomFilter) -> Result<()> {
+        if (self.m, self.k) != (other.m, other.k) {
+            return Err(Error::invalid(format!(
+                "cannot unite a Bloom filter of {} bits and {} probes with one of {} bits and {} probes",
+                self.m, self.k, other.m, other.k
+            )));
+        }
+        for (w, o) in self.bits.iter_mut().zip(&other.bits) {
+            *w |= o;
+        }
+        Ok(())
     }
 
     /// Adds `key`.
@@ -251,6 +311,17 @@ mod tests {
             batch.insert_batch(keys[..len].iter());
             assert_eq!(batch, one, "batch of {len}");
         }
+        // Filters over two halves, united, are the filter over the whole.
+        let mut low = BloomFilter::new(n as usize, 0.01).unwrap();
+        let mut high = low.clone();
+        low.insert_batch(keys[..n as usize / 3].iter());
+        high.insert_batch(keys[n as usize / 3..].iter());
+        low.union_with(&high).unwrap();
+        assert_eq!(low, f);
+        assert!(
+            low.union_with(&BloomFilter::new(10, 0.01).unwrap())
+                .is_err()
+        );
         let probes: Vec<Probe> = (0..2 * n).map(|i| f.probe(&i.to_be_bytes())).collect();
         f.contains_batch(&probes, |i, maybe| {
             assert_eq!(maybe, f.may_contain(&(i as u64).to_be_bytes()));

@@ -8,10 +8,28 @@
 //!   construction; the dynamized family keeps one per shard over its tombstones.
 //! * [`isam`]: static separator levels over a sorted `u64` array (ISAM), the search structure of in-memory
 //!   shards.
+//! * [`on_threads`]: fork-join over scoped threads, for reconstructions that split their work by parts.
 
 pub mod alias;
 pub mod bloom;
 pub mod isam;
+
+/// Runs `work(0)`, …, `work(parts - 1)` at the same time, `work(0)` on the calling thread and each other part
+/// on a scoped thread of its own, and returns the results in part order. A panic in a part is raised again
+/// here once every part has stopped.
+pub fn on_threads<T: Send>(parts: usize, work: impl Fn(usize) -> T + Sync) -> Vec<T> {
+    let work = &work;
+    std::thread::scope(|scope| {
+        let spawned: Vec<_> = (1..parts).map(|j| scope.spawn(move || work(j))).collect();
+        let mut out = Vec::with_capacity(parts.max(1));
+        out.push(work(0));
+        out.extend(spawned.into_iter().map(|h| match h.join() {
+            Ok(v) => v,
+            Err(panic) => std::panic::resume_unwind(panic),
+        }));
+        out
+    })
+}
 
 /// Asks the CPU to bring the cache line holding `item` into the cache (no effect on other targets).
 #[inline]

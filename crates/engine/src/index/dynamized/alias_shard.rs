@@ -12,7 +12,7 @@
 //! ## Invariants
 //! * Those of `columns` (keys strictly ascending, parallel arrays, weights finite and ≥ 0, tombstones
 //!   strictly ascending); the weights are always stored, 1.0 each in unweighted shards
-//!   (`BuildOptions { weighted: false }`).
+//!   (`BuildOptions::single(false)`).
 //! * `prefix.len() == len() + 1`, `prefix[0] == 0`, `prefix[i + 1] == prefix[i] + weights[i]` (summed left to
 //!   right, so it is non-decreasing and a zero weight leaves it unchanged).
 //! * `alias` is `Some` iff the shard has a record of positive weight (an alias table over all-zero weights
@@ -317,7 +317,7 @@ pub(super) mod stats {
                 .collect(),
             tombstones: tombs.iter().copied().collect(),
         };
-        let s = S::build(run, BuildOptions { weighted }).unwrap();
+        let s = S::build(run, BuildOptions::single(weighted)).unwrap();
         let eff = |i: usize| if weighted { weights[i] } else { 1.0 };
         assert_eq!((s.len(), s.tombstone_count()), (keys.len(), tombs.len()));
         for (i, &k) in keys.iter().enumerate() {
@@ -371,7 +371,7 @@ mod tests {
     fn shard(weights: &[f64]) -> AliasShard {
         AliasShard::build(
             run_of(weights, |i| i as u64 * 3 + 1, &[]),
-            BuildOptions { weighted: true },
+            BuildOptions::single(true),
         )
         .unwrap()
     }
@@ -380,7 +380,7 @@ mod tests {
     fn lookups_bounds_and_tombstones() {
         let s = AliasShard::build(
             run_of(&[2.0, 0.0, 5.0, 1.5], |i| (i as u64 + 1) * 2, &[3, 6]),
-            BuildOptions { weighted: true },
+            BuildOptions::single(true),
         )
         .unwrap();
         assert_eq!(AliasShard::NAME, "alias");
@@ -412,7 +412,7 @@ mod tests {
     fn unweighted_builds_weigh_every_record_one() {
         let s = AliasShard::build(
             run_of(&[7.0, 0.0, 3.0], |i| i as u64, &[]),
-            BuildOptions { weighted: false },
+            BuildOptions::single(false),
         )
         .unwrap();
         assert!((0..3).all(|i| s.record_at(i).unwrap().weight == 1.0));
@@ -424,11 +424,8 @@ mod tests {
 
     #[test]
     fn empty_zero_weight_and_invalid_shards() {
-        let empty = AliasShard::build(
-            run_of(&[], |i| i as u64, &[5]),
-            BuildOptions { weighted: true },
-        )
-        .unwrap();
+        let empty =
+            AliasShard::build(run_of(&[], |i| i as u64, &[5]), BuildOptions::single(true)).unwrap();
         assert!(empty.is_empty() && empty.alias.is_none());
         assert_eq!(empty.range_weight(0, 0).unwrap(), 0.0);
         assert_eq!(empty.lower_bound(7).unwrap(), 0);
@@ -443,10 +440,10 @@ mod tests {
         assert!(zero.sample_in(3, 7, &mut rng).is_err());
         for bad in [-1.0, f64::NAN, f64::INFINITY] {
             let run = run_of(&[1.0, bad], |i| i as u64, &[]);
-            assert!(AliasShard::build(run, BuildOptions { weighted: true }).is_err());
+            assert!(AliasShard::build(run, BuildOptions::single(true)).is_err());
         }
         let overflow = run_of(&[f64::MAX, f64::MAX], |i| i as u64, &[]);
-        assert!(AliasShard::build(overflow, BuildOptions { weighted: true }).is_err());
+        assert!(AliasShard::build(overflow, BuildOptions::single(true)).is_err());
     }
 
     #[test]

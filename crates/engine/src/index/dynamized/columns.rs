@@ -288,8 +288,8 @@ mod tests {
         }
     }
 
-    const WEIGHTED: BuildOptions = BuildOptions { weighted: true };
-    const UNWEIGHTED: BuildOptions = BuildOptions { weighted: false };
+    const WEIGHTED: BuildOptions = BuildOptions::single(true);
+    const UNWEIGHTED: BuildOptions = BuildOptions::single(false);
 
     #[test]
     fn accessors_and_bounds() {

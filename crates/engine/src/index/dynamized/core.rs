@@ -31,9 +31,9 @@ use super::buffer::MutableBuffer;
 pub use super::buffer::{BufferEntry, OpKind};
 use super::layout;
 use super::options::{DeletePolicy, DynOptions, RuntimeOptions};
-use super::run::{MergeInput, Record, SortedRun, merge_shards};
+use super::run::{MergeInput, Record, SortedRun, merge_shards_parallel};
 use super::shard::{BuildOptions, Shard};
-use super::version::{Level, ShardSlot, Version, filters_for_run};
+use super::version::{Level, ShardSlot, Version, filters_for_run, filters_for_run_on};
 use crate::algo::bloom::BloomFilter;
 use crate::error::{Error, Result};
 use arc_swap::ArcSwap;
@@ -84,11 +84,11 @@ pub trait ShardFactory<S: Shard>: Send + Sync {
         opts: BuildOptions,
         fpr: f64,
     ) -> Result<Option<(S, Filters)>> {
-        let run = merge_shards(inputs, bottom)?;
+        let run = merge_shards_parallel(inputs, bottom, opts.threads)?;
         if run.entries() == 0 {
             return Ok(None);
         }
-        let (key_filter, tomb_filter) = filters_for_run(&run, fpr)?;
+        let (key_filter, tomb_filter) = filters_for_run_on(&run, fpr, opts.threads)?;
         let shard = self.build(id, run, level, opts, (&key_filter, tomb_filter.as_ref()))?;
         Ok(Some((shard, (key_filter, tomb_filter))))
     }
@@ -692,6 +692,7 @@ impl<S: Shard> Shared<S> {
         let id = self.next_shard_id.fetch_add(1, Ordering::AcqRel);
         let opts = BuildOptions {
             weighted: self.opts.weighted,
+            threads: self.rt.reconstruction_threads.max(1),
         };
         let (key_filter, tomb_filter) = filters_for_run(&run, self.opts.bloom_fpr)?;
         let shard =
@@ -730,6 +731,7 @@ impl<S: Shard> Shared<S> {
         let id = self.next_shard_id.fetch_add(1, Ordering::AcqRel);
         let opts = BuildOptions {
             weighted: self.opts.weighted,
+            threads: self.rt.reconstruction_threads.max(1),
         };
         let built =
             self.factory
@@ -846,7 +848,7 @@ impl<S: Shard> Shared<S> {
         drop(base);
         let mut merge =
             |inputs: &[Arc<ShardSlot<S>>], bottom, level| self.merge(inputs, bottom, level);
-        layout::compact_level(&mut levels, i, &mut merge)?;
+        layout::compact_level(&mut levels, i, &self.opts, &mut merge)?;
         layout::enforce_delete_bound(&mut levels, &self.opts, &mut merge)?;
         self.counters.compactions.fetch_add(1, Ordering::Relaxed);
         let _st = self.work.lock();

@@ -89,12 +89,7 @@ impl<S: Shard> ShardFactory<S> for WholeStore {
 impl<S: Shard> ShardStore<S> for WholeStore {
     fn reopen(&self, file: ShardFile, _level: usize, _levels: usize) -> Result<(S, Filters)> {
         let loaded = file.read_all()?;
-        let shard = S::build(
-            loaded.run,
-            BuildOptions {
-                weighted: file.header.weighted,
-            },
-        )?;
+        let shard = S::build(loaded.run, BuildOptions::single(file.header.weighted))?;
         Ok((shard, (loaded.key_filter, loaded.tomb_filter)))
     }
 

@@ -570,7 +570,7 @@ mod tests {
             let r = run(3000, weighted);
             let stats = Arc::new(IoStats::new());
             let d = disk(&r, weighted, &stats);
-            let m = IsamShard::build(r.clone(), BuildOptions { weighted }).unwrap();
+            let m = IsamShard::build(r.clone(), BuildOptions::single(weighted)).unwrap();
             assert_eq!(d.len(), m.len());
             assert_eq!(d.tombstone_count(), m.tombstone_count());
             for i in (0..m.len()).step_by(7) {

@@ -107,7 +107,7 @@ mod tests {
                     .collect(),
                 tombstones: tombs.to_vec(),
             },
-            BuildOptions { weighted },
+            BuildOptions::single(weighted),
         )
         .unwrap()
     }

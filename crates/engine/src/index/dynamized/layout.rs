@@ -14,7 +14,9 @@
 //! * **BSM**: the new shard and every level above the first empty one are merged into that level.
 //!
 //! Compaction: a level whose tombstones plus tags exceed δ · capacity, or (leveling) whose entries exceed its
-//! capacity after a compaction above it, is merged with the level below into one shard there.
+//! capacity after a compaction above it, is merged down: with the level below into one shard there
+//! (leveling, BSM), or into one new run of the level below (tiering, as when the level fills up); the last
+//! level is rebuilt in place, which drops its tombstones and tagged records.
 //!
 //! Moves: every shard that lands on a level goes through the merge function with that target level, a lone
 //! shard too. The merge function moves a lone shard unchanged when nothing in it would change and its shard
@@ -151,10 +153,13 @@ pub fn over_delete_bound<S: super::shard::Shard>(
 }
 
 /// Merges level `i` into the level below, or rebuilds it in place (dropping every tombstone and tagged
-/// record) if it is the last level.
+/// record) if it is the last level. Leveling and BSM merge it with the level below into one shard there;
+/// tiering merges its runs into one new run of the level below, first making room there as a flush does
+/// (so a compaction never rewrites the deeper level's runs, which are no more deleted than before).
 pub fn compact_level<S: super::shard::Shard>(
-    levels: &mut [Level<S>],
+    levels: &mut Vec<Level<S>>,
     i: usize,
+    opts: &DynOptions,
     merge: &mut MergeFn<'_, S>,
 ) -> Result<()> {
     if i + 1 == levels.len() {
@@ -163,6 +168,19 @@ pub fn compact_level<S: super::shard::Shard>(
             levels[i].push(slot);
         }
         return Ok(());
+    }
+    if opts.layout == Layout::Tiering {
+        let s = opts.scale_factor;
+        let j = (i + 1..=levels.len())
+            .find(|&l| l == levels.len() || levels[l].len() < s)
+            .expect("the last candidate always qualifies");
+        if j == levels.len() {
+            levels.push(Vec::new());
+        }
+        for l in (i + 2..=j).rev() {
+            merge_into(levels, l - 1, l, false, merge)?;
+        }
+        return merge_into(levels, i, i + 1, false, merge);
     }
     merge_into(levels, i, i + 1, true, merge)?;
     // Leveling and BSM keep one shard per level; a merge may have overfilled the level below, which the
@@ -184,7 +202,7 @@ pub fn enforce_delete_bound<S: super::shard::Shard>(
             && i + 1 < levels.len()
             && entries(&levels[i]) > opts.level_capacity(i);
         if over_delete_bound(levels, i, opts) || overfull {
-            compact_level(levels, i, merge)?;
+            compact_level(levels, i, opts, merge)?;
             ran += 1;
         }
         i += 1;

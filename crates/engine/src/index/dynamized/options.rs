@@ -182,6 +182,9 @@ pub struct RuntimeOptions {
     pub throttle: bool,
     /// Delay of one throttled write.
     pub throttle_delay: std::time::Duration,
+    /// Threads one reconstruction may use: a large in-memory merge and its Bloom filter are split by key
+    /// range over this many (default: the machine's cores). 1 keeps every reconstruction on the worker.
+    pub reconstruction_threads: usize,
 }
 
 impl Default for RuntimeOptions {
@@ -191,6 +194,7 @@ impl Default for RuntimeOptions {
             max_sealed_buffers: 1,
             throttle: false,
             throttle_delay: std::time::Duration::from_micros(20),
+            reconstruction_threads: std::thread::available_parallelism().map_or(1, usize::from),
         }
     }
 }

@@ -24,6 +24,18 @@ pub type Drawer<'a> = Box<dyn Fn(&mut dyn RngCore) -> Result<usize> + 'a>;
 pub struct BuildOptions {
     /// Keep per-record weights (weighted sampling); without them every weight is 1.
     pub weighted: bool,
+    /// Threads a build may use (large in-memory merges and their filters split by parts; at least 1).
+    pub threads: usize,
+}
+
+impl BuildOptions {
+    /// One thread, weights kept as `weighted` says.
+    pub const fn single(weighted: bool) -> BuildOptions {
+        BuildOptions {
+            weighted,
+            threads: 1,
+        }
+    }
 }
 
 /// A static, sorted structure over records and tombstones.

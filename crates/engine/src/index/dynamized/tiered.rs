@@ -41,10 +41,10 @@ use super::db_index::{DynFiles, ShardStore};
 use super::disk_shard::{CACHE_BYTES, DiskShard};
 use super::isam_shard::IsamShard;
 use super::options::{DynOptions, Layout, RuntimeOptions};
-use super::run::{MergeInput, Merged, Record, SortedRun, merge_shards, merge_shards_with};
+use super::run::{MergeInput, Merged, Record, SortedRun, merge_shards_parallel, merge_shards_with};
 use super::shard::{BuildOptions, Drawer, Shard};
 use super::shard_file::{ShardFile, ShardWriter, TRAILER, shard_file_name, write_run_file};
-use super::version::filters_for_run;
+use super::version::filters_for_run_on;
 use super::wirs_shard::WirsShard;
 use crate::algo::bloom::BloomFilter;
 use crate::error::Result;
@@ -314,11 +314,11 @@ impl<M: MemoryShard> ShardFactory<Tiered<M>> for TieredStore<M> {
         fpr: f64,
     ) -> Result<Option<(Tiered<M>, Filters)>> {
         if self.in_memory(level) {
-            let run = merge_shards(inputs, bottom)?;
+            let run = merge_shards_parallel(inputs, bottom, opts.threads)?;
             if run.entries() == 0 {
                 return Ok(None);
             }
-            let filters = filters_for_run(&run, fpr)?;
+            let filters = filters_for_run_on(&run, fpr, opts.threads)?;
             return Ok(Some((M::build(run, opts).map(Tiered::Memory)?, filters)));
         }
         // Stream the merge into the file: the filters are sized for every input entry (an upper bound of
@@ -372,12 +372,7 @@ impl<M: MemoryShard> ShardStore<Tiered<M>> for TieredStore<M> {
         self.depth.fetch_max(levels, Ordering::AcqRel);
         if self.in_memory(level) {
             let loaded = file.read_all()?;
-            let shard = M::build(
-                loaded.run,
-                BuildOptions {
-                    weighted: self.weighted,
-                },
-            )?;
+            let shard = M::build(loaded.run, BuildOptions::single(self.weighted))?;
             return Ok((
                 Tiered::Memory(shard),
                 (loaded.key_filter, loaded.tomb_filter),

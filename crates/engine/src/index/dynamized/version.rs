@@ -10,10 +10,11 @@
 //! never changed after they are published; a reconstruction builds a new one and swaps it in atomically.
 
 use super::buffer::MutableBuffer;
-use super::run::SortedRun;
+use super::run::{PARALLEL_MERGE_MIN, SortedRun};
 use super::shard::Shard;
 use super::tags::TagBits;
-use crate::algo::bloom::{BloomFilter, Probe};
+use crate::algo::bloom::{BloomFilter, KeyHash, Probe};
+use crate::algo::on_threads;
 use crate::error::Result;
 use std::sync::Arc;
 
@@ -98,31 +99,25 @@ impl<S: Shard> ShardSlot<S> {
             + self.tomb_filter.as_ref().map_or(0, |f| f.memory_bytes())
     }
 
-    /// [`lookup`](Self::lookup) for the keys `keys[j]` of every `j` in `which`, calling `each(j, lookup)`;
-    /// the Bloom probes are pipelined so that their cache misses overlap.
-    pub fn lookup_many(
+    /// Calls `each(j, i)` for every `j` in `which` whose key `keys[j]` has a record in this shard, at index
+    /// `i` (tagged or not; tombstones are not looked at). The key filter's probes are pipelined so that
+    /// their cache misses overlap; `hashes[j]` is the hash of `keys[j]`.
+    pub fn find_many(
         &self,
         keys: &[u64],
+        hashes: &[KeyHash],
         which: &[usize],
-        mut each: impl FnMut(usize, Lookup),
+        mut each: impl FnMut(usize, Option<usize>),
     ) -> Result<()> {
         let probes: Vec<Probe> = which
             .iter()
-            .map(|&j| self.key_filter.probe(&keys[j].to_be_bytes()))
+            .map(|&j| self.key_filter.probe_hashed(hashes[j]))
             .collect();
         let mut maybe = Vec::with_capacity(which.len());
         self.key_filter
             .contains_batch(&probes, |_, m| maybe.push(m));
         for (&j, m) in which.iter().zip(maybe) {
-            let key = keys[j];
-            let found = if m { self.shard.find(key)? } else { None };
-            let l = match found {
-                Some(i) if self.tags.get(i) => Lookup::Deleted,
-                Some(i) => Lookup::Record(i),
-                None if self.has_tombstone(key)? => Lookup::Deleted,
-                None => Lookup::Absent,
-            };
-            each(j, l);
+            each(j, if m { self.shard.find(keys[j])? } else { None });
         }
         Ok(())
     }
@@ -162,11 +157,33 @@ fn filter_over(n: usize, keys: impl Iterator<Item = Result<u64>>, fpr: f64) -> R
 
 /// The filters of a shard built from `run`: over its record keys, and over its tombstones if it has any.
 pub fn filters_for_run(run: &SortedRun, fpr: f64) -> Result<(BloomFilter, Option<BloomFilter>)> {
-    let keys = filter_over(
-        run.records.len(),
-        run.records.iter().map(|r| Ok(r.key)),
-        fpr,
-    )?;
+    filters_for_run_on(run, fpr, 1)
+}
+
+/// [`filters_for_run`] on up to `threads` threads: each fills a filter of the full size from its share of
+/// the keys and the filters are united (the same filter, bit for bit). Small runs stay on one thread.
+pub fn filters_for_run_on(
+    run: &SortedRun,
+    fpr: f64,
+    threads: usize,
+) -> Result<(BloomFilter, Option<BloomFilter>)> {
+    let n = run.records.len();
+    let parts = threads.min(n / PARALLEL_MERGE_MIN).max(1);
+    let keys = if parts == 1 {
+        filter_over(n, run.records.iter().map(|r| Ok(r.key)), fpr)?
+    } else {
+        let chunk = n.div_ceil(parts);
+        let filters = on_threads(parts, |j| {
+            let part = &run.records[(j * chunk).min(n)..((j + 1) * chunk).min(n)];
+            filter_over(n, part.iter().map(|r| Ok(r.key)), fpr)
+        });
+        let mut filters = filters.into_iter();
+        let mut keys = filters.next().expect("one part at least")?;
+        for f in filters {
+            keys.union_with(&f?)?;
+        }
+        keys
+    };
     let tombs = (!run.tombstones.is_empty())
         .then(|| {
             filter_over(
@@ -217,23 +234,49 @@ impl<S: Shard> Version<S> {
     }
 
     /// The live record of every key in `keys` (in the shards), or `None` where the key is absent or
-    /// deleted; shard by shard, newest first, with pipelined filter probes.
+    /// deleted. First each key's newest record is found, shard by shard newest first with pipelined key
+    /// filter probes; a key with none has no live record whatever tombstones say, so only the few keys
+    /// found are then checked for a tag and for a tombstone in a newer shard (the newest record of a key
+    /// is its only candidate: anything older was killed when it was written).
     pub fn lookup_shards_many(&self, keys: &[u64]) -> Result<Vec<Option<LiveRecord<'_, S>>>> {
-        let mut found: Vec<Option<LiveRecord<'_, S>>> = vec![None; keys.len()];
+        let slots: Vec<&Arc<ShardSlot<S>>> = self.shards_newest_first().collect();
+        let hashes: Vec<KeyHash> = keys
+            .iter()
+            .map(|k| BloomFilter::hash(&k.to_be_bytes()))
+            .collect();
+        // (position in `slots`, record index) of each key's newest record.
+        let mut newest: Vec<Option<(usize, usize)>> = vec![None; keys.len()];
         let mut open: Vec<usize> = (0..keys.len()).collect();
-        for slot in self.shards_newest_first() {
+        for (p, slot) in slots.iter().enumerate() {
             if open.is_empty() {
                 break;
             }
             let mut still = Vec::with_capacity(open.len());
-            slot.lookup_many(keys, &open, |j, l| match l {
-                Lookup::Record(i) => found[j] = Some((slot, i)),
-                Lookup::Deleted => {}
-                Lookup::Absent => still.push(j),
+            slot.find_many(keys, &hashes, &open, |j, found| match found {
+                Some(i) => newest[j] = Some((p, i)),
+                None => still.push(j),
             })?;
             open = still;
         }
-        Ok(found)
+        let mut live: Vec<Option<LiveRecord<'_, S>>> = vec![None; keys.len()];
+        for (j, found) in newest.into_iter().enumerate() {
+            let Some((p, i)) = found else { continue };
+            let slot = slots[p];
+            if slot.tags.get(i) {
+                continue;
+            }
+            let mut killed = false;
+            for newer in &slots[..p] {
+                if newer.has_tombstone(keys[j])? {
+                    killed = true;
+                    break;
+                }
+            }
+            if !killed {
+                live[j] = Some((slot, i));
+            }
+        }
+        Ok(live)
     }
 
     /// The newest state of `key` in the shards at and after position `from` (newest-first order).

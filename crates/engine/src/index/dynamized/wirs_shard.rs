@@ -431,7 +431,7 @@ mod tests {
     fn shard(weights: &[f64]) -> WirsShard {
         WirsShard::build(
             run_of(weights, |i| i as u64 * 3 + 1, &[]),
-            BuildOptions { weighted: true },
+            BuildOptions::single(true),
         )
         .unwrap()
     }
@@ -480,11 +480,8 @@ mod tests {
                 }
             }
         }
-        let empty = WirsShard::build(
-            run_of(&[], |i| i as u64, &[1]),
-            BuildOptions { weighted: true },
-        )
-        .unwrap();
+        let empty =
+            WirsShard::build(run_of(&[], |i| i as u64, &[1]), BuildOptions::single(true)).unwrap();
         assert_eq!(
             (empty.height(), empty.len(), empty.tombstone_count()),
             (0, 0, 1)
@@ -529,7 +526,7 @@ mod tests {
     fn lookups_bounds_and_tombstones() {
         let s = WirsShard::build(
             run_of(&[2.0, 0.0, 5.0, 1.5], |i| (i as u64 + 1) * 2, &[3, 6]),
-            BuildOptions { weighted: true },
+            BuildOptions::single(true),
         )
         .unwrap();
         assert_eq!(WirsShard::NAME, "wirs");
@@ -554,7 +551,7 @@ mod tests {
         assert!(s.memory_bytes() >= 4 * 36);
         let u = WirsShard::build(
             run_of(&[2.0, 0.0, 5.0], |i| i as u64, &[]),
-            BuildOptions { weighted: false },
+            BuildOptions::single(false),
         )
         .unwrap();
         assert!((0..3).all(|i| u.record_at(i).unwrap().weight == 1.0));
@@ -575,10 +572,10 @@ mod tests {
         assert!(zero.range_sampler(0, 50).unwrap().is_none());
         for bad in [-1.0, f64::NAN, f64::INFINITY] {
             let run = run_of(&[1.0, bad], |i| i as u64, &[]);
-            assert!(WirsShard::build(run, BuildOptions { weighted: true }).is_err());
+            assert!(WirsShard::build(run, BuildOptions::single(true)).is_err());
         }
         let overflow = run_of(&[f64::MAX; 10], |i| i as u64, &[]);
-        assert!(WirsShard::build(overflow, BuildOptions { weighted: true }).is_err());
+        assert!(WirsShard::build(overflow, BuildOptions::single(true)).is_err());
     }
 
     /// A shard of 1000 records (b = 7, 143 buckets, 9 levels) with skewed weights, zeros, and a run of zeros
