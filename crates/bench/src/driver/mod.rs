@@ -31,6 +31,7 @@ mod rocksdb;
 mod static_ideal;
 mod strata_btree;
 mod strata_dynamized;
+mod weighted_abtree;
 
 #[cfg(feature = "fjall")]
 pub use fjall::Fjall;
@@ -43,6 +44,9 @@ pub use rocksdb::RocksDb;
 pub use static_ideal::{StaticAlias, StaticIsam, StaticRecord};
 pub use strata_btree::StrataBTree;
 pub use strata_dynamized::StrataDynamized;
+pub use weighted_abtree::{
+    WeightedAbTree, WeightedAbTreeDriver, WeightedBPlusTree, WeightedTreeError,
+};
 
 use crate::error::{BenchError, Result};
 use std::path::Path;

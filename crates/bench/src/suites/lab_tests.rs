@@ -516,16 +516,22 @@ fn wss_runs_at_a_tiny_size() {
             ("strata-dynamized", "wss", "insert", 1),
             ("strata-dynamized", "wss", "sample", 1),
             ("strata-dynamized", "wirs", "sample", 1),
+            ("weighted-ab-tree", "wss", "insert", 1),
+            ("weighted-ab-tree", "wss", "sample", 1),
+            ("weighted-ab-tree", "wirs", "sample", 1),
             ("static-alias", "wss", "sample", 1),
             ("static-isam", "wirs", "sample", 1),
         ]
     );
     assert!(out.results.iter().all(|r| r.ops > 0 && r.records == 20_000));
-    assert!(
-        out.analysis.contains("Missing baseline"),
-        "{}",
-        out.analysis
-    );
+    for row in [
+        "WSS sampling latency, strata-dynamized / weighted-ab-tree",
+        "WIRS sampling latency, strata-dynamized / weighted-ab-tree",
+        "share), strata-dynamized / weighted-ab-tree | ",
+    ] {
+        assert!(out.analysis.contains(row), "{row}: {}", out.analysis);
+    }
+    assert!(!out.analysis.contains("not measured"), "{}", out.analysis);
     assert!(
         out.analysis
             .contains("WSS sampling latency, strata-dynamized / static-alias"),
