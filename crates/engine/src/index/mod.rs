@@ -12,6 +12,7 @@
 //!   number it contains; after a crash, `checkpointed_seqno()` tells the shell where to resume WAL replay.
 //! * Bytes read from disk are untrusted: damage is `Error::Corruption`, never a panic.
 
+pub mod betree;
 pub mod btree;
 pub mod dynamized;
 

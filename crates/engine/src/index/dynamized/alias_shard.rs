@@ -174,7 +174,7 @@ impl Shard for AliasShard {
 
 /// Helpers of the statistical tests of the weighted shards.
 #[cfg(test)]
-pub(super) mod stats {
+pub(crate) mod stats {
     use super::super::run::Record;
     use super::*;
     use rand::SeedableRng;

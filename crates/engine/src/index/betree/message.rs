@@ -1,0 +1,467 @@
+//! Messages: the writes a Bε-tree buffers on their way down to the leaves.
+//!
+//! Every write becomes one message with a message sequence number (MSN) from the tree's counter, so a newer
+//! message has a larger MSN. A message is a *put* (set the value), a *delete* (a tombstone until it reaches
+//! its leaf) or an *upsert*: an operand that the tree's [`MergeOperator`] combines with whatever value the key
+//! has when the message is applied (a counter increment, an append, …), without reading that value at write
+//! time.
+//!
+//! ## Buffers ([`MessageBuffer`])
+//! Messages sorted by key, and per key by MSN, oldest first. Per key a buffer holds either **one terminal
+//! message** (a put or a delete: it decides the value whatever lies below it) or **a run of upserts** (they
+//! need the value below them, which is further down the tree). Adding messages keeps that shape:
+//! * a put or delete replaces everything the buffer holds on its key (all of it is older);
+//! * an upsert on a terminal message is folded into it at once: the operator runs on the put's value (or on
+//!   "absent" for a delete) and the result is a put (or a delete if the operator removes the key), carrying
+//!   the upsert's MSN;
+//! * an upsert on a run of upserts (or on nothing) is appended to the run.
+//!
+//! Messages higher in the tree are newer than those below: a message only moves down, and a node receives
+//! a child's share of its buffer only after everything it passed down earlier. So a node's messages on a key
+//! can always be added to its child's buffer with the rules above ([`MessageBuffer::merge_newer`]), and a
+//! read applies, from the leaf upwards, the messages of every buffer on its path ([`resolve`]).
+//!
+//! Cost: a buffer of m messages answers a key in O(log m); merging n newer messages in costs O(m + n) plus
+//! one operator call per folded upsert.
+
+use std::cmp::Ordering;
+use std::sync::Arc;
+
+/// What a message does to its key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum MessageKind {
+    /// Insert or overwrite the value.
+    Put = 1,
+    /// Remove the key.
+    Delete = 2,
+    /// Combine the operand with the current value through the tree's merge operator.
+    Upsert = 3,
+}
+
+impl MessageKind {
+    /// The kind stored as `v` (untrusted bytes: `None` for anything else).
+    pub fn from_u8(v: u8) -> Option<MessageKind> {
+        match v {
+            1 => Some(MessageKind::Put),
+            2 => Some(MessageKind::Delete),
+            3 => Some(MessageKind::Upsert),
+            _ => None,
+        }
+    }
+
+    /// True for a put or delete: the key's value no longer depends on anything older.
+    pub fn is_terminal(self) -> bool {
+        self != MessageKind::Upsert
+    }
+}
+
+/// One buffered write.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Message {
+    pub key: Vec<u8>,
+    pub msn: u64,
+    pub kind: MessageKind,
+    /// The value of a put, the operand of an upsert; empty for a delete.
+    pub value: Vec<u8>,
+}
+
+impl Message {
+    pub fn put(key: Vec<u8>, value: Vec<u8>, msn: u64) -> Message {
+        Message {
+            key,
+            msn,
+            kind: MessageKind::Put,
+            value,
+        }
+    }
+
+    pub fn delete(key: Vec<u8>, msn: u64) -> Message {
+        Message {
+            key,
+            msn,
+            kind: MessageKind::Delete,
+            value: Vec::new(),
+        }
+    }
+
+    pub fn upsert(key: Vec<u8>, operand: Vec<u8>, msn: u64) -> Message {
+        Message {
+            key,
+            msn,
+            kind: MessageKind::Upsert,
+            value: operand,
+        }
+    }
+}
+
+/// The user-defined update of upsert messages: given the key, its current value (`None`: absent) and an
+/// operand, the new value (`None`: the key is removed). It must be deterministic: a message may be applied
+/// at different times (folded into a buffer, applied at a leaf, applied on the fly by a read), always to the
+/// same value, and must give the same result each time.
+pub type MergeOperator = Arc<dyn Fn(&[u8], Option<&[u8]>, &[u8]) -> Option<Vec<u8>> + Send + Sync>;
+
+/// The value `key` has after `messages` (its messages, oldest first) are applied to `base`.
+pub fn resolve<'a>(
+    key: &[u8],
+    base: Option<Vec<u8>>,
+    messages: impl IntoIterator<Item = &'a Message>,
+    merge: &MergeOperator,
+) -> Option<Vec<u8>> {
+    let mut value = base;
+    for m in messages {
+        value = match m.kind {
+            MessageKind::Put => Some(m.value.clone()),
+            MessageKind::Delete => None,
+            MessageKind::Upsert => merge(key, value.as_deref(), &m.value),
+        };
+    }
+    value
+}
+
+/// A node's buffer: messages sorted by (key, MSN), each key holding one terminal message or a run of
+/// upserts (module doc).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MessageBuffer {
+    messages: Vec<Message>,
+}
+
+impl MessageBuffer {
+    /// A buffer of `messages`, checked to be in the buffer's shape; `Err` says what is wrong (the caller
+    /// adds where the messages came from).
+    pub fn from_sorted(messages: Vec<Message>) -> Result<MessageBuffer, String> {
+        for w in messages.windows(2) {
+            match w[0].key.cmp(&w[1].key) {
+                Ordering::Less => {}
+                Ordering::Greater => {
+                    return Err(format!("messages out of key order at MSN {}", w[1].msn));
+                }
+                Ordering::Equal => {
+                    if w[0].msn >= w[1].msn {
+                        return Err(format!(
+                            "messages of one key out of MSN order ({} then {})",
+                            w[0].msn, w[1].msn
+                        ));
+                    }
+                    if w[0].kind.is_terminal() || w[1].kind.is_terminal() {
+                        return Err(format!(
+                            "a put or delete shares its key with another message (MSN {} and {})",
+                            w[0].msn, w[1].msn
+                        ));
+                    }
+                }
+            }
+        }
+        Ok(MessageBuffer { messages })
+    }
+
+    pub fn len(&self) -> usize {
+        self.messages.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.messages.is_empty()
+    }
+
+    /// Sum of the messages' key and value bytes.
+    pub fn payload_bytes(&self) -> usize {
+        self.messages
+            .iter()
+            .map(|m| m.key.len() + m.value.len())
+            .sum()
+    }
+
+    pub fn messages(&self) -> &[Message] {
+        &self.messages
+    }
+
+    /// The messages on `key`, oldest first.
+    pub fn on_key(&self, key: &[u8]) -> &[Message] {
+        let r = self.range_of(Some(key), None);
+        let end = r.start
+            + self.messages[r.clone()]
+                .iter()
+                .take_while(|m| m.key.as_slice() == key)
+                .count();
+        &self.messages[r.start..end]
+    }
+
+    /// Adds `m`, newer than every message here on its key.
+    pub fn insert(&mut self, m: Message, merge: &MergeOperator) {
+        let start = self
+            .messages
+            .partition_point(|x| x.key.as_slice() < m.key.as_slice());
+        let end = start
+            + self.messages[start..]
+                .iter()
+                .take_while(|x| x.key == m.key)
+                .count();
+        let mut group: Vec<Message> = self.messages.drain(start..end).collect();
+        add_to_group(&mut group, m, merge);
+        self.messages.splice(start..start, group);
+    }
+
+    /// Adds `newer` (sorted by (key, MSN), every message newer than this buffer's messages on its key) in
+    /// one linear pass.
+    pub fn merge_newer(&mut self, newer: Vec<Message>, merge: &MergeOperator) {
+        if newer.is_empty() {
+            return;
+        }
+        let old = std::mem::take(&mut self.messages);
+        let mut out: Vec<Message> = Vec::with_capacity(old.len() + newer.len());
+        let mut old = old.into_iter().peekable();
+        let mut newer = newer.into_iter().peekable();
+        // The messages of the key being assembled (its old ones first, then the newer ones added).
+        let mut group: Vec<Message> = Vec::new();
+        loop {
+            let take_old = match (old.peek(), newer.peek()) {
+                (Some(a), Some(b)) => a.key <= b.key,
+                (Some(_), None) => true,
+                (None, Some(_)) => false,
+                (None, None) => break,
+            };
+            let next = if take_old { old.next() } else { newer.next() }.expect("peeked");
+            if group.first().is_some_and(|g| g.key != next.key) {
+                out.append(&mut group);
+            }
+            if take_old {
+                group.push(next);
+            } else {
+                add_to_group(&mut group, next, merge);
+            }
+        }
+        out.append(&mut group);
+        self.messages = out;
+    }
+
+    /// Index range of the messages with keys in `[lo, hi)` (`None`: unbounded).
+    pub fn range_of(&self, lo: Option<&[u8]>, hi: Option<&[u8]>) -> std::ops::Range<usize> {
+        let a = lo.map_or(0, |lo| {
+            self.messages.partition_point(|m| m.key.as_slice() < lo)
+        });
+        let b = hi.map_or(self.messages.len(), |hi| {
+            self.messages.partition_point(|m| m.key.as_slice() < hi)
+        });
+        a..b.max(a)
+    }
+
+    /// Removes and returns the messages of index range `r` (a flush to one child).
+    pub fn take_range(&mut self, r: std::ops::Range<usize>) -> Vec<Message> {
+        self.messages.drain(r).collect()
+    }
+
+    /// Splits off the messages with keys ≥ `key` (a node split).
+    pub fn split_off_at(&mut self, key: &[u8]) -> MessageBuffer {
+        let i = self.messages.partition_point(|m| m.key.as_slice() < key);
+        MessageBuffer {
+            messages: self.messages.split_off(i),
+        }
+    }
+}
+
+/// Adds `m` to `group`, the messages of `m`'s key (oldest first, in buffer shape), by the buffer's rules.
+fn add_to_group(group: &mut Vec<Message>, m: Message, merge: &MergeOperator) {
+    debug_assert!(group.iter().all(|g| g.key == m.key && g.msn < m.msn));
+    match m.kind {
+        MessageKind::Put | MessageKind::Delete => {
+            group.clear();
+            group.push(m);
+        }
+        MessageKind::Upsert => match group.first() {
+            Some(t) if t.kind.is_terminal() => {
+                let base = (t.kind == MessageKind::Put).then(|| t.value.clone());
+                let folded = match merge(&m.key, base.as_deref(), &m.value) {
+                    Some(v) => Message::put(m.key, v, m.msn),
+                    None => Message::delete(m.key, m.msn),
+                };
+                group.clear();
+                group.push(folded);
+            }
+            _ => group.push(m),
+        },
+    }
+}
+
+/// Applies `messages` (sorted by (key, MSN), newer than the records) to the sorted `records` (a leaf's
+/// contents): the new sorted records.
+pub fn apply_to_records(
+    records: Vec<(Vec<u8>, Vec<u8>)>,
+    messages: &[Message],
+    merge: &MergeOperator,
+) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let mut out = Vec::with_capacity(records.len() + messages.len());
+    let mut records = records.into_iter().peekable();
+    let mut i = 0;
+    while i < messages.len() || records.peek().is_some() {
+        let Some(key) = messages.get(i).map(|m| m.key.as_slice()) else {
+            out.extend(records.by_ref());
+            break;
+        };
+        match records.peek().map(|r| r.0.as_slice().cmp(key)) {
+            Some(Ordering::Less) => out.push(records.next().expect("peeked")),
+            order => {
+                let base = if order == Some(Ordering::Equal) {
+                    records.next().map(|r| r.1)
+                } else {
+                    None
+                };
+                let end = i + messages[i..].iter().take_while(|m| m.key == key).count();
+                if let Some(v) = resolve(key, base, &messages[i..end], merge) {
+                    out.push((key.to_vec(), v));
+                }
+                i = end;
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::BTreeMap;
+
+    /// Adds the operand (u64, big-endian) to the value (absent: 0); a result of 0 removes the key.
+    fn adder() -> MergeOperator {
+        Arc::new(|_key, old, operand| {
+            let read = |b: &[u8]| u64::from_be_bytes(b.try_into().unwrap_or([0; 8]));
+            let sum = old.map_or(0, read).wrapping_add(read(operand));
+            (sum != 0).then(|| sum.to_be_bytes().to_vec())
+        })
+    }
+
+    fn num(v: u64) -> Vec<u8> {
+        v.to_be_bytes().to_vec()
+    }
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        Put(u8, u64),
+        Delete(u8),
+        Upsert(u8, u64),
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            (0u8..12, 1u64..5).prop_map(|(k, v)| Op::Put(k, v)),
+            (0u8..12).prop_map(Op::Delete),
+            // Operands that can cancel a value to 0 exercise the operator's delete.
+            (0u8..12, prop_oneof![Just(1u64), Just(2), Just(u64::MAX)])
+                .prop_map(|(k, d)| Op::Upsert(k, d)),
+        ]
+    }
+
+    fn message(op: &Op, msn: u64) -> Message {
+        match *op {
+            Op::Put(k, v) => Message::put(vec![k], num(v), msn),
+            Op::Delete(k) => Message::delete(vec![k], msn),
+            Op::Upsert(k, d) => Message::upsert(vec![k], num(d), msn),
+        }
+    }
+
+    /// The model: a map with the operations applied one by one.
+    fn apply_model(model: &mut BTreeMap<Vec<u8>, Vec<u8>>, op: &Op, merge: &MergeOperator) {
+        let key = match op {
+            Op::Put(k, _) | Op::Delete(k) | Op::Upsert(k, _) => vec![*k],
+        };
+        let new = match *op {
+            Op::Put(_, v) => Some(num(v)),
+            Op::Delete(_) => None,
+            Op::Upsert(_, d) => merge(&key, model.get(&key).map(Vec::as_slice), &num(d)),
+        };
+        match new {
+            Some(v) => model.insert(key, v),
+            None => model.remove(&key),
+        };
+    }
+
+    proptest! {
+        #![proptest_config(crate::index::dynamized::alias_shard::stats::proptest_config(128))]
+
+        /// Older writes in a child's buffer, newer ones in its parent's, the parent flushed into the child,
+        /// then everything applied to a leaf: the leaf equals the model, and reads through both buffers
+        /// (before the flush) and through the merged buffer (after) agree with it key by key.
+        #[test]
+        fn buffers_flushes_and_leaf_application_match_a_model(
+            base in prop::collection::btree_map(0u8..12, 1u64..5, 0..8),
+            older in prop::collection::vec(op(), 0..40),
+            newer in prop::collection::vec(op(), 0..40),
+        ) {
+            let merge = adder();
+            let records: Vec<(Vec<u8>, Vec<u8>)> =
+                base.iter().map(|(&k, &v)| (vec![k], num(v))).collect();
+            let mut model: BTreeMap<Vec<u8>, Vec<u8>> = records.iter().cloned().collect();
+            let mut child = MessageBuffer::default();
+            let mut parent = MessageBuffer::default();
+            let mut msn = 0;
+            for (ops, buffer) in [(&older, &mut child), (&newer, &mut parent)] {
+                for o in ops {
+                    msn += 1;
+                    buffer.insert(message(o, msn), &merge);
+                    apply_model(&mut model, o, &merge);
+                }
+            }
+            // Both buffers keep their shape.
+            for b in [&child, &parent] {
+                prop_assert!(MessageBuffer::from_sorted(b.messages().to_vec()).is_ok());
+            }
+            // A read on the path: the leaf's record, then the child's messages, then the parent's.
+            for k in 0u8..12 {
+                let key = [k];
+                let leaf = records.iter().find(|r| r.0 == key).map(|r| r.1.clone());
+                let v = resolve(&key, leaf, child.on_key(&key).iter().chain(parent.on_key(&key)), &merge);
+                prop_assert_eq!(v.as_ref(), model.get(key.as_slice()), "key {}", k);
+            }
+            let all = parent.take_range(parent.range_of(None, None));
+            child.merge_newer(all, &merge);
+            prop_assert!(parent.is_empty());
+            prop_assert!(MessageBuffer::from_sorted(child.messages().to_vec()).is_ok());
+            let leaf = apply_to_records(records, child.messages(), &merge);
+            let expected: Vec<(Vec<u8>, Vec<u8>)> = model.into_iter().collect();
+            prop_assert_eq!(leaf, expected);
+        }
+    }
+
+    #[test]
+    fn upserts_fold_into_terminal_messages_and_stack_otherwise() {
+        let merge = adder();
+        let mut b = MessageBuffer::default();
+        b.insert(Message::upsert(vec![1], num(2), 1), &merge);
+        b.insert(Message::upsert(vec![1], num(3), 2), &merge);
+        // Nothing to fold into: a run of two upserts.
+        assert_eq!(b.on_key(&[1]).len(), 2);
+        b.insert(Message::put(vec![2], num(10), 3), &merge);
+        b.insert(Message::upsert(vec![2], num(5), 4), &merge);
+        // Folded into the put: one put of 15 with the upsert's MSN.
+        assert_eq!(b.on_key(&[2]), &[Message::put(vec![2], num(15), 4)]);
+        b.insert(Message::delete(vec![3], 5), &merge);
+        b.insert(Message::upsert(vec![3], num(7), 6), &merge);
+        assert_eq!(b.on_key(&[3]), &[Message::put(vec![3], num(7), 6)]);
+        // An upsert that cancels the value becomes a delete.
+        b.insert(
+            Message::upsert(vec![3], num(7u64.wrapping_neg()), 7),
+            &merge,
+        );
+        assert_eq!(b.on_key(&[3]), &[Message::delete(vec![3], 7)]);
+        // A put replaces the run of upserts.
+        b.insert(Message::put(vec![1], num(1), 8), &merge);
+        assert_eq!(b.on_key(&[1]), &[Message::put(vec![1], num(1), 8)]);
+        let high = b.split_off_at(&[2]);
+        assert_eq!(b.len(), 1);
+        assert_eq!(high.len(), 2);
+        assert_eq!(b.range_of(Some(&[0]), Some(&[2])), 0..1);
+    }
+
+    #[test]
+    fn damaged_buffers_are_refused() {
+        let put = |k: u8, msn| Message::put(vec![k], num(1), msn);
+        let up = |k: u8, msn| Message::upsert(vec![k], num(1), msn);
+        assert!(MessageBuffer::from_sorted(vec![put(2, 1), put(1, 2)]).is_err());
+        assert!(MessageBuffer::from_sorted(vec![up(1, 2), up(1, 1)]).is_err());
+        assert!(MessageBuffer::from_sorted(vec![put(1, 1), up(1, 2)]).is_err());
+        assert!(MessageBuffer::from_sorted(vec![up(1, 1), up(1, 2), put(2, 3)]).is_ok());
+        assert_eq!(MessageKind::from_u8(0), None);
+        assert_eq!(MessageKind::from_u8(3), Some(MessageKind::Upsert));
+    }
+}
