@@ -40,6 +40,10 @@ pub enum PageType {
     BTreeInner = 4,
     /// A page of a large value stored out of line.
     Overflow = 5,
+    /// A Bε-tree leaf.
+    BeLeaf = 6,
+    /// A Bε-tree inner node (pivots, children and a message buffer).
+    BeInner = 7,
 }
 
 impl PageType {
@@ -50,6 +54,8 @@ impl PageType {
             3 => PageType::BTreeLeaf,
             4 => PageType::BTreeInner,
             5 => PageType::Overflow,
+            6 => PageType::BeLeaf,
+            7 => PageType::BeInner,
             _ => return None,
         })
     }

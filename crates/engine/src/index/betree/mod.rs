@@ -8,9 +8,12 @@
 //! Built so far:
 //! * [`message`]: messages, the merge operator of upserts, node buffers (one terminal message or a run of
 //!   upserts per key) and their application to leaf records and to reads.
+//! * [`node`]: leaves and inner nodes (pivots, children, one message buffer), decoded and encoded whole,
+//!   with a page format whose every length, order and id is checked on decode.
 //!
 //! Invariants kept by every part: a message only moves down the tree, so along any root-to-leaf path the
 //! messages of a key are newer the higher they sit; a read applies them from the leaf upwards and never
 //! writes.
 
 pub mod message;
+pub mod node;
