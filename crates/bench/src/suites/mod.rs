@@ -14,6 +14,7 @@
 //! Engines that store `u64` values only (`strata-dynamized`) are left out of runs with byte-string values
 //! when the engine list is the default one, and refused when named.
 
+pub mod betree_io_model;
 pub mod btree_cost;
 mod common;
 pub mod dbbench;
