@@ -27,8 +27,7 @@
 //! the mean sampled weight must be Σw²/Σw of the queries' ranges within 6 standard deviations.
 
 use super::SuiteConfig;
-use super::common::Ctx;
-use super::common::verify;
+use super::common::{Ctx, verify};
 use super::irs::{
     BTREE, DYNAMIZED, STATIC_ISAM, colour_of, engine_bars, find, goal_row, latency_ratio,
     static_phase, throughput_ratio,

@@ -84,14 +84,29 @@ pub trait ShardFactory<S: Shard>: Send + Sync {
         opts: BuildOptions,
         fpr: f64,
     ) -> Result<Option<(S, Filters)>> {
-        let run = merge_shards_parallel(inputs, bottom, opts.threads)?;
-        if run.entries() == 0 {
-            return Ok(None);
-        }
-        let (key_filter, tomb_filter) = filters_for_run_on(&run, fpr, opts.threads)?;
-        let shard = self.build(id, run, level, opts, (&key_filter, tomb_filter.as_ref()))?;
-        Ok(Some((shard, (key_filter, tomb_filter))))
+        merge_in_memory(self, id, inputs, bottom, level, opts, fpr)
     }
+}
+
+/// The default [`ShardFactory::build_merged`]: merges `inputs` into a run in memory (on `opts.threads`
+/// threads when large), builds the filters over it, and builds the shard with `factory`'s
+/// [`build`](ShardFactory::build); `None` when everything cancelled out.
+pub fn merge_in_memory<S: Shard, F: ShardFactory<S> + ?Sized>(
+    factory: &F,
+    id: u64,
+    inputs: &[MergeInput<'_, S>],
+    bottom: bool,
+    level: usize,
+    opts: BuildOptions,
+    fpr: f64,
+) -> Result<Option<(S, Filters)>> {
+    let run = merge_shards_parallel(inputs, bottom, opts.threads)?;
+    if run.entries() == 0 {
+        return Ok(None);
+    }
+    let (key_filter, tomb_filter) = filters_for_run_on(&run, fpr, opts.threads)?;
+    let shard = factory.build(id, run, level, opts, (&key_filter, tomb_filter.as_ref()))?;
+    Ok(Some((shard, (key_filter, tomb_filter))))
 }
 
 /// The default factory: every shard built in memory by `S::build`.

@@ -36,15 +36,14 @@
 //!   rest). Per query: ≤ 2 page reads per disk shard for the candidate interval (`lower_bound`,
 //!   `upper_bound`; weighted shards read the two end pages, which the bounds just cached).
 
-use super::core::{Filters, ShardFactory};
+use super::core::{Filters, ShardFactory, merge_in_memory};
 use super::db_index::{DynFiles, ShardStore};
 use super::disk_shard::{CACHE_BYTES, DiskShard};
 use super::isam_shard::IsamShard;
 use super::options::{DynOptions, Layout, RuntimeOptions};
-use super::run::{MergeInput, Merged, Record, SortedRun, merge_shards_parallel, merge_shards_with};
+use super::run::{MergeInput, Merged, Record, SortedRun, merge_shards_with};
 use super::shard::{BuildOptions, Drawer, Shard};
 use super::shard_file::{ShardFile, ShardWriter, TRAILER, shard_file_name, write_run_file};
-use super::version::filters_for_run_on;
 use super::wirs_shard::WirsShard;
 use crate::algo::bloom::BloomFilter;
 use crate::error::Result;
@@ -314,12 +313,7 @@ impl<M: MemoryShard> ShardFactory<Tiered<M>> for TieredStore<M> {
         fpr: f64,
     ) -> Result<Option<(Tiered<M>, Filters)>> {
         if self.in_memory(level) {
-            let run = merge_shards_parallel(inputs, bottom, opts.threads)?;
-            if run.entries() == 0 {
-                return Ok(None);
-            }
-            let filters = filters_for_run_on(&run, fpr, opts.threads)?;
-            return Ok(Some((M::build(run, opts).map(Tiered::Memory)?, filters)));
+            return merge_in_memory(self, id, inputs, bottom, level, opts, fpr);
         }
         // Stream the merge into the file: the filters are sized for every input entry (an upper bound of
         // the output), records go out in page batches as they come.
