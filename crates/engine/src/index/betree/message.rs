@@ -317,13 +317,13 @@ pub fn apply_to_records(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use proptest::prelude::*;
     use std::collections::BTreeMap;
 
     /// Adds the operand (u64, big-endian) to the value (absent: 0); a result of 0 removes the key.
-    fn adder() -> MergeOperator {
+    pub(crate) fn adder() -> MergeOperator {
         Arc::new(|_key, old, operand| {
             let read = |b: &[u8]| u64::from_be_bytes(b.try_into().unwrap_or([0; 8]));
             let sum = old.map_or(0, read).wrapping_add(read(operand));

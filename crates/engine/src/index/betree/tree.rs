@@ -437,19 +437,12 @@ impl BeTreeCore {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::index::betree::message::tests::adder;
     use crate::storage::{FileKind, IoStats, MemVfs, PageFile, PageFileOptions, Vfs};
     use proptest::prelude::*;
     use std::collections::BTreeMap;
     use std::path::Path;
     use std::sync::Arc;
-
-    fn adder() -> MergeOperator {
-        Arc::new(|_key, old, operand| {
-            let read = |b: &[u8]| u64::from_be_bytes(b.try_into().unwrap_or([0; 8]));
-            let sum = old.map_or(0, read).wrapping_add(read(operand));
-            Some(sum.to_be_bytes().to_vec())
-        })
-    }
 
     fn tree(frames: usize, stats: Arc<IoStats>) -> BeTreeCore {
         let vfs: Arc<dyn Vfs> = Arc::new(MemVfs::new());
