@@ -245,6 +245,11 @@ impl MessageBuffer {
         a..b.max(a)
     }
 
+    /// All the messages, in buffer order.
+    pub fn into_messages(self) -> Vec<Message> {
+        self.messages
+    }
+
     /// Removes and returns the messages of index range `r` (a flush to one child).
     pub fn take_range(&mut self, r: std::ops::Range<usize>) -> Vec<Message> {
         self.messages.drain(r).collect()

@@ -55,7 +55,29 @@ pub struct Inner {
     pub buffer: MessageBuffer,
 }
 
+/// Bytes one buffered message takes in a page.
+pub fn message_len(m: &Message) -> usize {
+    MESSAGE_OVERHEAD + m.key.len() + m.value.len()
+}
+
 impl Inner {
+    /// Bytes the node takes in a page, header included.
+    pub fn encoded_len(&self) -> usize {
+        NODE_HEADER_END
+            + 8
+            + self
+                .pivots
+                .iter()
+                .map(|p| CHILD_OVERHEAD + p.len())
+                .sum::<usize>()
+            + self
+                .buffer
+                .messages()
+                .iter()
+                .map(message_len)
+                .sum::<usize>()
+    }
+
     /// The child that holds `key`.
     pub fn child_for(&self, key: &[u8]) -> usize {
         self.pivots.partition_point(|p| p.as_slice() <= key)
@@ -79,26 +101,16 @@ pub enum Node {
 impl Node {
     /// Bytes the node takes in a page, header included.
     pub fn encoded_len(&self) -> usize {
-        NODE_HEADER_END
-            + match self {
-                Node::Leaf(l) => l
-                    .records
-                    .iter()
-                    .map(|(k, v)| RECORD_OVERHEAD + k.len() + v.len())
-                    .sum::<usize>(),
-                Node::Inner(n) => {
-                    8 + n
-                        .pivots
+        match self {
+            Node::Leaf(l) => {
+                NODE_HEADER_END
+                    + l.records
                         .iter()
-                        .map(|p| CHILD_OVERHEAD + p.len())
+                        .map(|(k, v)| RECORD_OVERHEAD + k.len() + v.len())
                         .sum::<usize>()
-                        + n.buffer
-                            .messages()
-                            .iter()
-                            .map(|m| MESSAGE_OVERHEAD + m.key.len() + m.value.len())
-                            .sum::<usize>()
-                }
             }
+            Node::Inner(n) => n.encoded_len(),
+        }
     }
 
     /// Writes the node into `page` (the whole page: type byte, then everything from byte 24). Fails, writing

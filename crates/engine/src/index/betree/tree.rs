@@ -31,7 +31,9 @@
 //! writes for b messages per buffer; a point read h page reads; a range of X records about h + X / L.
 
 use super::message::{MergeOperator, Message, MessageBuffer, apply_to_records, resolve};
-use super::node::{Inner, Leaf, NODE_HEADER_END, Node, RECORD_OVERHEAD};
+use super::node::{
+    Inner, Leaf, MESSAGE_OVERHEAD, NODE_HEADER_END, Node, RECORD_OVERHEAD, message_len,
+};
 use crate::error::{Error, Result};
 use crate::index::WriteOp;
 use crate::storage::page::page_epoch;
@@ -91,7 +93,7 @@ impl BeTreeCore {
 
     /// Largest key plus value (or operand) a record or message may have.
     pub fn max_entry_bytes(&self) -> usize {
-        (self.page_size() - NODE_HEADER_END) / 4 - RECORD_OVERHEAD - 9
+        (self.page_size() - NODE_HEADER_END) / 4 - MESSAGE_OVERHEAD
     }
 
     /// Applies a batch of writes (puts, deletes; weights are not kept) as one group of messages.
@@ -136,7 +138,7 @@ impl BeTreeCore {
         let mut sorted = msgs;
         sorted.sort_by(|a, b| a.key.cmp(&b.key).then(a.msn.cmp(&b.msn)));
         batch.merge_newer(sorted, &self.merge);
-        let msgs = batch.take_range(batch.range_of(None, None));
+        let msgs = batch.into_messages();
         let mut pieces = self.add(self.root, self.height - 1, msgs)?;
         let mut level = self.height - 1;
         loop {
@@ -171,13 +173,13 @@ impl BeTreeCore {
     /// Removes roots that have a single child and an empty buffer.
     fn collapse_root(&mut self) -> Result<()> {
         while self.height > 1 {
-            let Node::Inner(n) = self.read_node(self.root, self.height - 1)? else {
+            let (Node::Inner(n), epoch) = self.read_node(self.root, self.height - 1)? else {
                 break;
             };
             if n.children.len() > 1 || !n.buffer.is_empty() {
                 break;
             }
-            self.discard(self.root)?;
+            self.discard(self.root, epoch);
             self.root = n.children[0];
             self.height -= 1;
         }
@@ -186,20 +188,19 @@ impl BeTreeCore {
 
     /// Adds `msgs` (buffer shape, newer than everything below) to node `id` at `level`; its replacement.
     fn add(&mut self, id: PageId, level: u16, msgs: Vec<Message>) -> Result<Pieces> {
-        match self.read_node(id, level)? {
+        let (node, epoch) = self.read_node(id, level)?;
+        match node {
             Node::Leaf(leaf) => {
                 let records = apply_to_records(leaf.records, &msgs, &self.merge);
-                self.write_leaf(id, records)
+                self.write_leaf(id, epoch, records)
             }
             Node::Inner(mut node) => {
                 node.buffer.merge_newer(msgs, &self.merge);
-                while Node::Inner(node.clone()).encoded_len() > self.page_size()
-                    && !node.buffer.is_empty()
-                {
+                while node.encoded_len() > self.page_size() && !node.buffer.is_empty() {
                     self.flush_heaviest(&mut node)?;
                 }
                 if node.children.is_empty() {
-                    self.discard(id)?;
+                    self.discard(id, epoch);
                     return Ok(Vec::new());
                 }
                 self.split_inner(Some(id), node)
@@ -213,7 +214,7 @@ impl BeTreeCore {
             let (lo, hi) = node.child_bounds(i);
             node.buffer.messages()[node.buffer.range_of(lo, hi)]
                 .iter()
-                .map(|m| m.key.len() + m.value.len() + 17)
+                .map(message_len)
                 .sum()
         };
         let i = (0..node.children.len())
@@ -245,10 +246,8 @@ impl BeTreeCore {
     /// several (split by children; each part keeps the messages of its key interval). `id`: the node's page
     /// (None: a new node).
     fn split_inner(&mut self, id: Option<PageId>, node: Inner) -> Result<Pieces> {
-        let fits = |n: &Inner| {
-            n.children.len() <= self.fanout
-                && Node::Inner(n.clone()).encoded_len() <= self.page_size()
-        };
+        let fits =
+            |n: &Inner| n.children.len() <= self.fanout && n.encoded_len() <= self.page_size();
         let mut parts: Vec<(Option<Vec<u8>>, Inner)> = vec![(None, node)];
         while let Some(j) = parts.iter().position(|(_, n)| !fits(n)) {
             let (lo, mut left) = parts.remove(j);
@@ -277,10 +276,16 @@ impl BeTreeCore {
         Ok(out)
     }
 
-    /// Writes `records` as leaf `id`, split over new pages when they do not fit one; none when empty.
-    fn write_leaf(&mut self, id: PageId, records: Vec<(Vec<u8>, Vec<u8>)>) -> Result<Pieces> {
+    /// Writes `records` as leaf `id` (of page epoch `epoch`), split over new pages when they do not fit one;
+    /// none when empty.
+    fn write_leaf(
+        &mut self,
+        id: PageId,
+        epoch: u64,
+        records: Vec<(Vec<u8>, Vec<u8>)>,
+    ) -> Result<Pieces> {
         if records.is_empty() {
-            self.discard(id)?;
+            self.discard(id, epoch);
             return Ok(Vec::new());
         }
         let size = |r: &(Vec<u8>, Vec<u8>)| RECORD_OVERHEAD + r.0.len() + r.1.len();
@@ -324,7 +329,7 @@ impl BeTreeCore {
         // Each node's messages on the key, root first.
         let mut path: Vec<Vec<Message>> = Vec::new();
         loop {
-            match self.read_node(id, level)? {
+            match self.read_node(id, level)?.0 {
                 Node::Inner(n) => {
                     path.push(n.buffer.on_key(key).to_vec());
                     id = n.children[n.child_for(key)];
@@ -353,7 +358,7 @@ impl BeTreeCore {
             let (mut node_lo, mut node_hi): (Option<Vec<u8>>, Option<Vec<u8>>) = (None, None);
             let mut ancestors: Vec<Vec<Message>> = Vec::new();
             let leaf = loop {
-                match self.read_node(id, level)? {
+                match self.read_node(id, level)?.0 {
                     Node::Inner(mut n) => {
                         let i = n.child_for(&from);
                         let (clo, chi) = n.child_bounds(i);
@@ -393,8 +398,10 @@ impl BeTreeCore {
         }
     }
 
-    fn read_node(&self, id: PageId, level: u16) -> Result<Node> {
+    /// Node `id`, which must be at `level`, with the epoch of its page (what freeing it needs).
+    fn read_node(&self, id: PageId, level: u16) -> Result<(Node, u64)> {
         let page = self.pool.read(id)?;
+        let epoch = page_epoch(&page);
         let corrupt = |d: String| {
             Error::corruption(
                 self.pool.file().path(),
@@ -410,7 +417,7 @@ impl BeTreeCore {
         if found != level {
             return Err(corrupt(format!("level {found} where {level} was expected")));
         }
-        Ok(node)
+        Ok((node, epoch))
     }
 
     /// Writes `node` over page `id` (relocated if it belongs to the last checkpoint); the page it is on.
@@ -426,11 +433,9 @@ impl BeTreeCore {
         Ok(page.id())
     }
 
-    /// Frees page `id` (a node that no longer exists).
-    fn discard(&mut self, id: PageId) -> Result<()> {
-        let epoch = page_epoch(&self.pool.read(id)?);
+    /// Frees page `id` of epoch `epoch` (a node that no longer exists).
+    fn discard(&mut self, id: PageId, epoch: u64) {
         self.pool.free(id, epoch);
-        Ok(())
     }
 }
 

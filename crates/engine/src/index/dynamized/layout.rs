@@ -76,6 +76,27 @@ fn merge_into<S: super::shard::Shard>(
     Ok(())
 }
 
+/// Tiering: merges the runs of level `from` into one new run of the level below, first making room there
+/// (the first level below with fewer than `s` runs, or a new one, takes the runs above it merged, bottom
+/// up), so a level only ever receives runs newer than its own.
+fn tier_down<S: super::shard::Shard>(
+    levels: &mut Vec<Level<S>>,
+    from: usize,
+    s: usize,
+    merge: &mut MergeFn<'_, S>,
+) -> Result<()> {
+    let j = (from + 1..=levels.len())
+        .find(|&l| l == levels.len() || levels[l].len() < s)
+        .expect("the last candidate always qualifies");
+    if j == levels.len() {
+        levels.push(Vec::new());
+    }
+    for l in (from + 1..=j).rev() {
+        merge_into(levels, l - 1, l, false, merge)?;
+    }
+    Ok(())
+}
+
 /// Places a freshly flushed shard into `levels`.
 pub fn place<S: super::shard::Shard>(
     levels: &mut Vec<Level<S>>,
@@ -112,15 +133,7 @@ pub fn place<S: super::shard::Shard>(
                 levels[0].push(incoming);
                 return Ok(());
             }
-            let j = (1..=levels.len())
-                .find(|&i| i == levels.len() || levels[i].len() < s)
-                .expect("the last candidate always qualifies");
-            if j == levels.len() {
-                levels.push(Vec::new());
-            }
-            for i in (1..=j).rev() {
-                merge_into(levels, i - 1, i, false, merge)?;
-            }
+            tier_down(levels, 0, s, merge)?;
             levels[0].push(incoming);
         }
         Layout::Bsm => {
@@ -170,17 +183,7 @@ pub fn compact_level<S: super::shard::Shard>(
         return Ok(());
     }
     if opts.layout == Layout::Tiering {
-        let s = opts.scale_factor;
-        let j = (i + 1..=levels.len())
-            .find(|&l| l == levels.len() || levels[l].len() < s)
-            .expect("the last candidate always qualifies");
-        if j == levels.len() {
-            levels.push(Vec::new());
-        }
-        for l in (i + 2..=j).rev() {
-            merge_into(levels, l - 1, l, false, merge)?;
-        }
-        return merge_into(levels, i, i + 1, false, merge);
+        return tier_down(levels, i, opts.scale_factor, merge);
     }
     merge_into(levels, i, i + 1, true, merge)?;
     // Leveling and BSM keep one shard per level; a merge may have overfilled the level below, which the
