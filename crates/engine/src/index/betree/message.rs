@@ -1,19 +1,20 @@
 //! Messages: the writes a Bε-tree buffers on their way down to the leaves.
 //!
-//! Every write becomes one message with a message sequence number (MSN) from the tree's counter, so a newer
-//! message has a larger MSN. A message is a *put* (set the value), a *delete* (a tombstone until it reaches
+//! Every write becomes one message, numbered by the tree's message sequence number (MSN) counter: nodes
+//! record the newest MSN they hold (see `node`), and within a node a key's messages are kept in arrival
+//! order, so a message's position is its age. A message is a *put* (set the value), a *delete* (a tombstone until it reaches
 //! its leaf) or an *upsert*: an operand that the tree's [`MergeOperator`] combines with whatever value the key
 //! has when the message is applied (a counter increment, an append, …), without reading that value at write
 //! time.
 //!
 //! ## Buffers ([`MessageBuffer`])
-//! Messages sorted by key, and per key by MSN, oldest first. Per key a buffer holds either **one terminal
+//! Messages sorted by key, and per key in arrival order, oldest first. Per key a buffer holds either **one terminal
 //! message** (a put or a delete: it decides the value whatever lies below it) or **a run of upserts** (they
 //! need the value below them, which is further down the tree). Adding messages keeps that shape:
 //! * a put or delete replaces everything the buffer holds on its key (all of it is older);
 //! * an upsert on a terminal message is folded into it at once: the operator runs on the put's value (or on
 //!   "absent" for a delete) and the result is a put (or a delete if the operator removes the key), carrying
-//!   the upsert's MSN;
+//!   taking the upsert's place;
 //! * an upsert on a run of upserts (or on nothing) is appended to the run.
 //!
 //! Messages higher in the tree are newer than those below: a message only moves down, and a node receives
@@ -60,35 +61,31 @@ impl MessageKind {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Message {
     pub key: Vec<u8>,
-    pub msn: u64,
     pub kind: MessageKind,
     /// The value of a put, the operand of an upsert; empty for a delete.
     pub value: Vec<u8>,
 }
 
 impl Message {
-    pub fn put(key: Vec<u8>, value: Vec<u8>, msn: u64) -> Message {
+    pub fn put(key: Vec<u8>, value: Vec<u8>) -> Message {
         Message {
             key,
-            msn,
             kind: MessageKind::Put,
             value,
         }
     }
 
-    pub fn delete(key: Vec<u8>, msn: u64) -> Message {
+    pub fn delete(key: Vec<u8>) -> Message {
         Message {
             key,
-            msn,
             kind: MessageKind::Delete,
             value: Vec::new(),
         }
     }
 
-    pub fn upsert(key: Vec<u8>, operand: Vec<u8>, msn: u64) -> Message {
+    pub fn upsert(key: Vec<u8>, operand: Vec<u8>) -> Message {
         Message {
             key,
-            msn,
             kind: MessageKind::Upsert,
             value: operand,
         }
@@ -119,7 +116,7 @@ pub fn resolve<'a>(
     value
 }
 
-/// A node's buffer: messages sorted by (key, MSN), each key holding one terminal message or a run of
+/// A node's buffer: messages sorted by key (oldest first per key), each key holding one terminal message or a run of
 /// upserts (module doc).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct MessageBuffer {
@@ -130,23 +127,17 @@ impl MessageBuffer {
     /// A buffer of `messages`, checked to be in the buffer's shape; `Err` says what is wrong (the caller
     /// adds where the messages came from).
     pub fn from_sorted(messages: Vec<Message>) -> Result<MessageBuffer, String> {
-        for w in messages.windows(2) {
+        for (i, w) in messages.windows(2).enumerate() {
             match w[0].key.cmp(&w[1].key) {
                 Ordering::Less => {}
                 Ordering::Greater => {
-                    return Err(format!("messages out of key order at MSN {}", w[1].msn));
+                    return Err(format!("message {} is out of key order", i + 1));
                 }
                 Ordering::Equal => {
-                    if w[0].msn >= w[1].msn {
-                        return Err(format!(
-                            "messages of one key out of MSN order ({} then {})",
-                            w[0].msn, w[1].msn
-                        ));
-                    }
                     if w[0].kind.is_terminal() || w[1].kind.is_terminal() {
                         return Err(format!(
-                            "a put or delete shares its key with another message (MSN {} and {})",
-                            w[0].msn, w[1].msn
+                            "a put or delete shares its key with another message (messages {i} and {})",
+                            i + 1
                         ));
                     }
                 }
@@ -201,7 +192,7 @@ impl MessageBuffer {
         self.messages.splice(start..start, group);
     }
 
-    /// Adds `newer` (sorted by (key, MSN), every message newer than this buffer's messages on its key) in
+    /// Adds `newer` (sorted by key, oldest first per key, every message newer than this buffer's messages on its key) in
     /// one linear pass.
     pub fn merge_newer(&mut self, newer: Vec<Message>, merge: &MergeOperator) {
         if newer.is_empty() {
@@ -266,7 +257,7 @@ impl MessageBuffer {
 
 /// Adds `m` to `group`, the messages of `m`'s key (oldest first, in buffer shape), by the buffer's rules.
 fn add_to_group(group: &mut Vec<Message>, m: Message, merge: &MergeOperator) {
-    debug_assert!(group.iter().all(|g| g.key == m.key && g.msn < m.msn));
+    debug_assert!(group.iter().all(|g| g.key == m.key));
     match m.kind {
         MessageKind::Put | MessageKind::Delete => {
             group.clear();
@@ -276,8 +267,8 @@ fn add_to_group(group: &mut Vec<Message>, m: Message, merge: &MergeOperator) {
             Some(t) if t.kind.is_terminal() => {
                 let base = (t.kind == MessageKind::Put).then(|| t.value.clone());
                 let folded = match merge(&m.key, base.as_deref(), &m.value) {
-                    Some(v) => Message::put(m.key, v, m.msn),
-                    None => Message::delete(m.key, m.msn),
+                    Some(v) => Message::put(m.key, v),
+                    None => Message::delete(m.key),
                 };
                 group.clear();
                 group.push(folded);
@@ -287,7 +278,7 @@ fn add_to_group(group: &mut Vec<Message>, m: Message, merge: &MergeOperator) {
     }
 }
 
-/// Applies `messages` (sorted by (key, MSN), newer than the records) to the sorted `records` (a leaf's
+/// Applies `messages` (sorted by key, oldest first per key, newer than the records) to the sorted `records` (a leaf's
 /// contents): the new sorted records.
 pub fn apply_to_records(
     records: Vec<(Vec<u8>, Vec<u8>)>,
@@ -357,11 +348,11 @@ pub(crate) mod tests {
         ]
     }
 
-    fn message(op: &Op, msn: u64) -> Message {
+    fn message(op: &Op) -> Message {
         match *op {
-            Op::Put(k, v) => Message::put(vec![k], num(v), msn),
-            Op::Delete(k) => Message::delete(vec![k], msn),
-            Op::Upsert(k, d) => Message::upsert(vec![k], num(d), msn),
+            Op::Put(k, v) => Message::put(vec![k], num(v)),
+            Op::Delete(k) => Message::delete(vec![k]),
+            Op::Upsert(k, d) => Message::upsert(vec![k], num(d)),
         }
     }
 
@@ -399,11 +390,9 @@ pub(crate) mod tests {
             let mut model: BTreeMap<Vec<u8>, Vec<u8>> = records.iter().cloned().collect();
             let mut child = MessageBuffer::default();
             let mut parent = MessageBuffer::default();
-            let mut msn = 0;
             for (ops, buffer) in [(&older, &mut child), (&newer, &mut parent)] {
                 for o in ops {
-                    msn += 1;
-                    buffer.insert(message(o, msn), &merge);
+                    buffer.insert(message(o), &merge);
                     apply_model(&mut model, o, &merge);
                 }
             }
@@ -432,26 +421,23 @@ pub(crate) mod tests {
     fn upserts_fold_into_terminal_messages_and_stack_otherwise() {
         let merge = adder();
         let mut b = MessageBuffer::default();
-        b.insert(Message::upsert(vec![1], num(2), 1), &merge);
-        b.insert(Message::upsert(vec![1], num(3), 2), &merge);
+        b.insert(Message::upsert(vec![1], num(2)), &merge);
+        b.insert(Message::upsert(vec![1], num(3)), &merge);
         // Nothing to fold into: a run of two upserts.
         assert_eq!(b.on_key(&[1]).len(), 2);
-        b.insert(Message::put(vec![2], num(10), 3), &merge);
-        b.insert(Message::upsert(vec![2], num(5), 4), &merge);
-        // Folded into the put: one put of 15 with the upsert's MSN.
-        assert_eq!(b.on_key(&[2]), &[Message::put(vec![2], num(15), 4)]);
-        b.insert(Message::delete(vec![3], 5), &merge);
-        b.insert(Message::upsert(vec![3], num(7), 6), &merge);
-        assert_eq!(b.on_key(&[3]), &[Message::put(vec![3], num(7), 6)]);
+        b.insert(Message::put(vec![2], num(10)), &merge);
+        b.insert(Message::upsert(vec![2], num(5)), &merge);
+        // Folded into the put: one put of 15.
+        assert_eq!(b.on_key(&[2]), &[Message::put(vec![2], num(15))]);
+        b.insert(Message::delete(vec![3]), &merge);
+        b.insert(Message::upsert(vec![3], num(7)), &merge);
+        assert_eq!(b.on_key(&[3]), &[Message::put(vec![3], num(7))]);
         // An upsert that cancels the value becomes a delete.
-        b.insert(
-            Message::upsert(vec![3], num(7u64.wrapping_neg()), 7),
-            &merge,
-        );
-        assert_eq!(b.on_key(&[3]), &[Message::delete(vec![3], 7)]);
+        b.insert(Message::upsert(vec![3], num(7u64.wrapping_neg())), &merge);
+        assert_eq!(b.on_key(&[3]), &[Message::delete(vec![3])]);
         // A put replaces the run of upserts.
-        b.insert(Message::put(vec![1], num(1), 8), &merge);
-        assert_eq!(b.on_key(&[1]), &[Message::put(vec![1], num(1), 8)]);
+        b.insert(Message::put(vec![1], num(1)), &merge);
+        assert_eq!(b.on_key(&[1]), &[Message::put(vec![1], num(1))]);
         let high = b.split_off_at(&[2]);
         assert_eq!(b.len(), 1);
         assert_eq!(high.len(), 2);
@@ -460,12 +446,12 @@ pub(crate) mod tests {
 
     #[test]
     fn damaged_buffers_are_refused() {
-        let put = |k: u8, msn| Message::put(vec![k], num(1), msn);
-        let up = |k: u8, msn| Message::upsert(vec![k], num(1), msn);
-        assert!(MessageBuffer::from_sorted(vec![put(2, 1), put(1, 2)]).is_err());
-        assert!(MessageBuffer::from_sorted(vec![up(1, 2), up(1, 1)]).is_err());
-        assert!(MessageBuffer::from_sorted(vec![put(1, 1), up(1, 2)]).is_err());
-        assert!(MessageBuffer::from_sorted(vec![up(1, 1), up(1, 2), put(2, 3)]).is_ok());
+        let put = |k: u8| Message::put(vec![k], num(1));
+        let up = |k: u8| Message::upsert(vec![k], num(1));
+        assert!(MessageBuffer::from_sorted(vec![put(2), put(1)]).is_err());
+        assert!(MessageBuffer::from_sorted(vec![put(1), up(1)]).is_err());
+        assert!(MessageBuffer::from_sorted(vec![up(1), put(1)]).is_err());
+        assert!(MessageBuffer::from_sorted(vec![up(1), up(1), put(2)]).is_ok());
         assert_eq!(MessageKind::from_u8(0), None);
         assert_eq!(MessageKind::from_u8(3), Some(MessageKind::Upsert));
     }

@@ -11,7 +11,7 @@
 //! * [`node`]: leaves and inner nodes (pivots, children, one message buffer), decoded and encoded whole,
 //!   with a page format whose every length, order and id is checked on decode.
 //! * [`tree`]: the core over the buffer pool — writes as messages, heaviest-child flushes, splits, point
-//!   and range reads that never write. Not built yet: merges on underflow, checkpoints and reopen, the
+//!   and range reads that never write, merges of underfull children. Not built yet: checkpoints and reopen, the
 //!   engine shell, `strata check`, the CLI and the `betree-io` suite.
 //!
 //! Invariants kept by every part: a message only moves down the tree, so along any root-to-leaf path the

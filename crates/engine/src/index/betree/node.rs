@@ -12,14 +12,24 @@
 //! | 24..26 | level (u16): 0 = leaf, h ≥ 1 = inner node whose children are at level h − 1  |
 //! | 26..30 | entries (u32): leaf records, or inner children                               |
 //! | 30..34 | messages (u32): inner only, 0 in a leaf                                      |
-//! | 34..38 | body length (u32): bytes used from byte 40 on                                |
+//! | 34..38 | body length (u32): bytes used from byte 48 on                                |
 //! | 38..40 | zero                                                                         |
-//! | 40..   | body                                                                         |
+//! | 40..48 | max MSN (u64): the newest message sequence number the node holds or applied  |
+//! | 48..   | body                                                                         |
 //!
-//! * Leaf body: per record, key length u32, value length u32, key, value; keys strictly ascending.
-//! * Inner body: the child page ids (u64 each); the n − 1 pivots (length u32, key), strictly ascending — child
-//!   i holds the keys in [pivot i − 1, pivot i); then the buffer's messages (kind u8, MSN u64, key length u32,
-//!   value length u32, key, value) in buffer shape (see `message`).
+//! Keys and values are written per the tree's [`NodeFormat`]: a type of fixed width (e.g. `u32`, `u64`) is
+//! written as its bytes alone, a variable one as a u32 length and the bytes. So a buffered message of a
+//! `u32 → u32` tree takes 8 bytes and 2 bits, as in the Froese report's nodes (8-byte pairs).
+//!
+//! * Leaf body: per record, key then value; keys strictly ascending.
+//! * Inner body: the child page ids (u64 each); the n − 1 pivot keys, strictly ascending — child i holds the
+//!   keys in [pivot i − 1, pivot i); the buffer's messages (key, then value: a put's value, an upsert's
+//!   operand, nothing for a delete of a variable-width value or zeros for a fixed-width one) in buffer shape
+//!   (see `message`); then the messages' kinds, 2 bits each (1 put, 2 delete, 3 upsert), four to a byte.
+//!
+//! Messages carry no MSN of their own: a key's messages within a node are in arrival order, messages only
+//! move down, and each node records the newest MSN it holds, so a parent's max MSN is never below its
+//! children's (`strata check` verifies it).
 //!
 //! Decoding treats the page as untrusted: every length is checked against the page before anything is
 //! allocated, and order, shape, level/type agreement and child ids (never the meta pages 0 and 1) are
@@ -30,17 +40,72 @@ use super::message::{Message, MessageBuffer, MessageKind};
 use crate::storage::page::{PAGE_HEADER_LEN, PageId, PageType, page_type, set_page_type};
 
 /// Bytes before a node's body.
-pub const NODE_HEADER_END: usize = 40;
-/// Fixed bytes of one leaf record besides its key and value.
-pub const RECORD_OVERHEAD: usize = 8;
-/// Fixed bytes of one child besides its pivot's key: the page id and the pivot's length.
-pub const CHILD_OVERHEAD: usize = 12;
-/// Fixed bytes of one buffered message besides its key and value.
-pub const MESSAGE_OVERHEAD: usize = 17;
+pub const NODE_HEADER_END: usize = 48;
+/// Bytes of a length prefix (variable-width keys and values).
+const LEN_PREFIX: usize = 4;
+/// Bytes of a child page id.
+pub const CHILD_ID_LEN: usize = 8;
+
+/// How keys and values are laid out in nodes: `Some(w)` = always `w` bytes, written without a length.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct NodeFormat {
+    pub key_width: Option<usize>,
+    pub value_width: Option<usize>,
+}
+
+impl NodeFormat {
+    /// Keys and values of any length.
+    pub const VARIABLE: NodeFormat = NodeFormat {
+        key_width: None,
+        value_width: None,
+    };
+
+    fn item_len(width: Option<usize>, len: usize) -> usize {
+        width.unwrap_or(LEN_PREFIX + len)
+    }
+
+    /// Bytes of a key (a record's, a message's or a pivot).
+    pub fn key_len(&self, key: &[u8]) -> usize {
+        Self::item_len(self.key_width, key.len())
+    }
+
+    /// Bytes of one leaf record.
+    pub fn record_len(&self, key: &[u8], value: &[u8]) -> usize {
+        self.key_len(key) + Self::item_len(self.value_width, value.len())
+    }
+
+    /// Bytes of one buffered message, besides its share of the kind bits.
+    pub fn message_len(&self, m: &Message) -> usize {
+        self.key_len(&m.key) + Self::item_len(self.value_width, m.value.len())
+    }
+
+    /// Whether `m` can be written: fixed-width keys, values and operands have exactly that width.
+    pub fn check_message(&self, m: &Message) -> Result<(), String> {
+        if let Some(w) = self.key_width.filter(|&w| w != m.key.len()) {
+            return Err(format!(
+                "a key of {} bytes in a tree of {w}-byte keys",
+                m.key.len()
+            ));
+        }
+        match self.value_width {
+            Some(w) if m.kind != MessageKind::Delete && m.value.len() != w => Err(format!(
+                "a value or operand of {} bytes in a tree of {w}-byte values",
+                m.value.len()
+            )),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// Bytes of the kind bits of `n` messages.
+fn kinds_len(n: usize) -> usize {
+    n.div_ceil(4)
+}
 
 /// A leaf: records sorted by key.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Leaf {
+    pub max_msn: u64,
     pub records: Vec<(Vec<u8>, Vec<u8>)>,
 }
 
@@ -49,33 +114,26 @@ pub struct Leaf {
 pub struct Inner {
     /// ≥ 1; children are at `level − 1`.
     pub level: u16,
+    pub max_msn: u64,
     /// `children.len() − 1` keys, strictly ascending.
     pub pivots: Vec<Vec<u8>>,
     pub children: Vec<PageId>,
     pub buffer: MessageBuffer,
 }
 
-/// Bytes one buffered message takes in a page.
-pub fn message_len(m: &Message) -> usize {
-    MESSAGE_OVERHEAD + m.key.len() + m.value.len()
-}
-
 impl Inner {
     /// Bytes the node takes in a page, header included.
-    pub fn encoded_len(&self) -> usize {
+    pub fn encoded_len(&self, f: &NodeFormat) -> usize {
         NODE_HEADER_END
-            + 8
-            + self
-                .pivots
-                .iter()
-                .map(|p| CHILD_OVERHEAD + p.len())
-                .sum::<usize>()
+            + CHILD_ID_LEN * self.children.len()
+            + self.pivots.iter().map(|p| f.key_len(p)).sum::<usize>()
             + self
                 .buffer
                 .messages()
                 .iter()
-                .map(message_len)
+                .map(|m| f.message_len(m))
                 .sum::<usize>()
+            + kinds_len(self.buffer.len())
     }
 
     /// The child that holds `key`.
@@ -91,6 +149,18 @@ impl Inner {
     }
 }
 
+impl Leaf {
+    /// Bytes the leaf takes in a page, header included.
+    pub fn encoded_len(&self, f: &NodeFormat) -> usize {
+        NODE_HEADER_END
+            + self
+                .records
+                .iter()
+                .map(|(k, v)| f.record_len(k, v))
+                .sum::<usize>()
+    }
+}
+
 /// A decoded node.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Node {
@@ -100,29 +170,32 @@ pub enum Node {
 
 impl Node {
     /// Bytes the node takes in a page, header included.
-    pub fn encoded_len(&self) -> usize {
+    pub fn encoded_len(&self, f: &NodeFormat) -> usize {
         match self {
-            Node::Leaf(l) => {
-                NODE_HEADER_END
-                    + l.records
-                        .iter()
-                        .map(|(k, v)| RECORD_OVERHEAD + k.len() + v.len())
-                        .sum::<usize>()
-            }
-            Node::Inner(n) => n.encoded_len(),
+            Node::Leaf(l) => l.encoded_len(f),
+            Node::Inner(n) => n.encoded_len(f),
+        }
+    }
+
+    /// The newest MSN the node holds or applied.
+    pub fn max_msn(&self) -> u64 {
+        match self {
+            Node::Leaf(l) => l.max_msn,
+            Node::Inner(n) => n.max_msn,
         }
     }
 
     /// Writes the node into `page` (the whole page: type byte, then everything from byte 24). Fails, writing
-    /// nothing, if it does not fit.
-    pub fn encode(&self, page: &mut [u8]) -> Result<(), String> {
-        let len = self.encoded_len();
+    /// nothing, if it does not fit or an item does not have its format's width.
+    pub fn encode(&self, page: &mut [u8], f: &NodeFormat) -> Result<(), String> {
+        let len = self.encoded_len(f);
         if len > page.len() {
             return Err(format!(
                 "a node of {len} bytes does not fit a page of {} bytes",
                 page.len()
             ));
         }
+        self.check_widths(f)?;
         page[PAGE_HEADER_LEN..].fill(0);
         let mut w = Writer {
             page,
@@ -131,31 +204,31 @@ impl Node {
         let (level, entries, messages) = match self {
             Node::Leaf(l) => {
                 for (k, v) in &l.records {
-                    w.u32(k.len() as u32);
-                    w.u32(v.len() as u32);
-                    w.bytes(k);
-                    w.bytes(v);
+                    w.item(f.key_width, k);
+                    w.item(f.value_width, v);
                 }
                 (0u16, l.records.len(), 0)
             }
             Node::Inner(n) => {
                 for &c in &n.children {
-                    w.u64(c);
+                    w.bytes(&c.to_le_bytes());
                 }
                 for p in &n.pivots {
-                    w.u32(p.len() as u32);
-                    w.bytes(p);
+                    w.item(f.key_width, p);
                 }
-                for m in n.buffer.messages() {
-                    w.page[w.at] = m.kind as u8;
-                    w.at += 1;
-                    w.u64(m.msn);
-                    w.u32(m.key.len() as u32);
-                    w.u32(m.value.len() as u32);
-                    w.bytes(&m.key);
-                    w.bytes(&m.value);
+                let msgs = n.buffer.messages();
+                for m in msgs {
+                    w.item(f.key_width, &m.key);
+                    match (f.value_width, m.kind) {
+                        (Some(vw), MessageKind::Delete) => w.at += vw,
+                        (vw, _) => w.item(vw, &m.value),
+                    }
                 }
-                (n.level, n.children.len(), n.buffer.len())
+                for (i, m) in msgs.iter().enumerate() {
+                    w.page[w.at + i / 4] |= (m.kind as u8) << (2 * (i % 4));
+                }
+                w.at += kinds_len(msgs.len());
+                (n.level, n.children.len(), msgs.len())
             }
         };
         let body = w.at - NODE_HEADER_END;
@@ -164,6 +237,7 @@ impl Node {
         page[26..30].copy_from_slice(&(entries as u32).to_le_bytes());
         page[30..34].copy_from_slice(&(messages as u32).to_le_bytes());
         page[34..38].copy_from_slice(&(body as u32).to_le_bytes());
+        page[40..48].copy_from_slice(&self.max_msn().to_le_bytes());
         set_page_type(
             page,
             if level == 0 {
@@ -175,8 +249,36 @@ impl Node {
         Ok(())
     }
 
+    fn check_widths(&self, f: &NodeFormat) -> Result<(), String> {
+        let bad = |width: Option<usize>, b: &[u8]| width.is_some_and(|w| w != b.len());
+        match self {
+            Node::Leaf(l) => {
+                if let Some((k, v)) = l
+                    .records
+                    .iter()
+                    .find(|(k, v)| bad(f.key_width, k) || bad(f.value_width, v))
+                {
+                    return Err(format!(
+                        "a record of a {}-byte key and a {}-byte value does not have the tree's widths",
+                        k.len(),
+                        v.len()
+                    ));
+                }
+            }
+            Node::Inner(n) => {
+                if let Some(p) = n.pivots.iter().find(|p| bad(f.key_width, p)) {
+                    return Err(format!("a pivot of {} bytes", p.len()));
+                }
+                for m in n.buffer.messages() {
+                    f.check_message(m)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Reads the node in `page` (untrusted bytes); a description of the damage otherwise.
-    pub fn decode(page: &[u8]) -> Result<Node, String> {
+    pub fn decode(page: &[u8], f: &NodeFormat) -> Result<Node, String> {
         if page.len() < NODE_HEADER_END {
             return Err(format!("a page of {} bytes cannot hold a node", page.len()));
         }
@@ -184,6 +286,7 @@ impl Node {
         let entries = u32::from_le_bytes(page[26..30].try_into().expect("4 bytes")) as usize;
         let messages = u32::from_le_bytes(page[30..34].try_into().expect("4 bytes")) as usize;
         let body = u32::from_le_bytes(page[34..38].try_into().expect("4 bytes")) as usize;
+        let max_msn = u64::from_le_bytes(page[40..48].try_into().expect("8 bytes"));
         let end = NODE_HEADER_END
             .checked_add(body)
             .filter(|&e| e <= page.len())
@@ -203,17 +306,21 @@ impl Node {
             bytes: &page[..end],
             at: NODE_HEADER_END,
         };
+        // The fewest bytes one key or value can take.
+        let least = |w: Option<usize>| w.unwrap_or(LEN_PREFIX);
         let node = if level == 0 {
             if messages != 0 {
                 return Err(format!("a leaf claims {messages} buffered messages"));
             }
-            r.check_count(entries, RECORD_OVERHEAD, "records")?;
+            r.check_count(
+                entries,
+                least(f.key_width) + least(f.value_width),
+                "records",
+            )?;
             let mut records: Vec<(Vec<u8>, Vec<u8>)> = Vec::with_capacity(entries);
             for i in 0..entries {
-                let klen = r.u32()? as usize;
-                let vlen = r.u32()? as usize;
-                let key = r.bytes(klen)?;
-                let value = r.bytes(vlen)?;
+                let key = r.item(f.key_width)?;
+                let value = r.item(f.value_width)?;
                 if records
                     .last()
                     .is_some_and(|(prev, _)| prev.as_slice() >= key)
@@ -222,56 +329,82 @@ impl Node {
                 }
                 records.push((key.to_vec(), value.to_vec()));
             }
-            Node::Leaf(Leaf { records })
+            Node::Leaf(Leaf { max_msn, records })
         } else {
-            // One child is legal (a node whose siblings' keys were all deleted; merges on underflow are
-            // not built yet), none is not.
+            // One child is legal (the only child of a root about to collapse, or a node whose siblings'
+            // keys were all deleted until a merge takes it); none is not.
             if entries == 0 {
                 return Err("an inner node has no children".into());
             }
-            r.check_count(entries, 8, "children")?;
+            r.check_count(entries, CHILD_ID_LEN, "children")?;
             let mut children = Vec::with_capacity(entries);
             for i in 0..entries {
-                let c = r.u64()?;
+                let c = u64::from_le_bytes(r.bytes(8)?.try_into().expect("8 bytes"));
                 if c < 2 {
                     return Err(format!("child {i} points at meta page {c}"));
                 }
                 children.push(c);
             }
-            r.check_count(entries - 1, 4, "pivots")?;
+            r.check_count(entries - 1, least(f.key_width), "pivots")?;
             let mut pivots: Vec<Vec<u8>> = Vec::with_capacity(entries - 1);
             for i in 0..entries - 1 {
-                let len = r.u32()? as usize;
-                let key = r.bytes(len)?;
+                let key = r.item(f.key_width)?;
                 if pivots.last().is_some_and(|prev| prev.as_slice() >= key) {
                     return Err(format!("pivot {i} is out of key order"));
                 }
                 pivots.push(key.to_vec());
             }
-            r.check_count(messages, MESSAGE_OVERHEAD, "messages")?;
+            r.check_count(
+                messages,
+                least(f.key_width) + least(f.value_width),
+                "messages",
+            )?;
+            // Kinds first (they follow the messages): a delete's fixed-width value slot is skipped.
+            let kinds_at = end
+                .checked_sub(kinds_len(messages))
+                .filter(|&k| k >= r.at)
+                .ok_or_else(|| format!("the kinds of {messages} messages overrun the node"))?;
+            let kind_of = |i: usize| -> Result<MessageKind, String> {
+                let v = (page[kinds_at + i / 4] >> (2 * (i % 4))) & 3;
+                MessageKind::from_u8(v).ok_or_else(|| format!("message {i} has unknown kind {v}"))
+            };
             let mut list = Vec::with_capacity(messages);
+            let body_reader = Reader {
+                bytes: &page[..kinds_at],
+                at: r.at,
+            };
+            r = body_reader;
             for i in 0..messages {
-                let kind = r.bytes(1)?[0];
-                let kind = MessageKind::from_u8(kind)
-                    .ok_or_else(|| format!("message {i} has unknown kind {kind}"))?;
-                let msn = r.u64()?;
-                let klen = r.u32()? as usize;
-                let vlen = r.u32()? as usize;
-                let key = r.bytes(klen)?.to_vec();
-                let value = r.bytes(vlen)?.to_vec();
+                let kind = kind_of(i)?;
+                let key = r.item(f.key_width)?.to_vec();
+                let value = match (kind, f.value_width) {
+                    (MessageKind::Delete, Some(vw)) => {
+                        if r.bytes(vw)?.iter().any(|&b| b != 0) {
+                            return Err(format!("delete message {i} carries a value"));
+                        }
+                        Vec::new()
+                    }
+                    (_, vw) => r.item(vw)?.to_vec(),
+                };
                 if kind == MessageKind::Delete && !value.is_empty() {
                     return Err(format!("delete message {i} carries a value"));
                 }
-                list.push(Message {
-                    key,
-                    msn,
-                    kind,
-                    value,
-                });
+                list.push(Message { key, kind, value });
             }
+            if r.at != kinds_at {
+                return Err(format!(
+                    "node messages end at byte {} but the kinds start at {kinds_at}",
+                    r.at
+                ));
+            }
+            if (messages..kinds_len(messages) * 4).any(|i| kind_of(i).is_ok()) {
+                return Err("kind bits are set past the last message".into());
+            }
+            r.at = end;
             let buffer = MessageBuffer::from_sorted(list)?;
             Node::Inner(Inner {
                 level,
+                max_msn,
                 pivots,
                 children,
                 buffer,
@@ -287,6 +420,147 @@ impl Node {
     }
 }
 
+/// The level stored in a node page's header (0 = leaf).
+pub fn page_level(page: &[u8]) -> u16 {
+    u16::from_le_bytes([page[24], page[25]])
+}
+
+/// What one node says about a key on the way down.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PageLookup {
+    /// An inner node: its messages on the key (oldest first) and the child that holds the key.
+    Inner {
+        messages: Vec<Message>,
+        child: PageId,
+    },
+    /// A leaf: the key's value, if it has a record.
+    Leaf(Option<Vec<u8>>),
+}
+
+impl PageLookup {
+    /// The lookup of `key` in a decoded node.
+    pub fn of_node(node: &Node, key: &[u8]) -> PageLookup {
+        match node {
+            Node::Inner(n) => PageLookup::Inner {
+                messages: n.buffer.on_key(key).to_vec(),
+                child: n.children[n.child_for(key)],
+            },
+            Node::Leaf(l) => PageLookup::Leaf(
+                l.records
+                    .binary_search_by(|r| r.0.as_slice().cmp(key))
+                    .ok()
+                    .map(|i| l.records[i].1.clone()),
+            ),
+        }
+    }
+}
+
+/// The lookup of `key` in a node page, searched in place without decoding it, for trees whose keys and
+/// values both have a fixed width; `None` for other formats (decode the node instead). The header's counts
+/// must agree with the body length and the page type with the level; the entries' order is what the
+/// checksum vouches for (a page that passed it is the page that was written).
+pub fn lookup_in_page(
+    page: &[u8],
+    f: &NodeFormat,
+    key: &[u8],
+) -> Result<Option<PageLookup>, String> {
+    let (Some(kw), Some(vw)) = (f.key_width, f.value_width) else {
+        return Ok(None);
+    };
+    if page.len() < NODE_HEADER_END {
+        return Err(format!("a page of {} bytes cannot hold a node", page.len()));
+    }
+    let level = page_level(page);
+    let entries = u32::from_le_bytes(page[26..30].try_into().expect("4 bytes")) as usize;
+    let messages = u32::from_le_bytes(page[30..34].try_into().expect("4 bytes")) as usize;
+    let body = u32::from_le_bytes(page[34..38].try_into().expect("4 bytes")) as usize;
+    let expected_type = if level == 0 {
+        PageType::BeLeaf
+    } else {
+        PageType::BeInner
+    };
+    if page_type(page) != expected_type as u8 {
+        return Err(format!(
+            "page type {} does not match a node of level {level}",
+            page_type(page)
+        ));
+    }
+    let pair = kw + vw;
+    let need = if level == 0 {
+        (messages == 0).then(|| entries.checked_mul(pair)).flatten()
+    } else {
+        (entries >= 1)
+            .then(|| {
+                let ids = entries.checked_mul(CHILD_ID_LEN)?;
+                let pivots = (entries - 1).checked_mul(kw)?;
+                let msgs = messages.checked_mul(pair)?;
+                ids.checked_add(pivots)?
+                    .checked_add(msgs)?
+                    .checked_add(kinds_len(messages))
+            })
+            .flatten()
+    };
+    if need != Some(body) || NODE_HEADER_END + body > page.len() {
+        return Err(format!(
+            "node header (level {level}, {entries} entries, {messages} messages) disagrees with its body of {body} bytes"
+        ));
+    }
+    let at = NODE_HEADER_END;
+    // Index of the first of `n` items of `size` bytes from `start` whose key is not below `key`.
+    let lower_bound = |start: usize, n: usize, size: usize, strict: bool| {
+        let (mut lo, mut hi) = (0, n);
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            let k = &page[start + mid * size..start + mid * size + kw];
+            if if strict { k <= key } else { k < key } {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        lo
+    };
+    if level == 0 {
+        let i = lower_bound(at, entries, pair, false);
+        let hit = (i < entries && &page[at + i * pair..at + i * pair + kw] == key)
+            .then(|| page[at + i * pair + kw..at + (i + 1) * pair].to_vec());
+        return Ok(Some(PageLookup::Leaf(hit)));
+    }
+    let pivots_at = at + entries * CHILD_ID_LEN;
+    let child_index = lower_bound(pivots_at, entries - 1, kw, true);
+    let child = u64::from_le_bytes(
+        page[at + child_index * 8..at + child_index * 8 + 8]
+            .try_into()
+            .expect("8 bytes"),
+    );
+    if child < 2 {
+        return Err(format!("child {child_index} points at meta page {child}"));
+    }
+    let msgs_at = pivots_at + (entries - 1) * kw;
+    let kinds_at = msgs_at + messages * pair;
+    let mut found = Vec::new();
+    let mut i = lower_bound(msgs_at, messages, pair, false);
+    while i < messages && &page[msgs_at + i * pair..msgs_at + i * pair + kw] == key {
+        let bits = (page[kinds_at + i / 4] >> (2 * (i % 4))) & 3;
+        let kind = MessageKind::from_u8(bits)
+            .ok_or_else(|| format!("message {i} has unknown kind {bits}"))?;
+        let value = match kind {
+            MessageKind::Delete => Vec::new(),
+            _ => page[msgs_at + i * pair + kw..msgs_at + (i + 1) * pair].to_vec(),
+        };
+        found.push(Message {
+            key: key.to_vec(),
+            kind,
+            value,
+        });
+        i += 1;
+    }
+    Ok(Some(PageLookup::Inner {
+        messages: found,
+        child,
+    }))
+}
+
 struct Writer<'a> {
     page: &'a mut [u8],
     at: usize,
@@ -297,11 +571,12 @@ impl Writer<'_> {
         self.page[self.at..self.at + b.len()].copy_from_slice(b);
         self.at += b.len();
     }
-    fn u32(&mut self, v: u32) {
-        self.bytes(&v.to_le_bytes());
-    }
-    fn u64(&mut self, v: u64) {
-        self.bytes(&v.to_le_bytes());
+    /// An item of a fixed width (its bytes) or of variable length (u32 length, bytes).
+    fn item(&mut self, width: Option<usize>, b: &[u8]) {
+        if width.is_none() {
+            self.bytes(&(b.len() as u32).to_le_bytes());
+        }
+        self.bytes(b);
     }
 }
 
@@ -326,15 +601,15 @@ impl<'a> Reader<'a> {
         self.at = end;
         Ok(b)
     }
-    fn u32(&mut self) -> Result<u32, String> {
-        Ok(u32::from_le_bytes(
-            self.bytes(4)?.try_into().expect("4 bytes"),
-        ))
-    }
-    fn u64(&mut self) -> Result<u64, String> {
-        Ok(u64::from_le_bytes(
-            self.bytes(8)?.try_into().expect("8 bytes"),
-        ))
+    /// An item written by `Writer::item`.
+    fn item(&mut self, width: Option<usize>) -> Result<&'a [u8], String> {
+        let len = match width {
+            Some(w) => w,
+            None => {
+                u32::from_le_bytes(self.bytes(LEN_PREFIX)?.try_into().expect("4 bytes")) as usize
+            }
+        };
+        self.bytes(len)
     }
     /// Fails unless `count` items of at least `each` bytes can fit in what is left (before allocating for
     /// them).
@@ -360,27 +635,57 @@ mod tests {
         prop::collection::vec(any::<u8>(), 0..max)
     }
 
-    fn leaf() -> impl Strategy<Value = Node> {
-        prop::collection::btree_map(bytes(12), bytes(40), 0..40).prop_map(|m| {
-            Node::Leaf(Leaf {
-                records: m.into_iter().collect(),
-            })
-        })
+    /// Items of the format's width, or of 0..max bytes.
+    fn item(width: Option<usize>, max: usize) -> BoxedStrategy<Vec<u8>> {
+        match width {
+            Some(w) => prop::collection::vec(any::<u8>(), w).boxed(),
+            None => bytes(max).boxed(),
+        }
     }
 
-    fn inner() -> impl Strategy<Value = Node> {
-        let pivots = prop::collection::btree_set(bytes(10), 1..12);
-        let messages = prop::collection::vec((bytes(10), 0u8..3, bytes(20)), 0..40);
-        (pivots, messages, 1u16..5).prop_map(|(pivots, messages, level)| {
+    /// The variable format, and a fixed one (4-byte keys and values, the `betree-io` suite's pairs).
+    fn format() -> impl Strategy<Value = NodeFormat> {
+        prop_oneof![
+            Just(NodeFormat::VARIABLE),
+            Just(NodeFormat {
+                key_width: Some(4),
+                value_width: Some(4)
+            }),
+            Just(NodeFormat {
+                key_width: Some(8),
+                value_width: None
+            }),
+        ]
+    }
+
+    fn leaf(f: NodeFormat) -> impl Strategy<Value = Node> {
+        (
+            prop::collection::btree_map(item(f.key_width, 12), item(f.value_width, 40), 0..40),
+            any::<u64>(),
+        )
+            .prop_map(|(m, max_msn)| {
+                Node::Leaf(Leaf {
+                    max_msn,
+                    records: m.into_iter().collect(),
+                })
+            })
+    }
+
+    fn inner(f: NodeFormat) -> impl Strategy<Value = Node> {
+        let pivots = prop::collection::btree_set(item(f.key_width, 10), 1..12);
+        let messages = prop::collection::vec(
+            (item(f.key_width, 10), 0u8..3, item(f.value_width, 20)),
+            0..40,
+        );
+        (pivots, messages, 1u16..5, any::<u64>()).prop_map(|(pivots, messages, level, max_msn)| {
             let merge: MergeOperator = Arc::new(|_, _, operand| Some(operand.to_vec()));
             let mut buffer = MessageBuffer::default();
-            for (msn, (key, kind, value)) in messages.into_iter().enumerate() {
-                let msn = msn as u64 + 1;
+            for (key, kind, value) in messages {
                 buffer.insert(
                     match kind {
-                        0 => Message::put(key, value, msn),
-                        1 => Message::delete(key, msn),
-                        _ => Message::upsert(key, value, msn),
+                        0 => Message::put(key, value),
+                        1 => Message::delete(key),
+                        _ => Message::upsert(key, value),
                     },
                     &merge,
                 );
@@ -388,6 +693,7 @@ mod tests {
             let pivots: Vec<Vec<u8>> = pivots.into_iter().collect();
             Node::Inner(Inner {
                 level,
+                max_msn,
                 children: (0..=pivots.len() as u64).map(|i| 2 + i * 3).collect(),
                 pivots,
                 buffer,
@@ -395,48 +701,54 @@ mod tests {
         })
     }
 
+    fn node() -> impl Strategy<Value = (NodeFormat, Node)> {
+        format().prop_flat_map(|f| (Just(f), prop_oneof![leaf(f), inner(f)]))
+    }
+
     proptest! {
         #![proptest_config(crate::index::dynamized::alias_shard::stats::proptest_config(256))]
 
         /// Every node encodes into `encoded_len` bytes and decodes back to itself.
         #[test]
-        fn nodes_round_trip(node in prop_oneof![leaf(), inner()]) {
+        fn nodes_round_trip((f, node) in node()) {
             let mut page = vec![0xAAu8; 8192];
-            node.encode(&mut page).unwrap();
-            prop_assert_eq!(Node::decode(&page).unwrap(), node.clone());
+            node.encode(&mut page, &f).unwrap();
+            prop_assert_eq!(Node::decode(&page, &f).unwrap(), node.clone());
             // The same node does not fit a page one byte shorter than it needs.
-            let mut short = vec![0u8; node.encoded_len() - 1];
-            prop_assert!(node.encode(&mut short).is_err());
+            let mut short = vec![0u8; node.encoded_len(&f) - 1];
+            prop_assert!(node.encode(&mut short, &f).is_err());
         }
 
         /// Damaged pages decode to an error or to some node, never to a panic or a huge allocation.
         #[test]
         fn damaged_pages_never_panic(
-            node in prop_oneof![leaf(), inner()],
+            (f, node) in node(),
             damage in prop::collection::vec((24usize..1024, any::<u8>()), 1..6),
         ) {
             let mut page = vec![0u8; 4096];
-            node.encode(&mut page).unwrap();
+            node.encode(&mut page, &f).unwrap();
             for (at, byte) in damage {
                 page[at] = byte;
             }
-            let _ = Node::decode(&page);
+            let _ = Node::decode(&page, &f);
         }
     }
 
     #[test]
     fn specific_damage_is_described() {
+        let f = NodeFormat::VARIABLE;
         let node = Node::Leaf(Leaf {
+            max_msn: 3,
             records: vec![
                 (b"a".to_vec(), b"1".to_vec()),
                 (b"b".to_vec(), b"2".to_vec()),
             ],
         });
         let mut page = vec![0u8; 4096];
-        node.encode(&mut page).unwrap();
-        let err = |mut p: Vec<u8>, f: &dyn Fn(&mut Vec<u8>)| {
-            f(&mut p);
-            Node::decode(&p).unwrap_err()
+        node.encode(&mut page, &f).unwrap();
+        let err = |mut p: Vec<u8>, damage: &dyn Fn(&mut Vec<u8>)| {
+            damage(&mut p);
+            Node::decode(&p, &f).unwrap_err()
         };
         assert!(err(page.clone(), &|p| p[8] = PageType::BeInner as u8).contains("page type"));
         assert!(
@@ -449,24 +761,26 @@ mod tests {
                 .copy_from_slice(&u32::MAX.to_le_bytes()))
             .contains("cannot fit")
         );
-        // Second key made equal to the first.
+        // Second key made equal to the first (record 0: 4 + 1 + 4 + 1 bytes; record 1's key after its prefix).
         assert!(
-            err(page.clone(), &|p| p[NODE_HEADER_END + 18] = b'a').contains("out of key order")
+            err(page.clone(), &|p| p[NODE_HEADER_END + 14] = b'a').contains("out of key order")
         );
         let inner = Node::Inner(Inner {
             level: 1,
+            max_msn: 3,
             pivots: vec![b"m".to_vec()],
             children: vec![0, 5],
             buffer: MessageBuffer::default(),
         });
-        inner.encode(&mut page).unwrap();
-        assert!(Node::decode(&page).unwrap_err().contains("meta page"));
+        inner.encode(&mut page, &f).unwrap();
+        assert!(Node::decode(&page, &f).unwrap_err().contains("meta page"));
     }
 
     #[test]
     fn children_are_chosen_by_pivot() {
         let n = Inner {
             level: 1,
+            max_msn: 0,
             pivots: vec![b"g".to_vec(), b"p".to_vec()],
             children: vec![2, 3, 4],
             buffer: MessageBuffer::default(),
