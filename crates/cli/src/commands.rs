@@ -95,6 +95,15 @@ pub fn create(dir: &Path, config: &Config, options: &Options) -> CliResult {
     ))
 }
 
+/// `merge KEY OPERAND`: combines the operand with the key's value by the database's merge operator.
+pub fn merge(dir: &Path, options: &Options, key: &str, operand: &str) -> CliResult {
+    let db = open(dir, options)?;
+    let key = key_arg(&db, key)?;
+    let operand = value_arg(&db, operand)?;
+    db.write(&[WriteOp::Merge { key, operand }], None)?;
+    Ok(db.close()?)
+}
+
 pub fn put(
     dir: &Path,
     options: &Options,

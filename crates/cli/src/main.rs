@@ -37,7 +37,7 @@ struct Cli {
     #[arg(long, global = true, value_name = "DIR")]
     db: Option<PathBuf>,
 
-    /// Buffer pool budget in bytes of a B+-tree database (suffixes K, M, G accepted, binary multiples). A
+    /// Buffer pool budget in bytes of a B+-tree or Bε-tree database (suffixes K, M, G accepted, binary multiples). A
     /// dynamized database's memory is set once, by `create --memory-budget`.
     #[arg(long, global = true, value_name = "BYTES", default_value = "64MiB", value_parser = codec::parse_size)]
     cache: usize,
@@ -53,6 +53,9 @@ enum IndexArg {
     /// Dynamized index: a write buffer plus levels of immutable sorted shards (fast writes; range counting and
     /// sampling with deletes, optionally weighted). u64 keys and values only.
     Dynamized,
+    /// Bε-tree (fractal tree): buffered inner nodes for write-heavy data larger than memory; merges
+    /// (`merge` command) with a merge operator.
+    Betree,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -121,6 +124,7 @@ impl From<IndexArg> for strata::IndexKind {
         match i {
             IndexArg::Btree => strata::IndexKind::BTree,
             IndexArg::Dynamized => strata::IndexKind::Dynamized,
+            IndexArg::Betree => strata::IndexKind::BeTree,
         }
     }
 }
@@ -214,6 +218,18 @@ impl DynArgs {
     }
 }
 
+/// Options of `create --index betree`.
+#[derive(Debug, Args)]
+struct BeTreeArgs {
+    /// Bε-tree ε in (0, 1]: an inner node has about (page size / 8)^ε children and spends the rest of its
+    /// page on buffered messages (smaller: faster writes, slower reads).
+    #[arg(long, default_value_t = 0.5, value_name = "E")]
+    epsilon: f64,
+    /// Bε-tree merge operator for the `merge` command (u64-add: add u64 operands to u64 values).
+    #[arg(long, value_name = "NAME")]
+    merge_operator: Option<String>,
+}
+
 /// Parses a sampling weight: a finite number ≥ 0.
 fn parse_weight(text: &str) -> Result<f64, String> {
     match text.trim().parse::<f64>() {
@@ -251,6 +267,8 @@ enum Command {
         direct_io: bool,
         #[command(flatten)]
         dynamized: DynArgs,
+        #[command(flatten)]
+        betree: BeTreeArgs,
     },
     /// Insert or overwrite one record.
     Put {
@@ -266,6 +284,14 @@ enum Command {
     Get {
         #[arg(allow_hyphen_values = true)]
         key: String,
+    },
+    /// Combine OPERAND with the key's value by the database's merge operator (a Bε-tree created with
+    /// `--merge-operator`, e.g. u64-add: `merge 7 1` adds 1 to key 7's value, absent counting as 0).
+    Merge {
+        #[arg(allow_hyphen_values = true)]
+        key: String,
+        #[arg(allow_hyphen_values = true)]
+        operand: String,
     },
     /// Remove a key (no effect if absent).
     Del {
@@ -437,6 +463,28 @@ fn syntax_error(name: &str, kind: ErrorKind, message: impl std::fmt::Display) ->
 
 /// The dynamized options of `create`, checked against the index kind and the key and value types:
 /// `None` for other families (where giving any of them is an error).
+/// Refuses the options of group `G` (given on the command line) for an index they do not apply to.
+fn refuse_given<G: Args>(create: &ArgMatches, what: &str, index: &str) -> CliResult {
+    let probe = G::augment_args(clap::Command::new("probe"));
+    let given: Vec<String> = probe
+        .get_arguments()
+        .filter(|a| create.value_source(a.get_id().as_str()) == Some(ValueSource::CommandLine))
+        .map(|a| format!("--{}", a.get_long().unwrap_or(a.get_id().as_str())))
+        .collect();
+    if given.is_empty() {
+        return Ok(());
+    }
+    Err(syntax_error(
+        "create",
+        ErrorKind::ArgumentConflict,
+        format!(
+            "{} {} only to {what}; add --index {index}",
+            given.join(", "),
+            if given.len() == 1 { "applies" } else { "apply" }
+        ),
+    ))
+}
+
 fn create_dyn_options(
     create: &ArgMatches,
     index: IndexArg,
@@ -445,23 +493,7 @@ fn create_dyn_options(
     args: &DynArgs,
 ) -> CliResult<Option<DynOptions>> {
     if index != IndexArg::Dynamized {
-        let probe = DynArgs::augment_args(clap::Command::new("probe"));
-        let given: Vec<String> = probe
-            .get_arguments()
-            .filter(|a| create.value_source(a.get_id().as_str()) == Some(ValueSource::CommandLine))
-            .map(|a| format!("--{}", a.get_long().unwrap_or(a.get_id().as_str())))
-            .collect();
-        if !given.is_empty() {
-            return Err(syntax_error(
-                "create",
-                ErrorKind::ArgumentConflict,
-                format!(
-                    "{} {} only to a dynamized index; add --index dynamized",
-                    given.join(", "),
-                    if given.len() == 1 { "applies" } else { "apply" }
-                ),
-            ));
-        }
+        refuse_given::<DynArgs>(create, "a dynamized index", "dynamized")?;
         return Ok(None);
     }
     if key != TypeArg::U64 || value != TypeArg::U64 {
@@ -501,11 +533,15 @@ fn run(cli: Cli, matches: &ArgMatches) -> CliResult {
             durability,
             direct_io,
             dynamized,
+            betree,
         } => {
             let create = matches
                 .subcommand_matches("create")
                 .expect("the create subcommand was parsed");
             let dyn_options = create_dyn_options(create, index, key, value, &dynamized)?;
+            if index != IndexArg::Betree {
+                refuse_given::<BeTreeArgs>(create, "a Bε-tree", "betree")?;
+            }
             let config = strata::Config {
                 index: index.into(),
                 key: key.into(),
@@ -514,6 +550,10 @@ fn run(cli: Cli, matches: &ArgMatches) -> CliResult {
                 durability: durability.into(),
                 direct_io,
                 dynamized: dyn_options.unwrap_or_default(),
+                betree: strata::index::betree::BeTreeOptions {
+                    epsilon: betree.epsilon,
+                    merge_operator: betree.merge_operator,
+                },
             };
             commands::create(&dir()?, &config, &options)
         }
@@ -522,6 +562,7 @@ fn run(cli: Cli, matches: &ArgMatches) -> CliResult {
         }
         Command::Get { key } => commands::get(&dir()?, &options, &key),
         Command::Del { key } => commands::del(&dir()?, &options, &key),
+        Command::Merge { key, operand } => commands::merge(&dir()?, &options, &key, &operand),
         Command::Scan {
             from,
             to,

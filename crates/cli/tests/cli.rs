@@ -867,3 +867,72 @@ fn help_describes_the_dynamized_options() {
             .contains("--weight <W>")
     );
 }
+
+/// Every command on a Bε-tree database: writes, merges, scans both ways, counts, loads through a small
+/// cache, reopen, check (and damage found by it), stats; sampling and options of other families are refused.
+#[test]
+fn betree_database_answers_every_command() {
+    let db = TestDb::created(&[
+        "--index",
+        "betree",
+        "--epsilon",
+        "0.5",
+        "--merge-operator",
+        "u64-add",
+    ]);
+    for k in [5u64, 1, 9, 3, 7] {
+        db.ok(&["put", &k.to_string(), &(k * 10).to_string()]);
+    }
+    db.ok(&["merge", "9", "1"]);
+    db.ok(&["merge", "11", "4"]);
+    db.ok(&["del", "5"]);
+    assert_eq!(db.ok(&["get", "9"]), "91\n");
+    assert_eq!(db.ok(&["get", "11"]), "4\n");
+    assert_eq!(db.run(&["get", "5"]).status.code(), Some(1));
+    assert_eq!(
+        lines(&db.ok(&["scan", "--reverse", "--limit", "3"])),
+        ["11\t4", "9\t91", "7\t70"]
+    );
+    db.ok(&[
+        "--cache",
+        "64KiB",
+        "load",
+        "--records",
+        "30000",
+        "--order",
+        "random",
+        "--batch",
+        "50",
+    ]);
+    assert_eq!(db.ok(&["count", "--from", "100", "--to", "199"]), "100\n");
+    assert_eq!(
+        lines(&db.ok(&["scan", "--from", "29998"])),
+        ["29998\t29998", "29999\t29999"]
+    );
+    let out = db.ok(&["check"]);
+    assert!(out.starts_with("ok: 30000 records"), "{out}");
+    let stats: serde_json::Value = serde_json::from_str(&db.ok(&["stats"])).unwrap();
+    assert_eq!(stats["index"], "betree");
+    assert_eq!(stats["records"], 30000);
+    let (code, err) = db.fails(&["sample", "--from", "0", "--to", "9", "-k", "2"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("sampling"), "{err}");
+
+    // A flipped byte in a node is damage, reported with the file.
+    let pages = db.path.join("data.pages");
+    let mut bytes = std::fs::read(&pages).unwrap();
+    let target = bytes.len() / 2;
+    bytes[target] ^= 0x5a;
+    std::fs::write(&pages, &bytes).unwrap();
+    let (code, err) = db.fails(&["check"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("data.pages"), "{err}");
+
+    let other = TestDb::new();
+    let (code, err) = other.fails(&["create", "--epsilon", "0.3"]);
+    assert_eq!(code, 64, "{err}");
+    assert!(err.contains("--index betree"), "{err}");
+    let (code, err) = other.fails(&["create", "--index", "betree", "--epsilon", "0"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("epsilon"), "{err}");
+}

@@ -195,3 +195,67 @@ fn the_typed_api_reports_types_from_the_manifest() {
     assert_eq!(db.manifest().key, TypeKind::Bytes);
     assert_eq!(db.manifest().value, TypeKind::U64);
 }
+
+/// A Bε-tree refuses entries beyond its limit, merges without an operator, and bad ε — all before
+/// anything is logged, so the handle stays usable and nothing is lost; merges on other families are refused.
+#[test]
+fn betree_limits_and_merges_are_checked_before_logging() {
+    use strata::IndexKind;
+    use strata::index::betree::BeTreeOptions;
+    let tmp = tempfile::tempdir().unwrap();
+    let config = Config {
+        index: IndexKind::BeTree,
+        key: TypeKind::Bytes,
+        value: TypeKind::Bytes,
+        ..Config::default()
+    };
+    let db: Db<Vec<u8>, Vec<u8>> =
+        Db::create(tmp.path().join("bytes"), &config, &Options::default()).unwrap();
+    db.insert(&b"kept".to_vec(), &b"v".to_vec()).unwrap();
+    let err = db.insert(&b"big".to_vec(), &vec![1; 2000]).unwrap_err();
+    assert!(matches!(err, Error::InvalidArgument(_)), "{err}");
+    let err = db.merge(&b"kept".to_vec(), &b"+".to_vec()).unwrap_err();
+    assert!(err.to_string().contains("merge operator"), "{err}");
+    db.insert(&b"after".to_vec(), &b"w".to_vec()).unwrap();
+    assert_eq!(db.get(&b"kept".to_vec()).unwrap(), Some(b"v".to_vec()));
+    assert_eq!(db.len(), 2);
+    db.check().unwrap();
+
+    for (epsilon, merge) in [(0.0, None), (1.5, None), (0.5, Some("u64-add"))] {
+        let bad = Config {
+            betree: BeTreeOptions {
+                epsilon,
+                merge_operator: merge.map(str::to_string),
+            },
+            ..config.clone()
+        };
+        let dir = tmp.path().join(format!("bad-{epsilon}"));
+        // ε outside (0, 1], or u64-add over byte-string values.
+        let err = Db::<Vec<u8>, Vec<u8>>::create(&dir, &bad, &Options::default()).unwrap_err();
+        assert!(matches!(err, Error::InvalidArgument(_)), "{err}");
+    }
+
+    let counters = Config {
+        key: TypeKind::U64,
+        value: TypeKind::U64,
+        betree: BeTreeOptions {
+            merge_operator: Some("u64-add".into()),
+            ..BeTreeOptions::default()
+        },
+        ..config
+    };
+    let db: Db<u64, u64> =
+        Db::create(tmp.path().join("counters"), &counters, &Options::default()).unwrap();
+    db.merge(&7, &5).unwrap();
+    db.merge(&7, &6).unwrap();
+    assert_eq!(db.get(&7).unwrap(), Some(11));
+    let btree: Db<u64, u64> = Db::create(
+        tmp.path().join("btree"),
+        &Config::default(),
+        &Options::default(),
+    )
+    .unwrap();
+    let err = btree.merge(&1, &1).unwrap_err();
+    assert!(matches!(err, Error::InvalidArgument(_)), "{err}");
+    btree.insert(&1, &2).unwrap();
+}

@@ -11,9 +11,10 @@ use common::iterations;
 use rand::{Rng, SeedableRng};
 use std::path::Path;
 use strata::db::Config;
-use strata::{Db, Durability, Options};
+use strata::{Db, Durability, IndexKind, Options};
 
 const CHILD_ENV: &str = "STRATA_KILL_CHILD_DIR";
+const CHILD_INDEX_ENV: &str = "STRATA_KILL_CHILD_INDEX";
 
 fn child_options() -> Options {
     Options {
@@ -30,7 +31,9 @@ fn kill_child() {
     let Ok(dir) = std::env::var(CHILD_ENV) else {
         return;
     };
+    let index = std::env::var(CHILD_INDEX_ENV).expect("index kind for the child");
     let config = Config {
+        index: index.parse().expect("index kind"),
         durability: Durability::Flush,
         ..Config::default()
     };
@@ -46,6 +49,15 @@ fn kill_child() {
 
 #[test]
 fn sigkill_during_sequential_load() {
+    kill_and_verify(IndexKind::BTree);
+}
+
+#[test]
+fn sigkill_during_sequential_load_betree() {
+    kill_and_verify(IndexKind::BeTree);
+}
+
+fn kill_and_verify(index: IndexKind) {
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(2026);
     for iteration in 0..iterations() {
         let tmp = tempfile::tempdir().unwrap();
@@ -53,7 +65,10 @@ fn sigkill_during_sequential_load() {
         let wait_ms = rng.random_range(150..900);
         let acked = common::run_and_kill(
             "kill_child",
-            &[(CHILD_ENV, dir.display().to_string())],
+            &[
+                (CHILD_ENV, dir.display().to_string()),
+                (CHILD_INDEX_ENV, index.name().to_string()),
+            ],
             wait_ms,
         );
         verify(&dir, acked, iteration, wait_ms);

@@ -11,6 +11,7 @@ use std::ops::Bound;
 use std::path::Path;
 use std::sync::Arc;
 use strata::db::Config;
+use strata::index::betree::BeTreeOptions;
 use strata::index::dynamized::{DeletePolicy, DynOptions, Layout, RuntimeOptions};
 use strata::storage::{FaultVfs, MemVfs, Vfs};
 use strata::{Direction, Durability, Error, IndexKind, KeyRange, Options, RawDb, TypeKind};
@@ -24,6 +25,8 @@ enum Op {
     Batch(Vec<(Vec<u8>, Option<Vec<u8>>)>, Durability),
     /// Puts (or deletes, without values) a run of consecutive u64 keys in one batch: deep trees, mass deletes.
     Run(u64, u64, bool, Durability),
+    /// Adds a u64 operand to a u64 value (a Bε-tree's `u64-add` merge operator).
+    Merge(Vec<u8>, u64, Durability),
     Get(Vec<u8>),
     Scan(Vec<u8>, Vec<u8>, bool, usize),
     Count(Vec<u8>, Vec<u8>),
@@ -64,6 +67,14 @@ fn bytes_value() -> BoxedStrategy<Vec<u8>> {
     prop_oneof![
         4 => proptest::collection::vec(any::<u8>(), 0..64),
         1 => proptest::collection::vec(any::<u8>(), 900..9000),
+    ]
+    .boxed()
+}
+/// Values for a bytes/bytes Bε-tree: up to its entry limit (about a quarter page with 4 KiB pages).
+fn betree_value() -> BoxedStrategy<Vec<u8>> {
+    prop_oneof![
+        4 => proptest::collection::vec(any::<u8>(), 0..64),
+        1 => proptest::collection::vec(any::<u8>(), 300..980),
     ]
     .boxed()
 }
@@ -152,6 +163,8 @@ enum Family {
     BTree,
     /// A dynamized index with tiny buffers so that flushes, merges and compactions run all the time.
     Dynamized(DynOptions, bool),
+    /// A Bε-tree with this ε and the `u64-add` merge operator.
+    BeTree(f64),
 }
 
 fn config(family: &Family, key: TypeKind, value: TypeKind) -> Config {
@@ -166,6 +179,16 @@ fn config(family: &Family, key: TypeKind, value: TypeKind) -> Config {
             key,
             value,
             dynamized: d.clone(),
+            ..Config::default()
+        },
+        Family::BeTree(epsilon) => Config {
+            index: IndexKind::BeTree,
+            key,
+            value,
+            betree: BeTreeOptions {
+                epsilon: *epsilon,
+                merge_operator: (value == TypeKind::U64).then(|| "u64-add".to_string()),
+            },
             ..Config::default()
         },
     }
@@ -214,6 +237,22 @@ fn dynamized() -> impl Strategy<Value = Family> {
         )
 }
 
+/// ε from very write-optimized to B-tree-like; some bigger (u64) values become merges.
+fn betree() -> impl Strategy<Value = Family> {
+    prop_oneof![Just(0.3), Just(0.5), Just(0.8), Just(1.0)].prop_map(Family::BeTree)
+}
+
+/// Every third single put of `ops` as a merge of a small operand instead.
+fn with_merges(ops: Vec<Op>) -> Vec<Op> {
+    ops.into_iter()
+        .enumerate()
+        .map(|(i, op)| match op {
+            Op::Put(k, v, d) if i % 3 == 0 => Op::Merge(k, u64::from(v[7] % 5), d),
+            op => op,
+        })
+        .collect()
+}
+
 fn contents(db: &RawDb) -> Model {
     let all: Result<Vec<_>, _> = db.range(KeyRange::all(), Direction::Forward).collect();
     all.expect("full scan").into_iter().collect()
@@ -251,6 +290,12 @@ fn apply(model: &mut Model, op: &Op) {
                 }
             }
         }
+        Op::Merge(k, operand, _) => {
+            let old = model.get(k).map_or(0, |v| {
+                u64::from_be_bytes(v[..].try_into().expect("u64 value"))
+            });
+            model.insert(k.clone(), old.wrapping_add(*operand).to_be_bytes().to_vec());
+        }
         _ => unreachable!("not a write"),
     }
 }
@@ -262,6 +307,7 @@ fn is_sync(op: &Op) -> bool {
             | Op::Del(_, Durability::Sync)
             | Op::Batch(_, Durability::Sync)
             | Op::Run(_, _, _, Durability::Sync)
+            | Op::Merge(_, _, Durability::Sync)
     )
 }
 
@@ -305,6 +351,13 @@ fn write(db: &RawDb, op: &Op) -> strata::Result<()> {
                 .collect();
             db.write(&ops, Some(*d))
         }
+        Op::Merge(k, operand, d) => db.write(
+            &[WriteOp::Merge {
+                key: k.clone(),
+                operand: operand.to_be_bytes().to_vec(),
+            }],
+            Some(*d),
+        ),
         _ => unreachable!("not a write"),
     }
 }
@@ -418,7 +471,7 @@ fn run_family(family: &Family, key: TypeKind, value: TypeKind, ops: Vec<Op>) {
     for op in &ops {
         let d = db.as_ref().expect("open");
         match op {
-            Op::Put(..) | Op::Del(..) | Op::Batch(..) | Op::Run(..) => {
+            Op::Put(..) | Op::Del(..) | Op::Batch(..) | Op::Run(..) | Op::Merge(..) => {
                 write(d, op).expect("write");
                 let mut m = hist.current().clone();
                 apply(&mut m, op);
@@ -499,6 +552,28 @@ proptest! {
         run_family(&family, TypeKind::U64, TypeKind::U64, ops);
     }
 
+    /// The Bε-tree with u64 keys and values, merges, deep runs, reopen and power loss.
+    #[test]
+    fn betree_u64_db_matches_model(family in betree(), ops in ops_with_runs(u64_key(), u64_value(), 200, 4, 20_000)) {
+        run_family(&family, TypeKind::U64, TypeKind::U64, with_merges(ops));
+    }
+
+    /// The Bε-tree with byte-string keys and values (variable-width nodes).
+    #[test]
+    fn betree_bytes_db_matches_model(family in betree(), ops in ops(bytes_key(), betree_value(), 200)) {
+        run_family(&family, TypeKind::Bytes, TypeKind::Bytes, ops);
+    }
+
+    /// Injected I/O errors on the Bε-tree.
+    #[test]
+    fn betree_injected_faults_never_return_wrong_data(
+        family in betree(),
+        ops in ops_with_runs(u64_key(), u64_value(), 300, 2, 4_000),
+        fail_after in 0u64..3000,
+    ) {
+        faults(&family, with_merges(ops), fail_after)?;
+    }
+
     /// Injected I/O errors on the dynamized family (shard files, state file, WAL).
     #[test]
     fn dynamized_injected_faults_never_return_wrong_data(
@@ -537,7 +612,7 @@ fn faults(family: &Family, ops: Vec<Op>, fail_after: u64) -> Result<(), TestCase
     let mut failed_write = false;
     for op in &ops {
         match op {
-            Op::Put(..) | Op::Del(..) | Op::Batch(..) | Op::Run(..) => {
+            Op::Put(..) | Op::Del(..) | Op::Batch(..) | Op::Run(..) | Op::Merge(..) => {
                 let mut m = hist.current().clone();
                 apply(&mut m, op);
                 match write(&db, op) {

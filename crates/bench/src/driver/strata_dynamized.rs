@@ -121,6 +121,7 @@ impl Engine for StrataDynamized {
                 durability: opts.durability,
                 direct_io: opts.direct_io,
                 dynamized: self.dyn_opts.clone(),
+                ..Config::default()
             };
             RawDb::create(dir, &config, &handle)?
         } else {

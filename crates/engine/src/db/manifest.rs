@@ -28,6 +28,9 @@ pub struct Manifest {
     /// Structure of a dynamized index (absent for other families).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dynamized: Option<crate::index::dynamized::DynOptions>,
+    /// Options of a Bε-tree (absent for other families).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub betree: Option<crate::index::betree::BeTreeOptions>,
 }
 
 impl Manifest {

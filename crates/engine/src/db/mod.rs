@@ -35,6 +35,7 @@ pub use manifest::{FORMAT_VERSION, Manifest};
 pub use typed::{Batch, Db, Iter};
 
 use crate::error::{Error, Result};
+use crate::index::betree::{BeTree, BeTreeOptions};
 use crate::index::btree::BTree;
 use crate::index::dynamized::db_index::{DynFiles, DynamizedIndex, ShardStore, WholeStore};
 use crate::index::dynamized::{
@@ -66,6 +67,8 @@ pub enum IndexKind {
     BTree,
     /// Dynamized ISAM shards: buffer + levels, sampling with deletes (`index::dynamized`).
     Dynamized,
+    /// Bε-tree (fractal tree): write-optimized, larger than memory, merges (`index::betree`).
+    BeTree,
 }
 
 impl IndexKind {
@@ -73,6 +76,7 @@ impl IndexKind {
         match self {
             IndexKind::BTree => "btree",
             IndexKind::Dynamized => "dynamized",
+            IndexKind::BeTree => "betree",
         }
     }
 }
@@ -83,8 +87,9 @@ impl std::str::FromStr for IndexKind {
         match s {
             "btree" => Ok(IndexKind::BTree),
             "dynamized" => Ok(IndexKind::Dynamized),
+            "betree" => Ok(IndexKind::BeTree),
             other => Err(Error::invalid(format!(
-                "unknown index kind {other:?} (available: btree, dynamized)"
+                "unknown index kind {other:?} (available: btree, dynamized, betree)"
             ))),
         }
     }
@@ -104,6 +109,8 @@ pub struct Config {
     pub direct_io: bool,
     /// Structure of a dynamized index (used when `index` is `Dynamized`; keys and values must be `u64`).
     pub dynamized: DynOptions,
+    /// ε and merge operator of a Bε-tree (used when `index` is `BeTree`).
+    pub betree: BeTreeOptions,
 }
 
 impl Default for Config {
@@ -116,6 +123,7 @@ impl Default for Config {
             durability: Durability::Flush,
             direct_io: false,
             dynamized: DynOptions::default(),
+            betree: BeTreeOptions::default(),
         }
     }
 }
@@ -239,6 +247,7 @@ impl RawDb {
             durability: config.durability,
             direct_io: config.direct_io,
             dynamized: (config.index == IndexKind::Dynamized).then(|| config.dynamized.clone()),
+            betree: (config.index == IndexKind::BeTree).then(|| config.betree.clone()),
         };
         let index = open_index(&vfs, dir, &m, options, &stats, true)?;
         // The manifest is written last: a directory without one is not a database, so a crash during
@@ -482,8 +491,10 @@ impl RawDb {
                     }
                 }
                 WriteOp::Delete { .. } => {}
+                WriteOp::Merge { operand, .. } => self.validate_value(operand)?,
             }
         }
+        self.inner.index.validate_batch(ops)?;
         if ops.is_empty() {
             return Ok(());
         }
@@ -599,7 +610,7 @@ impl RawDb {
     fn sampling(&self) -> Result<&dyn crate::index::SamplingIndex> {
         self.inner.index.as_sampling().ok_or_else(|| {
             Error::invalid(format!(
-                "the {} index does not support range counting or sampling",
+                "the {} index does not support sampling",
                 self.inner.manifest.index.name()
             ))
         })
@@ -608,7 +619,15 @@ impl RawDb {
     /// Number of live records in `range`.
     pub fn count_range(&self, range: &KeyRange) -> Result<u64> {
         self.check_poison()?;
-        self.sampling()?.count_range(range)
+        match self.inner.index.as_sampling() {
+            Some(s) => s.count_range(range),
+            // Families without counts (the Bε-tree) count with a scan: O(records in the range).
+            None => self
+                .inner
+                .index
+                .scan_visit(range, Direction::Forward, usize::MAX, &mut |_, _| Ok(true))
+                .map(|n| n as u64),
+        }
     }
 
     /// `k` independent uniform samples, with replacement, of the live records in `range`; empty if the range
@@ -817,6 +836,9 @@ fn open_index(
         PageFile::open(vfs, &path, page_options, stats.clone())?
     };
     let (key_width, value_width) = (m.key.fixed_width(), m.value.fixed_width());
+    if m.index == IndexKind::BeTree {
+        return open_betree(file, m, options, stats, create);
+    }
     let open = if create { BTree::create } else { BTree::open };
     Ok(Box::new(open(
         file,
@@ -825,6 +847,44 @@ fn open_index(
         options.cache_bytes,
         stats.clone(),
     )?))
+}
+
+/// The Bε-tree family: any key and value types, ε and the merge operator from the manifest.
+fn open_betree(
+    file: PageFile,
+    m: &Manifest,
+    options: &Options,
+    stats: &Arc<IoStats>,
+    create: bool,
+) -> Result<Box<dyn OrderedIndex>> {
+    let opts = m.betree.clone().ok_or_else(|| {
+        Error::corruption(
+            file.path().with_file_name(manifest::MANIFEST),
+            0,
+            "a Bε-tree database's manifest has no Bε-tree options",
+        )
+    })?;
+    let format = crate::index::betree::node::NodeFormat {
+        key_width: m.key.fixed_width(),
+        value_width: m.value.fixed_width(),
+    };
+    let merge = opts
+        .merge_operator
+        .as_deref()
+        .map(|name| crate::index::betree::merge_ops::builtin(name, m.value))
+        .transpose()?;
+    Ok(Box::new(if create {
+        BeTree::create(
+            file,
+            format,
+            merge,
+            opts.epsilon,
+            options.cache_bytes,
+            stats.clone(),
+        )?
+    } else {
+        BeTree::open(file, format, merge, options.cache_bytes, stats.clone())?
+    }))
 }
 
 /// The dynamized family: `u64` keys and values, shard files and a state file in the directory.

@@ -117,6 +117,16 @@ impl<K: Key, V: Value> Db<K, V> {
         self.raw.write(&[WriteOp::Delete { key: enc(key) }], None)
     }
 
+    /// Combines `operand` with the key's value by the database's merge operator (a Bε-tree created with
+    /// one, e.g. `u64-add`); other databases refuse it.
+    pub fn merge(&self, key: &K, operand: &V) -> Result<()> {
+        let op = WriteOp::Merge {
+            key: enc(key),
+            operand: enc(operand),
+        };
+        self.raw.write(std::slice::from_ref(&op), None)
+    }
+
     /// Applies a batch atomically.
     pub fn write(&self, batch: Batch<K, V>) -> Result<()> {
         self.raw.write(&batch.ops, batch.durability)
@@ -225,6 +235,14 @@ impl<K: Key, V: Value> Batch<K, V> {
     }
     pub fn delete(&mut self, key: &K) -> &mut Self {
         self.ops.push(WriteOp::Delete { key: enc(key) });
+        self
+    }
+    /// A merge of `operand` into the key's value (see [`Db::merge`]).
+    pub fn merge(&mut self, key: &K, operand: &V) -> &mut Self {
+        self.ops.push(WriteOp::Merge {
+            key: enc(key),
+            operand: enc(operand),
+        });
         self
     }
     /// Durability for this batch instead of the handle's.

@@ -1,14 +1,15 @@
 //! Write-ahead-log records: one per batch.
 //!
 //! Payload (inside the log's length+checksum framing): seqno u64 LE, op count u32 LE, then per op a tag byte
-//! (1 = put, 2 = delete, 3 = weighted put), key length u32 LE, key, for puts value length u32 LE and value,
-//! and for weighted puts the weight (f64 bits, u64 LE).
+//! (1 = put, 2 = delete, 3 = weighted put, 4 = merge), key length u32 LE, key, for puts and merges value
+//! (operand) length u32 LE and value, and for weighted puts the weight (f64 bits, u64 LE).
 
 use crate::index::WriteOp;
 
 const PUT: u8 = 1;
 const DELETE: u8 = 2;
 const PUT_WEIGHTED: u8 = 3;
+const MERGE: u8 = 4;
 
 /// Name of the `number`th WAL file.
 pub(crate) fn wal_name(number: u64) -> String {
@@ -30,8 +31,16 @@ pub(crate) fn encode(seqno: u64, ops: &[WriteOp], out: &mut Vec<u8>) {
     out.extend_from_slice(&(ops.len() as u32).to_le_bytes());
     for op in ops {
         match op {
-            WriteOp::Put { key, value } => {
-                out.push(PUT);
+            WriteOp::Put { key, value }
+            | WriteOp::Merge {
+                key,
+                operand: value,
+            } => {
+                out.push(if matches!(op, WriteOp::Put { .. }) {
+                    PUT
+                } else {
+                    MERGE
+                });
                 out.extend_from_slice(&(key.len() as u32).to_le_bytes());
                 out.extend_from_slice(key);
                 out.extend_from_slice(&(value.len() as u32).to_le_bytes());
@@ -86,6 +95,13 @@ pub(crate) fn decode(b: &[u8]) -> Result<(u64, Vec<WriteOp>), String> {
                 WriteOp::PutWeighted { key, value, weight }
             }
             DELETE => WriteOp::Delete { key },
+            MERGE => {
+                let len = r.u32()? as usize;
+                WriteOp::Merge {
+                    key,
+                    operand: r.take(len)?.to_vec(),
+                }
+            }
             t => return Err(format!("op {i} has unknown tag {t}")),
         });
     }
@@ -137,6 +153,10 @@ mod tests {
                 key: b"c".to_vec(),
                 value: b"v".to_vec(),
                 weight: 2.5,
+            },
+            WriteOp::Merge {
+                key: b"d".to_vec(),
+                operand: b"+1".to_vec(),
             },
         ];
         let mut buf = Vec::new();

@@ -33,6 +33,9 @@ pub enum WriteOp {
     },
     /// Remove (no effect if absent).
     Delete { key: Vec<u8> },
+    /// Combine `operand` with the key's value (absent: none) by the index's merge operator; only indexes
+    /// created with one take it (the Bε-tree).
+    Merge { key: Vec<u8>, operand: Vec<u8> },
 }
 
 impl WriteOp {
@@ -40,7 +43,8 @@ impl WriteOp {
         match self {
             WriteOp::Put { key, .. }
             | WriteOp::PutWeighted { key, .. }
-            | WriteOp::Delete { key } => key,
+            | WriteOp::Delete { key }
+            | WriteOp::Merge { key, .. } => key,
         }
     }
 }
@@ -134,7 +138,18 @@ pub struct CheckReport {
 pub trait OrderedIndex: Send + Sync {
     /// Looks `key` up; on a hit, replaces `out`'s contents with the value and returns true.
     fn get(&self, key: &[u8], out: &mut Vec<u8>) -> Result<bool>;
-    /// Applies a batch atomically with respect to readers. Keys and values were validated by the caller.
+    /// Checks a batch the shell is about to log against what this index takes (merges, entry sizes), so
+    /// that `apply` does not fail on it. By default merges are refused.
+    fn validate_batch(&self, ops: &[WriteOp]) -> Result<()> {
+        if ops.iter().any(|op| matches!(op, WriteOp::Merge { .. })) {
+            return Err(crate::error::Error::invalid(
+                "this index family has no merge operator (merges need a Bε-tree created with one)",
+            ));
+        }
+        Ok(())
+    }
+    /// Applies a batch atomically with respect to readers. The caller validated keys and values and ran
+    /// `validate_batch`.
     fn apply(&self, ops: &[WriteOp]) -> Result<()>;
     /// Calls `visit(key, value)` for up to `max` records of `range` in `dir` order, until it returns
     /// `false`; returns how many records it visited. The visitor runs while the index holds its read locks:
@@ -207,6 +222,35 @@ pub trait OrderedIndex: Send + Sync {
     fn dynamized_stats(&self) -> Option<dynamized::DynStats> {
         None
     }
+}
+
+/// Checks a tree's root record read from `file` against what the caller expects: the same key and value
+/// widths (else `Incompatible`) and a root page inside the file with a plausible height (else corruption).
+pub(crate) fn check_root_record(
+    file: &crate::storage::PageFile,
+    family: &str,
+    widths: (Option<usize>, Option<usize>),
+    expected: (Option<usize>, Option<usize>),
+    root: crate::storage::PageId,
+    height: u64,
+) -> Result<()> {
+    if widths != expected {
+        return Err(crate::error::Error::Incompatible(format!(
+            "page file holds a {family} with key width {:?} and value width {:?}, expected {:?} and {:?}",
+            widths.0, widths.1, expected.0, expected.1
+        )));
+    }
+    if root < 2 || root >= file.page_count() || height == 0 || height > 64 {
+        return Err(crate::error::Error::corruption(
+            file.path(),
+            0,
+            format!(
+                "{family} root record points to page {root} of {} with height {height}",
+                file.page_count()
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// Receives one sampled record (key, value); an error stops the sampling and is returned by it.

@@ -5,19 +5,35 @@
 //! messages (puts, deletes, upserts with sequence numbers) that move down in batches, so a random insert costs
 //! O((log_B N) / B^(1−ε)) I/Os amortised instead of a B+-tree's O(log_B N).
 //!
-//! Built so far:
+//! Parts:
 //! * [`message`]: messages, the merge operator of upserts, node buffers (one terminal message or a run of
 //!   upserts per key) and their application to leaf records and to reads.
 //! * [`node`]: leaves and inner nodes (pivots, children, one message buffer), decoded and encoded whole,
-//!   with a page format whose every length, order and id is checked on decode.
-//! * [`tree`]: the core over the buffer pool — writes as messages, heaviest-child flushes, splits, point
-//!   and range reads that never write, merges of underfull children. Not built yet: checkpoints and reopen, the
-//!   engine shell, `strata check`, the CLI and the `betree-io` suite.
+//!   with a page format whose every length, order and id is checked on decode; fixed-width keys and values
+//!   are stored without lengths and searched in place.
+//! * [`tree`]: the core over the buffer pool — writes as messages, heaviest-child flushes, splits, merges of
+//!   underfull children, point and range reads that never write.
+//! * `db_index` ([`BeTree`]): the core as an `OrderedIndex` for the `Db` shell — locking, checkpoints in
+//!   the page file's root record (`meta`), merges by a named operator ([`merge_ops`]).
+//! * `check`: `strata check` — pivots, buffer order and routing, levels, MSNs, page accounting, checksums.
+//!
+//! Messages carry their sequence numbers implicitly: within a buffer a key's messages are kept in write
+//! order (newest last) and each node records the newest MSN it holds (`max_msn`, never above its
+//! parent's). A per-message MSN would double the size of an 8-byte pair in a buffer, halving the batch a
+//! flush moves; order plus the node's MSN answers every question one would (which message is newer, and
+//! whether a node already holds a write — the WAL replay is idempotent at the shell's sequence number).
 //!
 //! Invariants kept by every part: a message only moves down the tree, so along any root-to-leaf path the
 //! messages of a key are newer the higher they sit; a read applies them from the leaf upwards and never
 //! writes.
 
+mod check;
+mod db_index;
+pub mod merge_ops;
 pub mod message;
+mod meta;
 pub mod node;
 pub mod tree;
+
+pub use db_index::{BeTree, BeTreeOptions};
+pub use merge_ops::BUILTIN_MERGE_OPERATORS;

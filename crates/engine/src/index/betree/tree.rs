@@ -91,6 +91,19 @@ pub struct CoreState {
     pub leaf_records: u64,
 }
 
+/// The messages of a batch of writes, in write order (weights are not kept).
+pub fn messages_of(ops: &[WriteOp]) -> Vec<Message> {
+    ops.iter()
+        .map(|op| match op {
+            WriteOp::Put { key, value } | WriteOp::PutWeighted { key, value, .. } => {
+                Message::put(key.clone(), value.clone())
+            }
+            WriteOp::Delete { key } => Message::delete(key.clone()),
+            WriteOp::Merge { key, operand } => Message::upsert(key.clone(), operand.clone()),
+        })
+        .collect()
+}
+
 /// The fanout of a tree with this page size and ε.
 pub fn fanout_for(page_size: usize, epsilon: f64) -> usize {
     ((page_size as f64 / 8.0).powf(epsilon).floor() as usize).max(4)
@@ -228,18 +241,9 @@ impl BeTreeCore {
         self.usable() / 4 - 9
     }
 
-    /// Applies a batch of writes (puts, deletes; weights are not kept) as one group of messages.
+    /// Applies a batch of writes (puts, deletes, merges; weights are not kept) as one group of messages.
     pub fn apply_batch(&mut self, ops: &[WriteOp]) -> Result<()> {
-        let msgs = ops
-            .iter()
-            .map(|op| match op {
-                WriteOp::Put { key, value } | WriteOp::PutWeighted { key, value, .. } => {
-                    Message::put(key.clone(), value.clone())
-                }
-                WriteOp::Delete { key } => Message::delete(key.clone()),
-            })
-            .collect();
-        self.apply_messages(msgs)
+        self.apply_messages(messages_of(ops))
     }
 
     /// Adds an upsert of `key` with `operand` (combined with the key's value by the merge operator).

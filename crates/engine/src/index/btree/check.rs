@@ -123,33 +123,12 @@ pub(super) fn check(tree: &BTree, st: &TreeState) -> Result<CheckReport> {
             ),
         ));
     }
-    let free = file.unreachable_pages();
-    for &id in &free {
-        if checker.seen.contains(&id) {
-            return Err(tree.corrupt(id, "page is both reachable and free"));
-        }
-    }
-    let accounted = checker.seen.len() as u64 + free.len() as u64 + 2;
-    if accounted != file.page_count() {
-        let free: HashSet<PageId> = free.iter().copied().collect();
-        let leaked =
-            (2..file.page_count()).find(|id| !checker.seen.contains(id) && !free.contains(id));
-        return Err(match leaked {
-            Some(id) => tree.corrupt(id, "page is neither reachable nor free (leaked)"),
-            None => Error::corruption(
-                file.path(),
-                0,
-                format!(
-                    "{accounted} pages accounted for, file has {}",
-                    file.page_count()
-                ),
-            ),
-        });
-    }
+    let free_pages =
+        crate::storage::check_page_accounting(file, &checker.seen, |id, d| tree.corrupt(id, d))?;
     Ok(CheckReport {
         pages_checked: checker.seen.len() as u64,
         records,
         height: st.height,
-        free_pages: free.len() as u64,
+        free_pages,
     })
 }

@@ -109,22 +109,14 @@ impl BTree {
         let meta = TreeMeta::decode(&file.user_root()).map_err(|detail| {
             Error::corruption(file.path(), 0, format!("B+-tree root record: {detail}"))
         })?;
-        if meta.key_width != key_width || meta.value_width != value_width {
-            return Err(Error::Incompatible(format!(
-                "page file holds a tree with key width {:?} and value width {:?}, expected {:?} and {:?}",
-                meta.key_width, meta.value_width, key_width, value_width
-            )));
-        }
-        if meta.root < 2 || meta.root >= file.page_count() || meta.height == 0 || meta.height > 64 {
-            return Err(Error::corruption(
-                file.path(),
-                0,
-                format!(
-                    "B+-tree root record points to page {} with height {}",
-                    meta.root, meta.height
-                ),
-            ));
-        }
+        crate::index::check_root_record(
+            &file,
+            "B+-tree",
+            (meta.key_width, meta.value_width),
+            (key_width, value_width),
+            meta.root,
+            meta.height.into(),
+        )?;
         let TreeMeta {
             root,
             height,
@@ -216,6 +208,10 @@ impl OrderedIndex for BTree {
                 }
                 WriteOp::Delete { key } => {
                     write::delete(self, &mut st, key)?;
+                }
+                // `validate_batch` (the default) refuses merges before they are logged.
+                WriteOp::Merge { .. } => {
+                    return Err(Error::invalid("a B+-tree has no merge operator"));
                 }
             }
         }

@@ -314,6 +314,10 @@ impl<S: Shard> DynamizedIndex<S> {
                     weight: 0.0,
                     kind: OpKind::Delete,
                 },
+                // `validate_batch` (the default) refuses merges before they are logged.
+                WriteOp::Merge { .. } => {
+                    return Err(Error::invalid("a dynamized index has no merge operator"));
+                }
             });
         }
         self.core.write_batch(&entries)

@@ -1,0 +1,236 @@
+//! [`BeTree`]: the Bε-tree core as an [`OrderedIndex`] for the `Db` shell — a lock around the core,
+//! checkpoints in the page file's root record, and merges (upserts) by a named operator.
+//!
+//! Durability is the shell's WAL plus these checkpoints: between checkpoints, changed nodes are written to
+//! fresh pages (copy-on-write via `BufferPool::write_cow`), so the last checkpoint's tree stays intact on
+//! disk until the next `commit` switches the root record atomically. Recovery opens the last checkpoint and
+//! the shell replays the WAL on top.
+//!
+//! Readers share the lock; a batch takes it exclusively, so readers see all of a batch or none of it.
+
+use super::check;
+use super::merge_ops;
+use super::message::MergeOperator;
+use super::meta::TreeMeta;
+use super::node::NodeFormat;
+use super::tree::{BeTreeCore, FlushStats, messages_of, validate_epsilon};
+use crate::error::{Error, Result};
+use crate::index::{
+    CheckReport, Direction, IndexStats, KeyRange, OrderedIndex, RecordVisitor, WriteOp,
+};
+use crate::storage::{BufferPool, IoSnapshot, IoStats, PageFile};
+use parking_lot::{RwLock, RwLockReadGuard};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Options of a Bε-tree database, fixed at creation (recorded in the manifest).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct BeTreeOptions {
+    /// ε in (0, 1]: an inner node has about (B/8)^ε children, the rest of its page is buffer. 0.5 by default.
+    pub epsilon: f64,
+    /// The merge operator of `WriteOp::Merge` (a name from `BUILTIN_MERGE_OPERATORS`); without one, merges
+    /// are refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub merge_operator: Option<String>,
+}
+
+impl Default for BeTreeOptions {
+    fn default() -> Self {
+        BeTreeOptions {
+            epsilon: 0.5,
+            merge_operator: None,
+        }
+    }
+}
+
+/// A Bε-tree over encoded keys and values.
+pub struct BeTree {
+    core: RwLock<BeTreeCore>,
+    stats: Arc<IoStats>,
+    seqno: AtomicU64,
+    merges: bool,
+}
+
+impl std::fmt::Debug for BeTree {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let core = self.core.read();
+        f.debug_struct("BeTree")
+            .field("root", &core.root())
+            .field("height", &core.height())
+            .field("fanout", &core.fanout())
+            .finish()
+    }
+}
+
+impl BeTree {
+    /// Creates an empty tree in a freshly created page file and checkpoints it.
+    pub fn create(
+        file: PageFile,
+        format: NodeFormat,
+        merge: Option<MergeOperator>,
+        epsilon: f64,
+        cache_bytes: usize,
+        stats: Arc<IoStats>,
+    ) -> Result<BeTree> {
+        validate_epsilon(epsilon)?;
+        let merges = merge.is_some();
+        let pool = BufferPool::new(file, cache_bytes, None);
+        let core = BeTreeCore::create(
+            pool,
+            epsilon,
+            format,
+            merge.unwrap_or_else(merge_ops::refusing),
+        )?;
+        let tree = BeTree {
+            core: RwLock::new(core),
+            stats,
+            seqno: AtomicU64::new(0),
+            merges,
+        };
+        tree.checkpoint(0)?;
+        Ok(tree)
+    }
+
+    /// Opens the tree of an existing page file at its last checkpoint; `format` must be the one it was
+    /// created with.
+    pub fn open(
+        file: PageFile,
+        format: NodeFormat,
+        merge: Option<MergeOperator>,
+        cache_bytes: usize,
+        stats: Arc<IoStats>,
+    ) -> Result<BeTree> {
+        let meta = TreeMeta::decode(&file.user_root()).map_err(|detail| {
+            Error::corruption(file.path(), 0, format!("Bε-tree root record: {detail}"))
+        })?;
+        let found = meta.core.format;
+        crate::index::check_root_record(
+            &file,
+            "Bε-tree",
+            (found.key_width, found.value_width),
+            (format.key_width, format.value_width),
+            meta.core.root,
+            meta.core.height.into(),
+        )?;
+        let merges = merge.is_some();
+        let pool = BufferPool::new(file, cache_bytes, None);
+        let core = BeTreeCore::open(pool, meta.core, merge.unwrap_or_else(merge_ops::refusing))?;
+        Ok(BeTree {
+            core: RwLock::new(core),
+            stats,
+            seqno: AtomicU64::new(meta.seqno),
+            merges,
+        })
+    }
+
+    /// The core, read-locked (for statistics, benchmarks and tests).
+    pub fn core(&self) -> RwLockReadGuard<'_, BeTreeCore> {
+        self.core.read()
+    }
+
+    /// The write path's counters.
+    pub fn flush_stats(&self) -> FlushStats {
+        self.core.read().flush_stats().clone()
+    }
+}
+
+impl OrderedIndex for BeTree {
+    fn get(&self, key: &[u8], out: &mut Vec<u8>) -> Result<bool> {
+        match self.core.read().get(key)? {
+            Some(v) => {
+                out.clear();
+                out.extend_from_slice(&v);
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+
+    fn validate_batch(&self, ops: &[WriteOp]) -> Result<()> {
+        if !self.merges && ops.iter().any(|op| matches!(op, WriteOp::Merge { .. })) {
+            return Err(Error::invalid(
+                "this Bε-tree has no merge operator (create it with one to use merges)",
+            ));
+        }
+        self.core.read().check_messages(&messages_of(ops))
+    }
+
+    fn apply(&self, ops: &[WriteOp]) -> Result<()> {
+        let mut core = self.core.write();
+        let result = core.apply_messages(messages_of(ops));
+        if result.is_err() {
+            core.forget_cache();
+        }
+        result
+    }
+
+    fn scan_visit(
+        &self,
+        range: &KeyRange,
+        dir: Direction,
+        max: usize,
+        visit: &mut RecordVisitor<'_>,
+    ) -> Result<usize> {
+        self.core.read().scan(range, dir, max, visit)
+    }
+
+    /// Counts the live records with a scan (O(N/B) page reads): buffered puts and deletes do not say
+    /// whether their key existed. On a read error, the records in leaves.
+    fn len(&self) -> u64 {
+        let core = self.core.read();
+        core.scan(
+            &KeyRange::all(),
+            Direction::Forward,
+            usize::MAX,
+            &mut |_, _| Ok(true),
+        )
+        .map_or(core.leaf_records(), |n| n as u64)
+    }
+
+    fn max_key_len(&self) -> usize {
+        let core = self.core.read();
+        let limit = core.max_entry_bytes();
+        limit - core.format().value_width.unwrap_or(limit / 2)
+    }
+
+    fn checkpoint(&self, seqno: u64) -> Result<()> {
+        let core = self.core.write();
+        let meta = TreeMeta {
+            core: core.state(),
+            seqno,
+        };
+        core.pool().commit(&meta.encode())?;
+        self.seqno.store(seqno, Ordering::Release);
+        Ok(())
+    }
+
+    fn checkpointed_seqno(&self) -> u64 {
+        self.seqno.load(Ordering::Acquire)
+    }
+
+    fn check(&self) -> Result<CheckReport> {
+        check::check(&self.core.read())
+    }
+
+    fn stats(&self) -> IndexStats {
+        let records = self.len();
+        let core = self.core.read();
+        let pool = core.pool();
+        let file = pool.file();
+        IndexStats {
+            records,
+            height: core.height() as u32,
+            pages: file.page_count(),
+            free_pages: file.unreachable_pages().len() as u64,
+            page_size: file.page_size(),
+            cache_frames: pool.frame_count(),
+            cache_pages: pool.cached_count(),
+            cache_dirty: pool.dirty_count(),
+            checkpointed_seqno: self.checkpointed_seqno(),
+        }
+    }
+
+    fn io(&self) -> IoSnapshot {
+        self.stats.snapshot()
+    }
+}
