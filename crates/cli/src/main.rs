@@ -256,7 +256,8 @@ enum Command {
         /// Value type.
         #[arg(long, value_enum, default_value = "u64")]
         value: TypeArg,
-        /// Page size in bytes: a power of two from 4096 to 65536.
+        /// Page size in bytes: a power of two from 4096 to 4194304 (4 MiB); the btree index takes pages up to
+        /// 65536 (64 KiB).
         #[arg(long, default_value_t = 4096)]
         page_size: usize,
         /// Default durability of writes.

@@ -30,7 +30,9 @@ use crate::result::BenchResult;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
+use strata::index::btree::MAX_BTREE_PAGE_SIZE;
 use strata::index::btree::node::Layout;
+use strata::storage::page::MIN_PAGE_SIZE;
 
 pub const NAME: &str = "btree-cost";
 pub const DESCRIPTION: &str = "B+-tree load (sequential, random) and random-get throughput; page I/Os per insert and per lookup with a pool of 1% of the data, next to the cost model";
@@ -50,9 +52,10 @@ pub fn small_pool_bytes(cfg: &SuiteConfig) -> usize {
 
 /// Records per leaf page of a `u64 → u64` tree with this page size.
 pub fn leaf_capacity(page_size: usize) -> Result<u64> {
-    if !page_size.is_power_of_two() || !(4096..=65536).contains(&page_size) {
+    if !page_size.is_power_of_two() || !(MIN_PAGE_SIZE..=MAX_BTREE_PAGE_SIZE).contains(&page_size) {
         return Err(BenchError::Usage(format!(
-            "page size {page_size} must be a power of two from 4096 to 65536"
+            "page size {page_size} must be a power of two from {MIN_PAGE_SIZE} to {MAX_BTREE_PAGE_SIZE} \
+             (the B+-tree's limit)"
         )));
     }
     let layout = Layout::new(page_size, Some(8), Some(8));

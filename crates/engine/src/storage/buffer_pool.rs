@@ -811,6 +811,59 @@ mod tests {
         assert!(pool.read(ids[3]).is_ok());
     }
 
+    /// Pages of 1 MiB and 4 MiB: the minimum of 8 frames, eviction with write-back, copy-on-write after a
+    /// commit, and a reopen that reads every page back whole.
+    #[test]
+    fn large_pages_evict_write_back_and_reopen() {
+        for ps in [1 << 20, crate::storage::page::MAX_PAGE_SIZE] {
+            let e = env();
+            let opts = PageFileOptions {
+                page_size: ps,
+                direct: false,
+            };
+            let pf = PageFile::create(&e.vfs, &e.path, opts, e.stats.clone()).unwrap();
+            let pool = BufferPool::new(pf, 0, None);
+            assert_eq!((pool.frame_count(), pool.page_size()), (8, ps));
+            let ids: Vec<_> = (0..10u64)
+                .map(|v| {
+                    let mut g = pool.allocate().unwrap();
+                    assert_eq!(g.len(), ps);
+                    fill(&mut g, v);
+                    g.id()
+                })
+                .collect();
+            // Ten pages through eight frames: two dirty victims were written back.
+            assert_eq!(pool.cache_stats().writebacks, 2);
+            assert_eq!(e.writes() - 2, 2);
+            for (v, &id) in ids.iter().enumerate() {
+                check(&pool.read(id).unwrap(), v as u64);
+            }
+            pool.commit(b"big").unwrap();
+            let moved = {
+                let mut g = pool.write_cow(ids[0]).unwrap();
+                assert_ne!(g.id(), ids[0]);
+                check(&g, 0);
+                fill(&mut g, 100);
+                g.id()
+            };
+            pool.commit(b"big-2").unwrap();
+            drop(pool);
+
+            let pf = PageFile::open(&e.vfs, &e.path, opts, e.stats.clone()).unwrap();
+            let pool = BufferPool::new(pf, 8 * ps, None);
+            assert_eq!(pool.file().user_root(), b"big-2");
+            check(&pool.read(moved).unwrap(), 100);
+            for (v, &id) in ids.iter().enumerate().skip(1) {
+                check(&pool.read(id).unwrap(), v as u64);
+            }
+            assert_eq!(
+                pool.file().unreachable_pages().len(),
+                2,
+                "the old copy and a free-list page"
+            );
+        }
+    }
+
     #[test]
     fn concurrent_readers_see_correct_bytes() {
         let e = env();

@@ -5,12 +5,13 @@
 //! * [`vfs`]: the `Vfs` / `VfsFile` traits and three backends: [`StdVfs`] (real files, optional O_DIRECT),
 //!   [`MemVfs`] (in memory, with a `crash()` that throws away every write not yet synced) and [`FaultVfs`]
 //!   (wraps a `MemVfs`; every operation fails after N operations, plus the crash of its `MemVfs`).
-//! * [`page_file`]: fixed-size pages (4 KiB–64 KiB, fixed at creation), each with an xxh3 checksum seeded by
-//!   its page id ([`page`] documents the header). Pages are allocated from a free list or by extending the
-//!   file. Durability is by **copy-on-write checkpoints**: two meta slots (pages 0 and 1) alternate; a commit
-//!   writes the free list to fresh pages, `fdatasync`s, writes the other meta slot, `fdatasync`s. Every page
-//!   image carries the epoch it was allocated in; pages of the last committed epoch are never written again
-//!   until a newer commit no longer references them, so a crash at any moment leaves the last commit intact.
+//! * [`page_file`]: fixed-size pages (a power of two from 4 KiB to 4 MiB, fixed at creation; the B+-tree
+//!   takes pages up to 64 KiB), each with an xxh3 checksum seeded by its page id ([`page`] documents the
+//!   header). Pages are allocated from a free list or by extending the file. Durability is by **copy-on-write
+//!   checkpoints**: two meta slots (pages 0 and 1) alternate; a commit writes the free list to fresh pages,
+//!   `fdatasync`s, writes the other meta slot, `fdatasync`s. Every page image carries the epoch it was
+//!   allocated in; pages of the last committed epoch are never written again until a newer commit no longer
+//!   references them, so a crash at any moment leaves the last commit intact.
 //! * [`buffer_pool`]: a CLOCK cache of page frames within a memory budget in bytes; RAII pin guards
 //!   (`PageReadGuard`, `PageWriteGuard`), dirty tracking, write-back on eviction. A freshly allocated page is
 //!   zeroed in memory and never read from disk. `write_cow` gives a writable page, relocating it first when it

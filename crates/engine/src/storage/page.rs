@@ -23,8 +23,9 @@ pub type PageId = u64;
 pub const PAGE_HEADER_LEN: usize = 24;
 /// Smallest page size a page file accepts.
 pub const MIN_PAGE_SIZE: usize = 4096;
-/// Largest page size a page file accepts.
-pub const MAX_PAGE_SIZE: usize = 65536;
+/// Largest page size a page file accepts (4 MiB). An index format may accept less (the B+-tree takes pages
+/// up to 64 KiB).
+pub const MAX_PAGE_SIZE: usize = 4 << 20;
 
 /// What a page holds.
 #[repr(u8)]
@@ -193,10 +194,33 @@ mod tests {
 
     #[test]
     fn page_sizes_are_checked() {
-        assert!(validate_page_size(4096).is_ok());
-        assert!(validate_page_size(65536).is_ok());
-        assert!(validate_page_size(2048).is_err());
-        assert!(validate_page_size(131072).is_err());
-        assert!(validate_page_size(12288).is_err());
+        for size in [4096, 65536, 131072, 1 << 20, 4 << 20] {
+            assert!(validate_page_size(size).is_ok(), "{size}");
+        }
+        for size in [0, 1, 2048, 12288, (1 << 20) + 4096, 8 << 20, usize::MAX] {
+            assert!(
+                matches!(
+                    validate_page_size(size),
+                    Err(crate::Error::InvalidArgument(_))
+                ),
+                "{size}"
+            );
+        }
+    }
+
+    #[test]
+    fn large_page_bufs_are_aligned_and_checksummed_end_to_end() {
+        for size in [1 << 20, MAX_PAGE_SIZE] {
+            let mut b = PageBuf::new(size);
+            assert_eq!(b.len(), size);
+            assert_eq!(b.as_ptr() as usize % 4096, 0);
+            set_page_type(&mut b, PageType::BeLeaf);
+            b[size - 1] = 9;
+            stamp_checksum(&mut b, 3);
+            assert!(verify_checksum(&b, 3));
+            // The last byte of the page is covered by the checksum.
+            b[size - 1] ^= 1;
+            assert!(!verify_checksum(&b, 3));
+        }
     }
 }

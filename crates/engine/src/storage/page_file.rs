@@ -1318,6 +1318,99 @@ mod tests {
         }
     }
 
+    /// Pages of 1 MiB and 4 MiB: create, allocate, write whole pages, commit (with a free-list page), reopen,
+    /// read back; damage anywhere in a page (its last byte included) is a checksum mismatch at its offset.
+    #[test]
+    fn large_pages_round_trip_and_detect_damage() {
+        // A page body that differs in every 8-byte word and between pages, up to the last byte.
+        fn fill(b: &mut [u8], tag: u64) {
+            for (i, w) in b[PAGE_HEADER_LEN..].chunks_exact_mut(8).enumerate() {
+                w.copy_from_slice(&((tag << 40) | i as u64).to_le_bytes());
+            }
+        }
+        for ps in [1 << 20, page::MAX_PAGE_SIZE] {
+            let (mem, vfs, path, stats) = setup();
+            let opts = PageFileOptions {
+                page_size: ps,
+                direct: false,
+            };
+            let pf = PageFile::create(&vfs, &path, opts, stats.clone()).unwrap();
+            assert_eq!(pf.page_size(), ps);
+            let ids: Vec<PageId> = (0..4).map(|_| pf.allocate()).collect();
+            assert_eq!(ids, vec![2, 3, 4, 5]);
+            let mut b = PageBuf::new(ps);
+            for &id in &ids {
+                b.clear();
+                set_page_type(&mut b, PageType::BeLeaf);
+                set_page_epoch(&mut b, pf.epoch());
+                fill(&mut b, id);
+                pf.write_page(id, &mut b).unwrap();
+            }
+            pf.commit(b"big-1").unwrap();
+            // Free a committed page: the next commit writes a free-list page of `ps` bytes.
+            pf.free(ids[1], 1);
+            pf.commit(b"big-2").unwrap();
+            assert_eq!(pf.check().unwrap(), 1);
+            assert_eq!(free_list_capacity(ps), (ps - OFF_FL_IDS) / 8);
+            drop(pf);
+            assert_eq!(mem.file_bytes(&path).unwrap().len(), 7 * ps);
+
+            let pf = PageFile::open(&vfs, &path, opts, stats.clone()).unwrap();
+            assert_eq!(pf.user_root(), b"big-2");
+            assert_eq!(pf.committed_epoch(), 2);
+            assert_eq!(pf.unreachable_pages(), vec![ids[1], 6]);
+            let mut want = PageBuf::new(ps);
+            for &id in [ids[0], ids[2], ids[3]].iter() {
+                pf.read_page(id, &mut b).unwrap();
+                want.clear();
+                fill(&mut want, id);
+                assert_eq!(&b[PAGE_HEADER_LEN..], &want[PAGE_HEADER_LEN..]);
+                assert_eq!(page_epoch(&b), 1);
+            }
+            assert_eq!(
+                pf.allocate(),
+                ids[1],
+                "the freed page is reused after reopening"
+            );
+            drop(pf);
+
+            // Another page size is refused with both sizes named.
+            let small = PageFileOptions {
+                page_size: 65536,
+                direct: false,
+            };
+            match PageFile::open(&vfs, &path, small, stats.clone()) {
+                Err(Error::Incompatible(msg)) => {
+                    assert!(
+                        msg.contains(&ps.to_string()) && msg.contains("65536"),
+                        "{msg}"
+                    )
+                }
+                other => panic!("expected Incompatible, got {other:?}"),
+            }
+
+            // Damage to the last byte of page 4 and to the middle of page 3.
+            let good = mem.file_bytes(&path).unwrap();
+            for at in [5 * ps - 1, 2 * ps + ps / 2] {
+                let mut bytes = good.clone();
+                bytes[at] ^= 0x40;
+                mem.set_file_bytes(&path, bytes);
+                let pf = PageFile::open(&vfs, &path, opts, stats.clone()).unwrap();
+                let id = (at / ps) as PageId;
+                let e = pf.read_page(id, &mut b).unwrap_err();
+                assert_eq!(corruption_offset(&e), id * ps as u64);
+                assert!(e.to_string().contains("checksum mismatch"), "{e}");
+                pf.read_page(5, &mut b).unwrap();
+            }
+            // A damaged newest meta slot falls back to the other one.
+            let mut bytes = good;
+            bytes[ps - 1] ^= 1; // slot 0 holds epoch 2
+            mem.set_file_bytes(&path, bytes);
+            let pf = PageFile::open(&vfs, &path, opts, stats).unwrap();
+            assert_eq!(pf.user_root(), b"big-1");
+        }
+    }
+
     #[test]
     fn large_free_list_spans_many_pages() {
         let (_mem, vfs, path, stats) = setup();

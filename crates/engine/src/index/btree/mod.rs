@@ -45,6 +45,7 @@ use crate::index::{
 use crate::storage::{BufferPool, IoSnapshot, IoStats, PageFile, PageId};
 use meta::TreeMeta;
 use node::Layout;
+pub use node::MAX_BTREE_PAGE_SIZE;
 use parking_lot::RwLock;
 use std::sync::Arc;
 
@@ -79,7 +80,9 @@ impl std::fmt::Debug for BTree {
 }
 
 impl BTree {
-    /// Creates an empty tree in a freshly created page file and commits it.
+    /// Creates an empty tree in a freshly created page file and commits it. A page file whose pages exceed
+    /// [`MAX_BTREE_PAGE_SIZE`] (64 KiB), or fixed widths outside 1..=64, are `Error::InvalidArgument`, before
+    /// anything is written.
     pub fn create(
         file: PageFile,
         key_width: Option<usize>,
@@ -87,7 +90,8 @@ impl BTree {
         cache_bytes: usize,
         stats: Arc<IoStats>,
     ) -> Result<BTree> {
-        let tree = Self::with_pool(file, key_width, value_width, cache_bytes, stats, 0, 1, 0, 0);
+        let layout = Layout::try_new(file.page_size(), key_width, value_width)?;
+        let tree = Self::with_pool(file, layout, cache_bytes, stats, 0, 1, 0, 0);
         {
             let mut st = tree.state.write();
             let mut leaf = tree.pool.allocate()?;
@@ -98,7 +102,8 @@ impl BTree {
         Ok(tree)
     }
 
-    /// Opens the tree of an existing page file at its last checkpoint.
+    /// Opens the tree of an existing page file at its last checkpoint. Pages over [`MAX_BTREE_PAGE_SIZE`] are
+    /// `Error::InvalidArgument`.
     pub fn open(
         file: PageFile,
         key_width: Option<usize>,
@@ -106,6 +111,9 @@ impl BTree {
         cache_bytes: usize,
         stats: Arc<IoStats>,
     ) -> Result<BTree> {
+        // The page size and widths first: a page file of another index family (larger pages) is refused as
+        // such, not as a damaged root record.
+        let layout = Layout::try_new(file.page_size(), key_width, value_width)?;
         let meta = TreeMeta::decode(&file.user_root()).map_err(|detail| {
             Error::corruption(file.path(), 0, format!("B+-tree root record: {detail}"))
         })?;
@@ -126,8 +134,7 @@ impl BTree {
         } = meta;
         Ok(Self::with_pool(
             file,
-            key_width,
-            value_width,
+            layout,
             cache_bytes,
             stats,
             root,
@@ -140,8 +147,7 @@ impl BTree {
     #[allow(clippy::too_many_arguments)]
     fn with_pool(
         file: PageFile,
-        key_width: Option<usize>,
-        value_width: Option<usize>,
+        layout: Layout,
         cache_bytes: usize,
         stats: Arc<IoStats>,
         root: PageId,
@@ -149,7 +155,7 @@ impl BTree {
         len: u64,
         seqno: u64,
     ) -> BTree {
-        let layout = Layout::new(file.page_size(), key_width, value_width);
+        debug_assert_eq!(layout.page_size(), file.page_size());
         BTree {
             pool: BufferPool::new(file, cache_bytes, Some(validator(layout))),
             layout,
@@ -319,5 +325,102 @@ impl SamplingIndex for BTree {
     ) -> Result<()> {
         let st = self.state.read();
         read::sample(self, &st, range, k, rng, visit)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::{MemVfs, PageFileOptions, Vfs};
+    use std::path::Path;
+
+    fn page_file(vfs: &Arc<dyn Vfs>, page_size: usize, create: bool) -> PageFile {
+        let opts = PageFileOptions {
+            page_size,
+            direct: false,
+        };
+        let (path, stats) = (Path::new("/db/data.pages"), Arc::new(IoStats::new()));
+        if create {
+            PageFile::create(vfs, path, opts, stats).unwrap()
+        } else {
+            PageFile::open(vfs, path, opts, stats).unwrap()
+        }
+    }
+
+    fn expect_invalid(r: Result<BTree>, what: &str) -> String {
+        match r {
+            Err(Error::InvalidArgument(msg)) => msg,
+            Err(e) => panic!("{what}: expected InvalidArgument, got {e}"),
+            Ok(_) => panic!("{what}: expected InvalidArgument, got a tree"),
+        }
+    }
+
+    #[test]
+    fn pages_over_64_kib_and_bad_widths_are_invalid_arguments() {
+        let stats = Arc::new(IoStats::new());
+        for ps in [128 << 10, 1 << 20, crate::storage::page::MAX_PAGE_SIZE] {
+            let vfs: Arc<dyn Vfs> = Arc::new(MemVfs::new());
+            let r = BTree::create(
+                page_file(&vfs, ps, true),
+                Some(8),
+                Some(8),
+                0,
+                stats.clone(),
+            );
+            let msg = expect_invalid(r, "create");
+            assert!(
+                msg.contains("up to 64 KiB") && msg.contains(&ps.to_string()),
+                "{msg}"
+            );
+            let r = BTree::create(page_file(&vfs, ps, true), None, None, 0, stats.clone());
+            expect_invalid(r, "create, variable widths");
+            // Nothing was written: the page file is still empty (two meta slots) and opens as such.
+            let pf = page_file(&vfs, ps, false);
+            assert_eq!((pf.page_count(), pf.user_root().len()), (2, 0));
+            // Opening refuses the page size before it reads the (here empty) root record.
+            let msg = expect_invalid(BTree::open(pf, Some(8), Some(8), 0, stats.clone()), "open");
+            assert!(msg.contains("up to 64 KiB"), "{msg}");
+        }
+        let vfs: Arc<dyn Vfs> = Arc::new(MemVfs::new());
+        for (kw, vw) in [
+            (Some(0), None),
+            (None, Some(65)),
+            (Some(8), Some(usize::MAX)),
+        ] {
+            let r = BTree::create(page_file(&vfs, 4096, true), kw, vw, 0, stats.clone());
+            expect_invalid(r, "widths");
+        }
+        assert_eq!(
+            Layout::try_new(MAX_BTREE_PAGE_SIZE, None, None)
+                .unwrap()
+                .page_size(),
+            65536
+        );
+        assert!(Layout::try_new(MAX_BTREE_PAGE_SIZE * 2, None, None).is_err());
+        assert!(Layout::try_new(3 * 4096, None, None).is_err());
+    }
+
+    #[test]
+    fn largest_btree_pages_still_work() {
+        let vfs: Arc<dyn Vfs> = Arc::new(MemVfs::new());
+        let stats = Arc::new(IoStats::new());
+        let ps = MAX_BTREE_PAGE_SIZE;
+        let tree = BTree::create(page_file(&vfs, ps, true), None, None, 0, stats.clone()).unwrap();
+        let ops: Vec<WriteOp> = (0..3000u32)
+            .map(|i| WriteOp::Put {
+                key: format!("key-{i:06}").into_bytes(),
+                value: vec![i as u8; 100],
+            })
+            .collect();
+        tree.apply(&ops).unwrap();
+        tree.checkpoint(1).unwrap();
+        assert!(tree.height() >= 2);
+        drop(tree);
+        let tree = BTree::open(page_file(&vfs, ps, false), None, None, 0, stats).unwrap();
+        assert_eq!(tree.len(), 3000);
+        let mut out = Vec::new();
+        assert!(tree.get(b"key-002999", &mut out).unwrap());
+        assert_eq!(out, vec![2999u32 as u8; 100]);
+        tree.check().unwrap();
     }
 }

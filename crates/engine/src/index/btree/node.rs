@@ -84,7 +84,8 @@
 //!    16 KiB pages and 4096 from 32 KiB on. (4096 is out of reach for 16 KiB pages: four 4096-byte keys do
 //!    not fit in one, so a full leaf of them could not be split 2 + 2.)
 //! 3. **No heap allocation** except the separator returned by [`Layout::inner_split`]; compaction and
-//!    `validate` use stack buffers (≤ 64 KiB and 8 KiB).
+//!    `validate` use stack buffers (≤ 64 KiB and 8 KiB): pages are at most [`MAX_BTREE_PAGE_SIZE`] = 64 KiB,
+//!    below the page file's limit, which [`Layout::try_new`] (and so `BTree::create` / `BTree::open`) enforces.
 //! 4. **Everything read from a page is checked by [`Layout::validate`]**: entry counts against capacity, slot
 //!    offsets and cell extents inside the cell area, cells pairwise disjoint, the dead-byte count exact, key
 //!    lengths (≤ `max_key_len`, or = the fixed width), value lengths, entry sizes ≤ budget, strictly increasing
@@ -108,7 +109,8 @@ mod slotted;
 #[cfg(test)]
 mod tests;
 
-use crate::storage::page::{self, MAX_PAGE_SIZE, MIN_PAGE_SIZE, PAGE_HEADER_LEN, PageId, PageType};
+use crate::error::Error;
+use crate::storage::page::{self, MIN_PAGE_SIZE, PAGE_HEADER_LEN, PageId, PageType};
 use crate::types::MAX_KEY_LEN;
 use fixed::{FixedInner, FixedLeaf};
 use slotted::{SlottedInner, SlottedLeaf};
@@ -120,6 +122,10 @@ pub const NODE_HEADER_LEN: usize = 32;
 pub const OVERFLOW_HEADER_LEN: usize = 36;
 /// Largest fixed key or value width a layout accepts.
 pub const MAX_FIXED_WIDTH: usize = 64;
+/// Largest page size the B+-tree supports (64 KiB), below the page file's limit: slotted nodes store entry
+/// counts, cell offsets and cell-area lengths in u16 fields, and compaction and `validate` use stack buffers
+/// of this size.
+pub const MAX_BTREE_PAGE_SIZE: usize = 64 << 10;
 
 const COUNT_AT: usize = 24;
 const FRAG_AT: usize = 26;
@@ -161,19 +167,42 @@ pub struct Layout {
 }
 
 impl Layout {
-    /// A layout for pages of `page_size` bytes (a power of two from 4096 to 65536) and keys / values of the
-    /// given fixed width (1..=64 bytes) or of variable length (`None`). Panics on other parameters.
-    pub fn new(page_size: usize, key_width: Option<usize>, value_width: Option<usize>) -> Layout {
-        assert!(
-            page_size.is_power_of_two() && (MIN_PAGE_SIZE..=MAX_PAGE_SIZE).contains(&page_size),
-            "page size {page_size} must be a power of two from {MIN_PAGE_SIZE} to {MAX_PAGE_SIZE}"
-        );
-        for w in [key_width, value_width].into_iter().flatten() {
-            assert!(
-                (1..=MAX_FIXED_WIDTH).contains(&w),
-                "fixed width {w} must be 1..={MAX_FIXED_WIDTH}"
-            );
+    /// A layout for pages of `page_size` bytes (a power of two from 4096 to [`MAX_BTREE_PAGE_SIZE`]) and keys
+    /// / values of the given fixed width (1..=64 bytes) or of variable length (`None`). Other parameters are
+    /// `Error::InvalidArgument`.
+    pub fn try_new(
+        page_size: usize,
+        key_width: Option<usize>,
+        value_width: Option<usize>,
+    ) -> crate::Result<Layout> {
+        if !page_size.is_power_of_two()
+            || !(MIN_PAGE_SIZE..=MAX_BTREE_PAGE_SIZE).contains(&page_size)
+        {
+            return Err(Error::invalid(format!(
+                "the B+-tree supports pages up to 64 KiB: page size {page_size} must be a power of two from \
+                 {MIN_PAGE_SIZE} to {MAX_BTREE_PAGE_SIZE}"
+            )));
         }
+        for w in [key_width, value_width].into_iter().flatten() {
+            if !(1..=MAX_FIXED_WIDTH).contains(&w) {
+                return Err(Error::invalid(format!(
+                    "the B+-tree's fixed key and value widths are 1..={MAX_FIXED_WIDTH} bytes, not {w}"
+                )));
+            }
+        }
+        Ok(Self::build(page_size, key_width, value_width))
+    }
+
+    /// [`try_new`](Self::try_new) for parameters known to be valid (tests, tools): panics on others.
+    pub fn new(page_size: usize, key_width: Option<usize>, value_width: Option<usize>) -> Layout {
+        match Self::try_new(page_size, key_width, value_width) {
+            Ok(layout) => layout,
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    /// The layout for parameters checked by `try_new`.
+    fn build(page_size: usize, key_width: Option<usize>, value_width: Option<usize>) -> Layout {
         let budget = (page_size - NODE_HEADER_LEN) / 4;
         let max_key_len = match key_width {
             Some(w) => w,

@@ -3,7 +3,7 @@
 //! ## What is resident
 //! Only the file's *summary* — the fence keys (first key of each record page and of each tombstone page) and,
 //! in weighted shards, the prefix sums of the per-page weight sums — plus a small cache of recently read
-//! pages (at most [`CACHE_BYTES`]). The Bloom filters and the delete tags live in the framework's
+//! pages (at most [`cache_limit_bytes`]: [`CACHE_BYTES`], or two pages when pages exceed 32 KiB). The Bloom filters and the delete tags live in the framework's
 //! `ShardSlot`, in memory as for every shard. [`Shard::memory_bytes`] reports the summary and the cache.
 //!
 //! ## Access
@@ -24,7 +24,7 @@
 //! `ShardFile::check_record_page`), so damage is an `Error::Corruption` with the file and the page's offset.
 //!
 //! ## Cache
-//! Extents of consecutive pages, least recently used out, at most [`CACHE_BYTES`] in all. A miss reads one
+//! Extents of consecutive pages, least recently used out, at most [`cache_limit_bytes`] in all. A miss reads one
 //! page, or — when it continues an extent already cached, as merges and scans do — a read-ahead extent of
 //! [`READAHEAD_BYTES`] (clipped to the region), so sequential passes read 32 KiB per call. A hit copies the
 //! wanted bytes out under a mutex; a miss reads without holding it.
@@ -48,6 +48,16 @@ use rand::RngCore;
 pub const CACHE_BYTES: usize = 64 << 10;
 /// Bytes read at once when a miss continues a cached extent.
 pub const READAHEAD_BYTES: usize = 32 << 10;
+
+/// Bytes of pages a disk shard over `page_size`-byte pages caches at most: [`CACHE_BYTES`], but never fewer
+/// than two pages (the two end pages of a range), so 128 KiB for 64 KiB pages and 8 MiB for 4 MiB pages.
+pub fn cache_limit_bytes(page_size: usize) -> usize {
+    cache_pages(page_size) * page_size
+}
+
+fn cache_pages(page_size: usize) -> usize {
+    (CACHE_BYTES / page_size.max(1)).max(2)
+}
 
 /// Consecutive cached pages.
 struct Extent {
@@ -129,7 +139,7 @@ impl DiskShard {
             }
         }
         let ps = h.page_size;
-        let cache_pages = (CACHE_BYTES / ps).max(2) as u64;
+        let cache_pages = cache_pages(ps) as u64;
         Ok(DiskShard {
             len: h.records as usize,
             tombstones: h.tombstones as usize,
@@ -603,6 +613,61 @@ mod tests {
             assert!(d.key_at(3000).is_err());
             assert!(stats.snapshot().kind(FileKind::Shards).reads > 0);
             assert!(d.memory_bytes() <= CACHE_BYTES + 4096);
+        }
+    }
+
+    /// Pages of 1 MiB and 4 MiB: the same answers as the memory shard, and a cache of at most two pages.
+    #[test]
+    fn large_pages_agree_with_the_memory_shard() {
+        use crate::index::dynamized::shard_file::{shard_file_name, write_run_file};
+        assert_eq!(cache_limit_bytes(4096), CACHE_BYTES);
+        assert_eq!(cache_limit_bytes(32 << 10), CACHE_BYTES);
+        assert_eq!(cache_limit_bytes(64 << 10), 128 << 10);
+        let vfs: Arc<dyn Vfs> = Arc::new(MemVfs::new());
+        let stats = Arc::new(IoStats::new());
+        let path = std::path::Path::new("/d").join(shard_file_name(4));
+        for (ps, n) in [(1usize << 20, 150_000u64), (4 << 20, 400_000)] {
+            assert_eq!(cache_limit_bytes(ps), 2 * ps);
+            let r = run(n, true);
+            let (kf, tf) = crate::index::dynamized::version::filters_for_run(&r, 0.01).unwrap();
+            write_run_file(
+                &vfs,
+                &path,
+                &stats,
+                4,
+                &r,
+                (&kf, tf.as_ref()),
+                true,
+                ps,
+                false,
+            )
+            .unwrap();
+            let (d, _, _) =
+                DiskShard::open(ShardFile::open(&vfs, &path, 4, ps, false, stats.clone()).unwrap())
+                    .unwrap();
+            assert!(d.file().header.record_pages >= 3);
+            let m = IsamShard::build(r.clone(), BuildOptions::single(true)).unwrap();
+            assert_eq!(
+                (d.len(), d.tombstone_count()),
+                (m.len(), m.tombstone_count())
+            );
+            let len = m.len();
+            for i in (0..len).step_by(9_973).chain([len - 1]) {
+                assert_eq!(d.record_at(i).unwrap(), m.record_at(i).unwrap());
+            }
+            for key in (0..n * 4 + 20).step_by(77_777).chain([u64::MAX, 0, 11, 13]) {
+                assert_eq!(d.lower_bound(key).unwrap(), m.lower_bound(key).unwrap());
+                assert_eq!(d.upper_bound(key).unwrap(), m.upper_bound(key).unwrap());
+                assert_eq!(d.has_tombstone(key).unwrap(), m.has_tombstone(key).unwrap());
+            }
+            for (lo, hi) in [(0, len), (5, 6), (len / 3, len - 7)] {
+                let (a, b) = (
+                    d.range_weight(lo, hi).unwrap(),
+                    m.range_weight(lo, hi).unwrap(),
+                );
+                assert!((a - b).abs() <= 1e-9 * b.max(1.0), "{lo}..{hi}: {a} vs {b}");
+            }
+            assert!(d.cached_bytes() <= 2 * ps, "{}", d.cached_bytes());
         }
     }
 

@@ -61,13 +61,13 @@
 //! The first L levels are in memory; deeper levels hold disk shards, one immutable file each, listed by the
 //! state file. L is the largest count for which the buffers, levels 0..L at capacity and the resident part
 //! of every deeper level (Bloom filters, tag bits, fences, page caches) fit the budget. A disk shard keeps
-//! its fences (8 B per 4 KiB page) and at most 64 KiB of cached pages; p = records per page (255; 170
-//! weighted), D = levels.
+//! its fences (8 B per 4 KiB page) and at most 64 KiB of cached pages (two pages when pages exceed 32 KiB;
+//! pages are 4 KiB to 4 MiB); p = records per page (255; 170 weighted at 4 KiB), D = levels.
 //! * Insert: as above, plus the I/O of the merges that reach disk levels: each merge reads its inputs
-//!   sequentially (32 KiB read-ahead) and streams its output to a new file in 64-page writes and one
-//!   `fdatasync`, so O(s · (D − L) / p) page reads and writes per record amortised under leveling,
-//!   O((D − L) / p) under tiering. The flush-time probe reads one page of a disk shard only when its Bloom
-//!   filter reports the key (the key is there, or a 1 % false positive).
+//!   sequentially (32 KiB read-ahead) and streams its output to a new file in 64-page writes (at most 4 MiB
+//!   each) and one `fdatasync`, so O(s · (D − L) / p) page reads and writes per record amortised under
+//!   leveling, O((D − L) / p) under tiering. The flush-time probe reads one page of a disk shard only when its
+//!   Bloom filter reports the key (the key is there, or a 1 % false positive).
 //! * IRS of k samples: two page reads per disk shard to find the candidate interval, then per draw that lands
 //!   in a disk shard one page read (none if that page is cached), plus one tombstone page read per newer
 //!   shard whose tombstone filter reports the key. A uniform index i is record slot i mod p of page

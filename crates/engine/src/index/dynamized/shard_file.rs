@@ -21,9 +21,10 @@
 //!
 //! Invariants: records and tombstones are in strictly ascending key order; a page is written only as part of
 //! a file that is synced before any state file refers to it; the header (page 0) is written last.
-//! Cost: writing n records is ⌈n / per_page⌉ sequential page writes (batched 64 pages per call) plus the
-//! tombstone and blob pages, one header write and one `fdatasync`; the writer holds one 64-page batch, the
-//! fences (8 B per page) and the tombstones (8 B each) in memory. Damage is reported as `Error::Corruption`
+//! Cost: writing n records is ⌈n / per_page⌉ sequential page writes (batched [`batch_pages`] per call: 64
+//! pages, at most 4 MiB) plus the tombstone and blob pages, one header write and one `fdatasync`; the writer
+//! holds one batch, the fences (8 B per page) and the tombstones (8 B each) in memory. Page sizes are those of
+//! the page file, 4 KiB to 4 MiB; a 4 MiB page holds 262 143 records (174 762 weighted). Damage is reported as `Error::Corruption`
 //! with the file and the byte offset of the page.
 
 use super::run::{Record, SortedRun};
@@ -41,8 +42,16 @@ const MAGIC: &[u8; 8] = b"STRSHARD";
 const FORMAT: u32 = 2;
 /// Bytes of the checksum trailer of every page.
 pub const TRAILER: usize = 8;
-/// Pages written (and read, when a whole shard is read) per call.
+/// Pages written (and read, when a whole shard is read) per call, for pages up to 64 KiB.
 pub const BATCH_PAGES: usize = 64;
+/// Most bytes per batched call (64 pages of 64 KiB): larger pages are batched fewer at a time.
+const BATCH_BYTES: usize = 4 << 20;
+
+/// Pages per batched write or read for `page_size`-byte pages: [`BATCH_PAGES`] up to 64 KiB pages, then as
+/// many as fit in 4 MiB (at least one), so a batch buffer never exceeds 4 MiB.
+pub fn batch_pages(page_size: usize) -> usize {
+    (BATCH_BYTES / page_size.max(1)).clamp(1, BATCH_PAGES)
+}
 /// Largest count a header may state (records, tombstones, filter bytes): keeps every derived size far from
 /// overflow whatever the bytes on disk say.
 const MAX_COUNT: u64 = 1 << 44;
@@ -331,7 +340,7 @@ pub struct WrittenShard {
 
 /// Streams a shard into its file: records in ascending key order, then (or interleaved) tombstones in
 /// ascending key order, then [`ShardWriter::finish`] with the filters. Records go out in batches of
-/// `BATCH_PAGES` pages as they come; tombstones are held until the records are done (their pages follow the
+/// [`batch_pages`] pages as they come; tombstones are held until the records are done (their pages follow the
 /// record pages). Page 0, the header, is written last, then the file is synced.
 pub struct ShardWriter {
     file: Box<dyn VfsFile>,
@@ -341,6 +350,8 @@ pub struct ShardWriter {
     weighted: bool,
     per_page: usize,
     buf: PageBuf,
+    /// Pages `buf` holds.
+    batch: usize,
     /// Pages filled in `buf`.
     filled: usize,
     /// Page number of `buf`'s first page.
@@ -383,7 +394,8 @@ impl ShardWriter {
             page_size,
             weighted,
             per_page: (page_size - TRAILER) / record_size(weighted),
-            buf: PageBuf::new(page_size * BATCH_PAGES),
+            buf: PageBuf::new(page_size * batch_pages(page_size)),
+            batch: batch_pages(page_size),
             filled: 0,
             base: 1,
             at: 0,
@@ -418,7 +430,7 @@ impl ShardWriter {
         stamp(self.page(), id, no);
         self.filled += 1;
         self.at = 0;
-        if self.filled == BATCH_PAGES {
+        if self.filled == self.batch {
             self.write_out()?;
         }
         Ok(())
@@ -811,10 +823,11 @@ impl ShardFile {
         let ps = h.page_size;
         let first = h.first_blob_page();
         let mut blob: Vec<u8> = Vec::with_capacity((h.blob_pages as usize) * (ps - TRAILER));
-        let mut buf = PageBuf::new(ps * (h.blob_pages as usize).clamp(1, BATCH_PAGES));
+        let batch = batch_pages(ps);
+        let mut buf = PageBuf::new(ps * (h.blob_pages as usize).clamp(1, batch));
         let mut page_no = first;
         while page_no < h.total_pages() {
-            let n = (h.total_pages() - page_no).min(BATCH_PAGES as u64) as usize;
+            let n = (h.total_pages() - page_no).min(batch as u64) as usize;
             self.read_pages(page_no, &mut buf[..n * ps])?;
             for page in buf[..n * ps].chunks(ps) {
                 blob.extend_from_slice(&page[..ps - TRAILER]);
@@ -868,7 +881,7 @@ impl ShardFile {
     }
 
     /// Reads every record and tombstone page in order, checked against `sum`, in batches of
-    /// `BATCH_PAGES`: `visit(is_tombstone_page, index among its kind, payload)`.
+    /// [`batch_pages`]: `visit(is_tombstone_page, index among its kind, payload)`.
     fn visit_pages(
         &self,
         sum: &ShardSummary,
@@ -877,10 +890,11 @@ impl ShardFile {
         let h = &self.header;
         let ps = h.page_size;
         let end = h.first_blob_page();
-        let mut buf = PageBuf::new(ps * ((end - 1) as usize).clamp(1, BATCH_PAGES));
+        let batch = batch_pages(ps);
+        let mut buf = PageBuf::new(ps * ((end - 1) as usize).clamp(1, batch));
         let mut page_no = 1;
         while page_no < end {
-            let n = (end - page_no).min(BATCH_PAGES as u64) as usize;
+            let n = (end - page_no).min(batch as u64) as usize;
             self.read_pages(page_no, &mut buf[..n * ps])?;
             for (k, page) in buf[..n * ps].chunks(ps).enumerate() {
                 let no = page_no + k as u64;
@@ -1041,6 +1055,72 @@ mod tests {
         );
         // The wrong id is refused at the header.
         assert!(ShardFile::open(&vfs, &path, 4, 4096, false, stats).is_err());
+    }
+
+    /// Pages of 1 MiB and 4 MiB: several record and tombstone pages written in batches of at most 4 MiB, read
+    /// back whole and by summary; a damaged page is corruption at its offset.
+    #[test]
+    fn large_pages_round_trip_in_bounded_batches() {
+        assert_eq!(
+            [4096, 65536, 128 << 10, 1 << 20, 4 << 20].map(batch_pages),
+            [64, 64, 32, 4, 1]
+        );
+        let mem = Arc::new(MemVfs::new());
+        let vfs: Arc<dyn Vfs> = mem.clone();
+        let stats = Arc::new(IoStats::new());
+        let path = Path::new("/d").join(shard_file_name(11));
+        for (ps, n, t, weighted) in [
+            (1 << 20, 300_000, 140_000, false),
+            (1 << 20, 100_000, 0, true),
+            (4 << 20, 200_000, 10, true),
+        ] {
+            let r = run(n, t, weighted);
+            let (kf, tf) = filters(&r);
+            let before = stats.snapshot();
+            let w = write_run_file(
+                &vfs,
+                &path,
+                &stats,
+                11,
+                &r,
+                (&kf, tf.as_ref()),
+                weighted,
+                ps,
+                false,
+            )
+            .unwrap();
+            let io = (stats.snapshot() - before).kind(FileKind::Shards);
+            let f = ShardFile::open(&vfs, &path, 11, ps, false, stats.clone()).unwrap();
+            let h = f.header.clone();
+            assert_eq!(h.per_page(), (ps - TRAILER) / record_size(weighted));
+            assert!(h.record_pages >= 2, "{h:?}");
+            assert_eq!(h.record_pages, n.div_ceil(h.per_page() as u64));
+            assert_eq!(h.tomb_pages, t.div_ceil(h.tombs_per_page() as u64));
+            assert_eq!(w.bytes, h.total_pages() * ps as u64);
+            // Pages 1.. in batches of at most 4 MiB, then the header.
+            let batch = batch_pages(ps) as u64;
+            assert_eq!(io.writes, (h.total_pages() - 1).div_ceil(batch) + 1);
+            assert_eq!(io.bytes_written, w.bytes);
+            let (sum, kf2, tf2) = f.read_summary().unwrap();
+            assert_eq!(sum, w.summary);
+            assert_eq!(kf2.to_bytes(), kf.to_bytes());
+            assert_eq!(tf2.map(|f| f.to_bytes()), tf.map(|f| f.to_bytes()));
+            assert_eq!(f.read_all().unwrap().run, r);
+            assert_eq!(f.verify_all().unwrap(), n);
+
+            // Damage in the middle of record page 2.
+            let mut bytes = mem.file_bytes(&path).unwrap();
+            bytes[2 * ps + ps / 2] ^= 1;
+            mem.set_file_bytes(&path, bytes);
+            let f = ShardFile::open(&vfs, &path, 11, ps, false, stats.clone()).unwrap();
+            let e = f.read_all().err().unwrap();
+            assert!(
+                matches!(e, Error::Corruption { offset, .. } if offset == 2 * ps as u64),
+                "{e}"
+            );
+            // Opened with another page size: refused at the header.
+            assert!(ShardFile::open(&vfs, &path, 11, ps / 2, false, stats.clone()).is_err());
+        }
     }
 
     #[test]

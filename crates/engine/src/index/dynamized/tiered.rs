@@ -19,18 +19,19 @@
 //! 32.5 B weighted; WIRS ≈ 60 B) + its Bloom filter (1.2 · 9.6 bits at 1 %, ≈ 1.44 B) + its tag bit;
 //! m_disk = Bloom filter + tag bit + the disk shard's summary (8 B per page of fences, and of page weights in
 //! weighted shards); shards(i) = runs per level (s under tiering, else 1); cache(i) = the disk shard page
-//! cache, at most `CACHE_BYTES` and at most the level's bytes; buffers = (1 + max sealed buffers) ·
-//! (33 B · N_b + the key index). Every level is counted at its full capacity, so the plan holds while the
-//! structure has D levels; when it grows, later shards follow the new, smaller L (tiering's older runs
-//! of a level keep their side until they are merged). If even L = 0 does not fit, every level is on disk and
-//! the budget is exceeded by what the filters and summaries need: they are what keeps disk levels usable.
+//! cache, at most `cache_limit_bytes(page size)` (64 KiB, or two pages for pages over 32 KiB) and at most the
+//! level's bytes; buffers = (1 + max sealed buffers) · (33 B · N_b + the key index). Every level is counted
+//! at its full capacity, so the plan holds while the structure has D levels; when it grows, later shards
+//! follow the new, smaller L (tiering's older runs of a level keep their side until they are merged). If even
+//! L = 0 does not fit, every level is on disk and the budget is exceeded by what the filters and summaries
+//! need: they are what keeps disk levels usable.
 //!
 //! ## Cost (disk levels; p = records per page)
 //! * Insert, amortised: the merges that reach disk levels read and write every record of the levels they
 //!   rewrite once per merge: O(s · (D − L) / p) page writes and reads per record under leveling,
-//!   O((D − L) / p) under tiering, written in 64-page batches and read through 32 KiB read-ahead. Flush-time
-//!   probes of a disk shard cost one page read per Bloom-filter hit (an overwritten or deleted key, or a
-//!   1 % false positive), not per insert.
+//!   O((D − L) / p) under tiering, written in batches of 64 pages (at most 4 MiB) and read through 32 KiB
+//!   read-ahead (one page when pages are larger). Flush-time probes of a disk shard cost one page read per
+//!   Bloom-filter hit (an overwritten or deleted key, or a 1 % false positive), not per insert.
 //! * A sample from a disk shard: one page read (none if the page is cached), plus one tombstone page read per
 //!   newer shard with tombstones whose Bloom filter reports the key (its deleted records and 1 % of the
 //!   rest). Per query: ≤ 2 page reads per disk shard for the candidate interval (`lower_bound`,
@@ -38,7 +39,7 @@
 
 use super::core::{Filters, ShardFactory, merge_in_memory};
 use super::db_index::{DynFiles, ShardStore};
-use super::disk_shard::{CACHE_BYTES, DiskShard};
+use super::disk_shard::{DiskShard, cache_limit_bytes};
 use super::isam_shard::IsamShard;
 use super::options::{DynOptions, Layout, RuntimeOptions};
 use super::run::{MergeInput, Merged, Record, SortedRun, merge_shards_with};
@@ -200,7 +201,8 @@ impl MemoryPlan {
                 c += cap * self.mem_per_entry;
             } else {
                 let shard_bytes = cap / self.shards_per_level * self.disk_entry_bytes;
-                let cache = (CACHE_BYTES as f64).min(shard_bytes + self.page_size);
+                let cache = (cache_limit_bytes(self.page_size as usize) as f64)
+                    .min(shard_bytes + self.page_size);
                 c += cap * self.disk_per_entry + self.shards_per_level * cache;
             }
         }

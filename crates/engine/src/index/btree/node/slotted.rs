@@ -3,11 +3,10 @@
 //! and invariants: see the parent module.
 
 use super::{
-    CELL_BYTES_AT, FRAG_AT, LEVEL_AT, NODE_HEADER_LEN, PageId, PageType, ValueRef,
-    balanced_split_point, binary_search_by, entry_count, get_u16, get_u32, get_u64, init_node,
-    put_u16, put_u32, put_u64, set_entry_count,
+    CELL_BYTES_AT, FRAG_AT, LEVEL_AT, MAX_BTREE_PAGE_SIZE, NODE_HEADER_LEN, PageId, PageType,
+    ValueRef, balanced_split_point, binary_search_by, entry_count, get_u16, get_u32, get_u64,
+    init_node, put_u16, put_u32, put_u64, set_entry_count,
 };
-use crate::storage::page::MAX_PAGE_SIZE;
 use crate::types::MAX_KEY_LEN;
 use std::ops::Range;
 
@@ -85,7 +84,7 @@ fn compact(page: &mut [u8], cell_len: CellLen) {
         8192 => compact_with(page, cell_len, &mut [0u8; 8192]),
         16384 => compact_with(page, cell_len, &mut [0u8; 16384]),
         32768 => compact_with(page, cell_len, &mut [0u8; 32768]),
-        _ => compact_with(page, cell_len, &mut [0u8; MAX_PAGE_SIZE]),
+        _ => compact_with(page, cell_len, &mut [0u8; MAX_BTREE_PAGE_SIZE]),
     }
 }
 
@@ -158,7 +157,7 @@ fn copy_cells(src: &[u8], range: Range<usize>, dst: &mut [u8], cell_len: CellLen
 }
 
 /// Bitmap of the page bytes claimed by cells, to detect overlapping cells without allocating.
-struct Claims([u64; MAX_PAGE_SIZE / 64]);
+struct Claims([u64; MAX_BTREE_PAGE_SIZE / 64]);
 
 impl Claims {
     /// Marks bytes `a..b`; false if any of them was already marked.
@@ -205,7 +204,7 @@ fn validate_cells(
         ));
     }
     let start = ps - cb;
-    let mut claims = Claims([0; MAX_PAGE_SIZE / 64]);
+    let mut claims = Claims([0; MAX_BTREE_PAGE_SIZE / 64]);
     let mut live = 0;
     for i in 0..n {
         let off = slot(page, i);
