@@ -4,6 +4,7 @@
 //!   samples only live records, and checks clean.
 //! * A B+-tree database with 1 MiB pages is refused with `Error::InvalidArgument` (the B+-tree takes pages up
 //!   to 64 KiB), leaves no database behind, and the directory can then hold one with a valid page size.
+//! * A Bε-tree database with 1 MiB and 4 MiB nodes round-trips and checks clean.
 
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
@@ -110,4 +111,36 @@ fn a_btree_database_with_1_mib_pages_is_an_invalid_argument() {
     let db = Db::<u64, u64>::create("/bt", &config, &options(vfs)).unwrap();
     db.insert(&1, &2).unwrap();
     assert_eq!(db.get(&1).unwrap(), Some(2));
+}
+
+/// A Bε-tree with 1 MiB and 4 MiB nodes (ε = 0.5: about 360 and 720 children per node) holds records across
+/// reopen and passes its check.
+#[test]
+fn betree_with_megabyte_pages_round_trips() {
+    for page_size in [1usize << 20, 4 << 20] {
+        let vfs: Arc<dyn Vfs> = Arc::new(MemVfs::new());
+        let options = Options {
+            vfs: vfs.clone(),
+            cache_bytes: 16 * page_size,
+            ..Options::default()
+        };
+        let config = Config {
+            index: IndexKind::BeTree,
+            page_size,
+            ..Config::default()
+        };
+        let dir = std::path::Path::new("/be");
+        let db: Db<u64, u64> = Db::create(dir, &config, &options).unwrap();
+        let mut batch = strata::Batch::new();
+        for k in 0..200_000u64 {
+            batch.insert(&(k.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 20), &k);
+        }
+        db.write(batch).unwrap();
+        let want = db.len();
+        db.close().unwrap();
+        let db: Db<u64, u64> = Db::open(dir, &options).unwrap();
+        assert_eq!(db.len(), want);
+        let report = db.check().unwrap();
+        assert_eq!(report.records, want);
+    }
 }

@@ -101,7 +101,8 @@ pub struct Config {
     pub index: IndexKind,
     pub key: TypeKind,
     pub value: TypeKind,
-    /// Page size in bytes: a power of two from 4096 to 65536.
+    /// Page size in bytes: a power of two from 4096 to 4194304 (4 MiB); the B+-tree index takes pages up to
+    /// 65536 (64 KiB).
     pub page_size: usize,
     /// Default durability of writes (overridable per handle and per batch).
     pub durability: Durability,
@@ -228,6 +229,14 @@ impl RawDb {
     pub fn create(dir: impl AsRef<Path>, config: &Config, options: &Options) -> Result<RawDb> {
         let dir = dir.as_ref();
         crate::storage::page::validate_page_size(config.page_size)?;
+        if config.index == IndexKind::BTree {
+            // Refused before any file is made.
+            crate::index::btree::node::Layout::try_new(
+                config.page_size,
+                config.key.fixed_width(),
+                config.value.fixed_width(),
+            )?;
+        }
         let vfs = options.vfs.clone();
         vfs.create_dir_all(dir)?;
         let lock = vfs.lock(&dir.join(LOCK))?;
