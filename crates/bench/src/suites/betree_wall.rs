@@ -104,6 +104,10 @@ pub fn notes(cfg: &SuiteConfig) -> Vec<String> {
             cfg.records,
             cfg.durability.name(),
         ),
+        "RocksDB and fjall keep their index and filter blocks in the block cache (see their settings): when \
+         those blocks do not fit the cache, gets and scans read them again from their files; the analysis's \
+         bytes per op show it."
+            .into(),
         "The 50M-record measurement: `cargo run --release --features rocksdb -- bench --suite betree-wall \
          --records 50000000` (800 MB of data, a 40 MB cache)."
             .into(),
@@ -126,46 +130,77 @@ fn ran(results: &[BenchResult]) -> Vec<&'static str> {
         .collect()
 }
 
-/// ops/s per engine and workload, Strata's throughput over the peers', and the data over the cache
-/// (Markdown).
+/// A Markdown table with a row per `rows` entry (its label, then a cell per workload), headed `first` and
+/// `head(workload)`.
+fn table(first: &str, head: fn(&str) -> String, rows: &[(String, [String; 3])]) -> String {
+    let mut t = format!(
+        "| {first} | {} |\n|---|{}\n",
+        WORKLOADS.map(|w| head(w.0)).join(" | "),
+        "---:|".repeat(WORKLOADS.len())
+    );
+    for (label, cells) in rows {
+        t.push_str(&format!("| {label} | {} |\n", cells.join(" | ")));
+    }
+    t
+}
+
+/// ops/s per engine and workload, Strata's throughput over the peers', the data over the cache, and the bytes
+/// each op moved through system calls (Markdown).
 pub fn analysis(cfg: &SuiteConfig, results: &[BenchResult]) -> String {
     let engines = ran(results);
-    let data = data_bytes(cfg);
-    let cache = cache_bytes(cfg);
+    let (data, cache) = (data_bytes(cfg), cache_bytes(cfg));
+    let rate = |e: &str, w: &str| find(results, e, w).map(|r| r.ops_per_sec);
+    let rates: Vec<(String, [String; 3])> = engines
+        .iter()
+        .map(|e| {
+            let cells =
+                WORKLOADS.map(|(w, _)| rate(e, w).map_or("-".into(), |v| format!("{v:.0}")));
+            (e.to_string(), cells)
+        })
+        .collect();
     let mut text = format!(
-        "Data {} (N = {} × {} bytes), cache {} per engine: data / cache = {:.1}.\n\n\
-         | engine | {} |\n|---|{}\n",
+        "Data {} (N = {} × {} bytes), cache {} per engine: data / cache = {:.1}.\n\n{}",
         fmt_bytes(data),
         cfg.records,
         8 + cfg.codec.size(),
         fmt_bytes(cache as u64),
         data as f64 / cache as f64,
-        WORKLOADS.map(|w| format!("{} ops/s", w.0)).join(" | "),
-        "---:|".repeat(WORKLOADS.len()),
+        table("engine", |w| format!("{w} ops/s"), &rates),
     );
-    let rate = |e: &str, w: &str| find(results, e, w).map(|r| r.ops_per_sec);
-    for e in &engines {
-        let cells = WORKLOADS.map(|(w, _)| rate(e, w).map_or("-".into(), |v| format!("{v:.0}")));
-        text.push_str(&format!("| {e} | {} |\n", cells.join(" | ")));
-    }
-    let mut ratios = String::new();
+    let mut ratios = Vec::new();
     for s in STRATA.iter().filter(|s| engines.contains(s)) {
         for p in PEERS.iter().filter(|p| engines.contains(p)) {
             let cells = WORKLOADS.map(|(w, _)| match (rate(s, w), rate(p, w)) {
                 (Some(a), Some(b)) if b > 0.0 => format!("{:.2}", a / b),
                 _ => "-".into(),
             });
-            ratios.push_str(&format!("| {s} / {p} | {} |\n", cells.join(" | ")));
+            ratios.push((format!("{s} / {p}"), cells));
         }
     }
     if !ratios.is_empty() {
         text.push_str(&format!(
-            "\nThroughput of each Strata engine over each peer's in this run (above 1: Strata is faster):\n\n\
-             | ratio | {} |\n|---|{}\n{ratios}",
-            WORKLOADS.map(|w| w.0).join(" | "),
-            "---:|".repeat(WORKLOADS.len()),
+            "\nThroughput of each Strata engine over each peer's in this run (above 1: Strata is faster):\n\n{}",
+            table("ratio", str::to_string, &ratios)
         ));
     }
+    // Where an engine's time goes when its data does not fit its cache.
+    let per_op = |r: &BenchResult, v: Option<u64>| v.map(|v| v as f64 / r.ops.max(1) as f64);
+    let io: Vec<(String, [String; 3])> = engines
+        .iter()
+        .map(|e| {
+            let cells = WORKLOADS.map(|(w, _)| {
+                find(results, e, w)
+                    .and_then(|r| Some((per_op(r, r.os_wchar)?, per_op(r, r.os_rchar)?)))
+                    .map_or("-".into(), |(wr, rd)| format!("{wr:.0} / {rd:.0}"))
+            });
+            (e.to_string(), cells)
+        })
+        .collect();
+    text.push_str(&format!(
+        "\nBytes written / read through system calls per op (`wchar` / `rchar` of `/proc/self/io`: the whole \
+         process, background threads included, page-cache hits counted):\n\n{}",
+        table("engine", str::to_string, &io)
+    ));
     text
 }
 

@@ -627,7 +627,11 @@ mod tests {
         assert_eq!(rows, expected);
         // 5% of 20 000 × 16 bytes is below the 8-page minimum.
         assert!(out.results.iter().all(|r| r.cache_bytes == 8 * 4096));
-        let mut needles = vec!["data / cache = 9.8", "| strata-betree | "];
+        let mut needles = vec![
+            "data / cache = 9.8",
+            "| strata-betree | ",
+            "Bytes written / read",
+        ];
         if cfg!(feature = "fjall") {
             needles.push("| strata-betree / fjall | ");
         }
