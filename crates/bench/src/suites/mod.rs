@@ -14,6 +14,7 @@
 //! Engines that store `u64` values only (`strata-dynamized`) are left out of runs with byte-string values
 //! when the engine list is the default one, and refused when named.
 
+pub mod betree_io;
 pub mod betree_io_model;
 pub mod btree_cost;
 mod common;
@@ -134,6 +135,16 @@ pub fn suites() -> &'static [SuiteInfo] {
             notes: wss::notes,
             analysis: Some(wss::analysis),
             figures: Some(wss::figures),
+        },
+        SuiteInfo {
+            name: betree_io::NAME,
+            description: betree_io::DESCRIPTION,
+            default_records: betree_io::DEFAULT_RECORDS,
+            default_value_size: 8,
+            run: betree_io::run,
+            notes: betree_io::notes,
+            analysis: Some(betree_io::analysis),
+            figures: Some(betree_io::figures),
         },
     ]
 }
