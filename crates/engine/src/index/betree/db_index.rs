@@ -194,12 +194,13 @@ impl OrderedIndex for BeTree {
     }
 
     fn checkpoint(&self, seqno: u64) -> Result<()> {
-        let core = self.core.write();
-        let meta = TreeMeta {
-            core: core.state(),
-            seqno,
-        };
-        core.pool().commit(&meta.encode())?;
+        self.core.write().commit(|core| {
+            TreeMeta {
+                core: core.state(),
+                seqno,
+            }
+            .encode()
+        })?;
         self.seqno.store(seqno, Ordering::Release);
         Ok(())
     }
@@ -209,7 +210,10 @@ impl OrderedIndex for BeTree {
     }
 
     fn check(&self) -> Result<CheckReport> {
-        check::check(&self.core.read())
+        let mut core = self.core.write();
+        // The check reads the root from its page.
+        core.sync_root()?;
+        check::check(&core)
     }
 
     fn stats(&self) -> IndexStats {

@@ -35,9 +35,12 @@
 //! its records the messages of every ancestor within the leaf's key interval (lowest ancestor first), emits
 //! the records in range, and continues from the leaf's bound.
 //!
-//! The root stays decoded in memory between writes (`root_cache`), always equal to its page: most inserts
-//! only add a message to it and re-encode it. Its page stays in the pool like any other (it is touched on
-//! every access), so I/O counts are those of the plain algorithm.
+//! The root stays decoded in memory between writes (`root_cache`), and is the authority on the root: most
+//! inserts only add a message to it, mark its page dirty (relocating it after a checkpoint, like any write)
+//! and leave the encoding for later (`root_dirty`) — [`BeTreeCore::commit`] encodes it before a checkpoint,
+//! and any structural change rewrites it. Its page stays in the pool like any other (it is touched on every
+//! access), so I/O counts are those of the plain algorithm. Only the checkpointed tree is read back from
+//! disk after a crash, never a root page written out while dirty.
 //!
 //! Cost (N records, F = fanout, b = messages per buffer, h = height): an insert costs amortised
 //! O(h · F / b) page reads and writes; a point read h page reads; a range of X records about h + X / L.
@@ -133,6 +136,8 @@ pub struct BeTreeCore {
     leaf_records: u64,
     /// The root decoded, when known (always equal to its page).
     root_cache: Option<Node>,
+    /// `root_cache` is newer than the root's page.
+    root_dirty: bool,
     stats: FlushStats,
 }
 
@@ -177,6 +182,7 @@ impl BeTreeCore {
             next_msn: state.next_msn,
             leaf_records: state.leaf_records,
             root_cache: None,
+            root_dirty: false,
             stats: FlushStats::default(),
         })
     }
@@ -288,10 +294,10 @@ impl BeTreeCore {
                 n.buffer.merge_newer(msgs, &self.merge);
                 n.max_msn = max_msn;
                 if n.encoded_len(&self.format) <= self.page_size() {
-                    let node = Node::Inner(n);
-                    let id = self.write_node(self.root, &node)?;
-                    self.root = id;
-                    self.root_cache = Some(node);
+                    // The page is dirtied (and relocated after a checkpoint) now, encoded at the commit.
+                    self.root = self.pool.write_cow(self.root)?.id();
+                    self.root_cache = Some(Node::Inner(n));
+                    self.root_dirty = true;
                     return Ok(());
                 }
                 let pieces = self.settle_inner(Some((self.root, epoch)), n)?;
@@ -806,6 +812,8 @@ impl BeTreeCore {
         if id == self.root
             && let Some(cached) = self.root_cache.take()
         {
+            // The taker writes the node back or frees its page.
+            self.root_dirty = false;
             let epoch = page_epoch(&self.pool.read(id)?);
             return Ok((cached, epoch));
         }
@@ -854,13 +862,39 @@ impl BeTreeCore {
     fn discard(&mut self, id: PageId, epoch: u64) {
         if id == self.root {
             self.root_cache = None;
+            self.root_dirty = false;
         }
         self.pool.free(id, epoch);
     }
 
-    /// Drops the decoded root (a write that failed half-way may have left it ahead of its page).
+    /// Drops the decoded root after a write failed half-way (it may be ahead of the tree). Writes since the
+    /// last commit may be lost with it: the caller recovers from the checkpoint (the `Db` shell poisons the
+    /// handle and replays its WAL on reopen).
     pub fn forget_cache(&mut self) {
         self.root_cache = None;
+        self.root_dirty = false;
+    }
+
+    /// Encodes the root into its page if the page is behind.
+    pub fn sync_root(&mut self) -> Result<()> {
+        if self.root_dirty
+            && let Some(node) = self.root_cache.take()
+        {
+            let written = self.write_node(self.root, &node);
+            // On failure the decoded root stays the authority.
+            self.root_cache = Some(node);
+            self.root = written?;
+            self.root_dirty = false;
+        }
+        Ok(())
+    }
+
+    /// Makes the tree's pages durable with `user_root` as the page file's root record: the root encoded,
+    /// every dirty page written, then the root record (`BufferPool::commit`).
+    pub fn commit(&mut self, user_root: impl FnOnce(&Self) -> Vec<u8>) -> Result<()> {
+        self.sync_root()?;
+        let record = user_root(self);
+        self.pool.commit(&record)
     }
 }
 
@@ -997,7 +1031,7 @@ mod tests {
                 t.apply_batch(&ops).unwrap();
             }
             // Everything dirty goes to disk first: from here on, any write would be a read's.
-            t.pool().commit(&[]).unwrap();
+            t.commit(|_| Vec::new()).unwrap();
             let writes = stats.snapshot().kind(FileKind::Pages).writes;
             for k in (0..3000u16).step_by(7) {
                 prop_assert_eq!(t.get(&key(k)).unwrap(), model.get(&key(k)).cloned(), "key {}", k);
