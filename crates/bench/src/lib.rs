@@ -4,13 +4,13 @@
 //! suites of workloads, with the same driver, the same measurement code and the same output for every engine.
 //!
 //! * [`driver`]: the [`Engine`] / [`Driver`] traits every engine under test implements (Strata's
-//!   [`driver::StrataBTree`] and [`driver::StrataDynamized`], the peers behind cargo features), and the static
+//!   [`driver::StrataBTree`], [`driver::StrataDynamized`] and [`driver::StrataBeTree`], the peers behind cargo features), and the static
 //!   structures the sampling suites take as query-latency ideals.
 //! * [`measure`]: per-operation latency histograms (HdrHistogram, nanosecond resolution), phases that take
 //!   I/O counters, peak RSS and disk usage, and progress bars that only appear on a terminal.
 //! * [`result`]: [`BenchResult`], one JSON object per line per (suite, engine, workload, op, threads).
-//! * [`suites`]: the named suites (`default`, `ycsb`, `dbbench`, `smoke`, `btree-cost`, and the sampling
-//!   suites `irs` and `wss`) and [`run`], which runs one into an output directory.
+//! * [`suites`]: the named suites (`default`, `ycsb`, `dbbench`, `smoke`, `btree-cost`, the sampling suites
+//!   `irs` and `wss`, and `betree-wall`) and [`run`], which runs one into an output directory.
 //! * [`report`]: the text table, `report.md` and the machine description ([`sysinfo`]).
 //! * [`plot`]: the run's figures (throughput, latency percentiles, thread scaling) as SVG and PNG.
 //!

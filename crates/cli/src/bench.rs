@@ -69,7 +69,7 @@ pub fn run(args: &BenchArgs, cache_bytes: usize) -> CliResult {
         }
         writeln!(stdout, "engines in this build:")?;
         for e in strata_bench::driver::engines() {
-            writeln!(stdout, "  {:<12} version {}", e.name(), e.version())?;
+            writeln!(stdout, "  {:<16} version {}", e.name(), e.version())?;
         }
         stdout.flush()?;
         return Ok(());

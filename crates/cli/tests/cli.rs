@@ -454,7 +454,8 @@ fn bench_lists_suites_and_rejects_unknown_ones() {
             "smoke",
             "btree-cost",
             "irs",
-            "wss"
+            "wss",
+            "betree-wall"
         ],
         "{listed}"
     );

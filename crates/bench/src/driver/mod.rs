@@ -3,8 +3,8 @@
 //! Every engine the lab measures — Strata's index families and the peers behind cargo features — implements
 //! two traits:
 //!
-//! * [`Engine`]: a factory with a stable name (`strata-btree`, `strata-dynamized`, `redb`, `fjall`, `lmdb`,
-//!   `rocksdb`), its [`Capabilities`], a version string and a description of its settings for the report; it
+//! * [`Engine`]: a factory with a stable name (`strata-btree`, `strata-dynamized`, `strata-betree`, `redb`,
+//!   `fjall`, `lmdb`, `rocksdb`), its [`Capabilities`], a version string and a description of its settings for the report; it
 //!   creates or opens a database directory and returns a [`Driver`].
 //! * [`Driver`]: one open database with `u64` keys and byte-string values. Methods take `&self` and drivers
 //!   are `Send + Sync`, so multi-threaded workloads share one handle.
@@ -17,8 +17,9 @@
 //! [`Engine::settings`] says how it maps them onto its own configuration.
 //!
 //! Drivers report I/O counters when the engine keeps them ([`IoTotals`]); peers return `None` and the lab
-//! falls back to `/proc/self/io`. Operations an engine cannot do (range counts and sampling on peers) return
-//! [`BenchError::Usage`](crate::BenchError::Usage); suites consult [`Capabilities`] first.
+//! falls back to `/proc/self/io`. Operations an engine cannot do (range counts and sampling on peers and on
+//! the Bε-tree) return [`BenchError::Usage`](crate::BenchError::Usage); suites consult [`Capabilities`]
+//! first.
 
 #[cfg(feature = "fjall")]
 mod fjall;
@@ -29,6 +30,7 @@ mod redb;
 #[cfg(feature = "rocksdb")]
 mod rocksdb;
 mod static_ideal;
+mod strata_betree;
 mod strata_btree;
 mod strata_dynamized;
 mod weighted_abtree;
@@ -42,6 +44,7 @@ pub use redb::Redb;
 #[cfg(feature = "rocksdb")]
 pub use rocksdb::RocksDb;
 pub use static_ideal::{StaticAlias, StaticIsam, StaticRecord};
+pub use strata_betree::StrataBeTree;
 pub use strata_btree::StrataBTree;
 pub use strata_dynamized::StrataDynamized;
 pub use weighted_abtree::{
@@ -185,10 +188,7 @@ pub trait Driver: Send + Sync {
     /// Number of records with keys in `[lo, hi]` (refused by engines without [`Capabilities::count`]).
     fn count(&self, lo: u64, hi: u64) -> Result<u64> {
         let _ = (lo, hi);
-        Err(BenchError::Usage(format!(
-            "{} does not support range counts",
-            self.engine()
-        )))
+        Err(unsupported(self.engine(), "range counts"))
     }
     /// Hands `k` independent uniform samples, with replacement, of the records with keys in `[lo, hi]` to
     /// `visit` (key, value bytes), without allocating per sample (the sampling suites time this); refused by
@@ -202,10 +202,7 @@ pub trait Driver: Send + Sync {
         visit: &mut dyn FnMut(u64, &[u8]) -> Result<()>,
     ) -> Result<()> {
         let _ = (lo, hi, k, rng, visit);
-        Err(BenchError::Usage(format!(
-            "{} does not support range sampling",
-            self.engine()
-        )))
+        Err(unsupported(self.engine(), "range sampling"))
     }
     /// [`sample_visit`](Self::sample_visit), collected.
     fn sample(
@@ -240,6 +237,11 @@ pub trait Driver: Send + Sync {
     }
     /// Closes the database, reporting errors.
     fn close(self: Box<Self>) -> Result<()>;
+}
+
+/// The error of an operation (`what`: "range counts", "range sampling") that `engine` does not support.
+pub(crate) fn unsupported(engine: &str, what: &str) -> BenchError {
+    BenchError::Usage(format!("{engine} does not support {what}"))
 }
 
 /// A key stored as 8 big-endian bytes by `engine`; anything else is reported as the engine's error.
@@ -323,8 +325,11 @@ impl std::ops::Sub for IoTotals {
 /// Every engine this build can measure: Strata's families first, then the peers compiled in.
 pub fn engines() -> Vec<Box<dyn Engine>> {
     #[allow(unused_mut)]
-    let mut all: Vec<Box<dyn Engine>> =
-        vec![Box::new(StrataBTree), Box::new(StrataDynamized::default())];
+    let mut all: Vec<Box<dyn Engine>> = vec![
+        Box::new(StrataBTree),
+        Box::new(StrataDynamized::default()),
+        Box::new(StrataBeTree::default()),
+    ];
     #[cfg(feature = "redb")]
     all.push(Box::new(Redb));
     #[cfg(feature = "fjall")]

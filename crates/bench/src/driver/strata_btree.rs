@@ -3,9 +3,13 @@
 //! default. I/O counters come from the engine's `IoSnapshot` (every file kind summed; page-file counters
 //! separately).
 //!
-//! [`StrataDriver`] serves every Strata index family behind [`RawDb`] (the dynamized family reuses it).
+//! [`StrataDriver`] serves every Strata index family behind [`RawDb`] (the dynamized and Bε-tree families
+//! reuse it), and [`open_tree`] creates or opens the databases of the tree families (`strata-btree`,
+//! `strata-betree`) the same way.
 
-use super::{Capabilities, Driver, Engine, EngineOptions, IoTotals, ValueFormat, Visit};
+use super::{
+    Capabilities, Driver, Engine, EngineOptions, IoTotals, ValueFormat, Visit, unsupported,
+};
 use crate::error::Result;
 use std::path::Path;
 use strata::db::Config;
@@ -46,27 +50,42 @@ impl Engine for StrataBTree {
     }
 
     fn settings(&self, opts: &EngineOptions) -> String {
-        format!(
-            "B+-tree with subtree counts; buffer pool {} bytes (CLOCK), {}-byte pages{}, WAL with durability \
-             `{}`, checkpoint every 64 MiB of WAL; {} values",
-            opts.cache_bytes,
-            opts.page_size,
-            if opts.direct_io { ", O_DIRECT" } else { "" },
-            opts.durability.name(),
-            match opts.values {
-                ValueFormat::U64 => "inline u64",
-                ValueFormat::Bytes => "byte-string",
-            }
-        )
+        tree_settings("B+-tree with subtree counts", opts)
     }
 
     fn open_dir(&self, dir: &Path, opts: &EngineOptions, create: bool) -> Result<Box<dyn Driver>> {
-        if !create {
-            let db = RawDb::open(dir, &options(opts))?;
-            return Ok(Box::new(StrataDriver::new(self.name(), db)));
+        open_tree(self, dir, opts, create, Config::default())
+    }
+}
+
+/// The settings line of a tree family (`family` names it): the buffer pool, pages, WAL and value format.
+pub(super) fn tree_settings(family: &str, opts: &EngineOptions) -> String {
+    format!(
+        "{family}; buffer pool {} bytes (CLOCK), {}-byte pages{}, WAL with durability `{}`, checkpoint every \
+         64 MiB of WAL; {} values",
+        opts.cache_bytes,
+        opts.page_size,
+        if opts.direct_io { ", O_DIRECT" } else { "" },
+        opts.durability.name(),
+        match opts.values {
+            ValueFormat::U64 => "inline u64",
+            ValueFormat::Bytes => "byte-string",
         }
+    )
+}
+
+/// Opens the database in `dir`, or when `create` creates one with `family`'s index family and its options
+/// (the rest of `family` is ignored): `u64` keys, values by [`ValueFormat`], and the bench's page size,
+/// durability and O_DIRECT setting. The driver is named after `engine` and offers its capabilities.
+pub(super) fn open_tree(
+    engine: &dyn Engine,
+    dir: &Path,
+    opts: &EngineOptions,
+    create: bool,
+    family: Config,
+) -> Result<Box<dyn Driver>> {
+    let db = if create {
         let config = Config {
-            index: IndexKind::BTree,
             key: TypeKind::U64,
             value: match opts.values {
                 ValueFormat::U64 => TypeKind::U64,
@@ -75,26 +94,42 @@ impl Engine for StrataBTree {
             page_size: opts.page_size,
             durability: opts.durability,
             direct_io: opts.direct_io,
-            ..Config::default()
+            ..family
         };
-        let db = RawDb::create(dir, &config, &options(opts))?;
-        Ok(Box::new(StrataDriver::new(self.name(), db)))
-    }
+        RawDb::create(dir, &config, &options(opts))?
+    } else {
+        RawDb::open(dir, &options(opts))?
+    };
+    Ok(Box::new(StrataDriver::new(engine, db)))
 }
 
 /// An open Strata database (any index family behind [`RawDb`]).
 pub struct StrataDriver {
     name: &'static str,
     db: RawDb,
+    /// What the engine offers: range counts and sampling are refused without them (the Bε-tree counts by
+    /// a scan, which the bench does not pass off as a range count).
+    caps: Capabilities,
     /// The index keeps sampling weights (a weighted dynamized index).
     weighted: bool,
+    /// The index reports its height cheaply (a Bε-tree's statistics count its records with a full scan, so
+    /// its drivers report no height rather than scan the tree at the end of every phase).
+    cheap_height: bool,
 }
 
 impl StrataDriver {
-    /// A driver named `name` (the engine's name) over `db`.
-    pub(super) fn new(name: &'static str, db: RawDb) -> Self {
-        let weighted = db.manifest().dynamized.as_ref().is_some_and(|d| d.weighted);
-        StrataDriver { name, db, weighted }
+    /// A driver over `db` named after `engine` (and with its capabilities).
+    pub(super) fn new(engine: &dyn Engine, db: RawDb) -> Self {
+        let manifest = db.manifest();
+        let weighted = manifest.dynamized.as_ref().is_some_and(|d| d.weighted);
+        let cheap_height = manifest.index != IndexKind::BeTree;
+        StrataDriver {
+            name: engine.name(),
+            db,
+            caps: engine.capabilities(),
+            weighted,
+            cheap_height,
+        }
     }
 }
 
@@ -219,6 +254,9 @@ impl Driver for StrataDriver {
     }
 
     fn count(&self, lo: u64, hi: u64) -> Result<u64> {
+        if !self.caps.count {
+            return Err(unsupported(self.name, "range counts"));
+        }
         let range = inclusive(lo, hi);
         Ok(self.db.count_range(&range)?)
     }
@@ -231,6 +269,9 @@ impl Driver for StrataDriver {
         rng: &mut dyn rand::RngCore,
         visit: &mut dyn FnMut(u64, &[u8]) -> Result<()>,
     ) -> Result<()> {
+        if !self.caps.sample {
+            return Err(unsupported(self.name, "range sampling"));
+        }
         let range = inclusive(lo, hi);
         let mut failed = None;
         let r = self.db.sample_visit(&range, k, rng, &mut |key, value| {
@@ -255,7 +296,7 @@ impl Driver for StrataDriver {
     }
 
     fn height(&self) -> Option<u32> {
-        Some(self.db.index_stats().height)
+        self.cheap_height.then(|| self.db.index_stats().height)
     }
 
     fn io(&self) -> Option<IoTotals> {

@@ -127,6 +127,6 @@ impl Engine for StrataDynamized {
         } else {
             RawDb::open(dir, &handle)?
         };
-        Ok(Box::new(StrataDriver::new(self.name(), db)))
+        Ok(Box::new(StrataDriver::new(self, db)))
     }
 }

@@ -114,19 +114,23 @@ pub(crate) fn read_seq(
     })
 }
 
-fn seek_random(
+/// `ops` seeks to uniformly random keys of `0..records` as phase `workload`, each followed by the context's
+/// `nexts` nexts (op `scan`, one op per seek), on `threads` threads; each must return the keys from its start
+/// on, in order, with their values, up to `nexts + 1` of them or the end of the keys.
+pub(crate) fn seek_random(
     ctx: &Ctx<'_>,
     db: &dyn Driver,
     dir: &Path,
-    keys: &KeyState,
+    workload: &str,
+    records: u64,
     threads: u32,
     ops: u64,
 ) -> Result<Vec<BenchResult>> {
-    let n = keys.loaded();
+    let n = records;
     let codec = ctx.codec();
     let engine = ctx.engine.name();
     let nexts = ctx.cfg.nexts;
-    ctx.parallel(db, dir, "seekrandom", threads, ops, |w, share| {
+    ctx.parallel(db, dir, workload, threads, ops, |w, share| {
         let mut got = Vec::with_capacity(nexts.min(1 << 16) as usize + 1);
         for _ in 0..share {
             let start = w.rng.random_range(0..n);
@@ -254,7 +258,15 @@ pub fn run(cfg: &SuiteConfig, engines: &[Box<dyn Engine>]) -> Result<Vec<BenchRe
             out.extend(read_seq(&ctx, db.as_ref(), &dir, "readseq", n, t)?);
         }
         for &t in &cfg.threads {
-            out.extend(seek_random(&ctx, db.as_ref(), &dir, &keys, t, ops)?);
+            out.extend(seek_random(
+                &ctx,
+                db.as_ref(),
+                &dir,
+                "seekrandom",
+                keys.loaded(),
+                t,
+                ops,
+            )?);
         }
         for &t in &cfg.threads {
             out.extend(read_while_writing(&ctx, db.as_ref(), &dir, &keys, t, ops)?);

@@ -16,6 +16,7 @@
 
 pub mod betree_io;
 pub mod betree_io_model;
+pub mod betree_wall;
 pub mod btree_cost;
 mod common;
 pub mod dbbench;
@@ -145,6 +146,16 @@ pub fn suites() -> &'static [SuiteInfo] {
             notes: betree_io::notes,
             analysis: Some(betree_io::analysis),
             figures: Some(betree_io::figures),
+        },
+        SuiteInfo {
+            name: betree_wall::NAME,
+            description: betree_wall::DESCRIPTION,
+            default_records: betree_wall::DEFAULT_RECORDS,
+            default_value_size: 8,
+            run: betree_wall::run,
+            notes: betree_wall::notes,
+            analysis: Some(betree_wall::analysis),
+            figures: Some(betree_wall::figures),
         },
     ]
 }
@@ -592,6 +603,50 @@ mod tests {
         opts.records = Some(0);
         assert!(matches!(run(&opts), Err(BenchError::Usage(_))));
         assert!(!tmp.path().join("out").exists());
+    }
+
+    #[test]
+    fn betree_wall_runs_the_trees_and_the_peers_it_has() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut opts = RunOptions::new(betree_wall::NAME);
+        opts.records = Some(20_000);
+        opts.out_dir = Some(tmp.path().join("out"));
+        opts.progress = false;
+        // strata-dynamized is not one of the suite's engines: skipped.
+        let mut engines = vec!["strata-btree", "strata-dynamized", "strata-betree"];
+        if cfg!(feature = "fjall") {
+            engines.push("fjall");
+        }
+        opts.engines = Some(engines.join(","));
+        let out = run(&opts).unwrap();
+        let expected: Vec<(&str, &str, &str, u64)> = betree_wall::ENGINES
+            .iter()
+            .filter(|e| engines.contains(e))
+            .flat_map(|e| {
+                let ops = [20_000, 2_000, 200];
+                betree_wall::WORKLOADS
+                    .iter()
+                    .zip(ops)
+                    .map(move |((w, op), n)| (*e, *w, *op, n))
+            })
+            .collect();
+        let rows: Vec<(&str, &str, &str, u64)> = out
+            .results
+            .iter()
+            .map(|r| (r.engine.as_str(), r.workload.as_str(), r.op.as_str(), r.ops))
+            .collect();
+        assert_eq!(rows, expected);
+        // 5% of 20 000 × 16 bytes is below the 8-page minimum.
+        assert!(out.results.iter().all(|r| r.cache_bytes == 8 * 4096));
+        let mut needles = vec!["data / cache = 9.8", "| strata-betree | "];
+        if cfg!(feature = "fjall") {
+            needles.push("| strata-betree / fjall | ");
+        }
+        for needle in needles {
+            assert!(out.analysis.contains(needle), "{needle}: {}", out.analysis);
+        }
+        let report = std::fs::read_to_string(&out.report_path).unwrap();
+        assert!(report.contains("betree-wall-throughput.svg"), "{report}");
     }
 }
 #[cfg(test)]
