@@ -48,11 +48,13 @@
 use super::message::{MergeOperator, Message, MessageBuffer, apply_to_records, resolve};
 use super::node::{
     Inner, Leaf, NODE_HEADER_END, Node, NodeFormat, PageLookup, lookup_in_page, page_level,
+    route_in_page,
 };
 use crate::error::{Error, Result};
 use crate::index::{Direction, KeyRange, WriteOp};
 use crate::storage::page::page_epoch;
 use crate::storage::{BufferPool, PageId};
+use std::borrow::Cow;
 use std::ops::Bound;
 
 /// A node's replacement: pages with the lowest key each covers (`None` for the first: the old lower bound),
@@ -759,31 +761,54 @@ impl BeTreeCore {
         let (mut lo, mut hi): (Option<Vec<u8>>, Option<Vec<u8>>) = (None, None);
         let mut ancestors: Vec<Vec<Message>> = Vec::new();
         let leaf = loop {
-            let node = self.node_for_read(id, level)?;
-            match &*node {
-                Node::Inner(n) => {
-                    let i = match (dir, cursor) {
-                        (Direction::Forward, Some(k)) => n.child_for(k),
-                        (Direction::Forward, None) => 0,
-                        (Direction::Reverse, Some(k)) => {
-                            n.pivots.partition_point(|p| p.as_slice() < k)
-                        }
-                        (Direction::Reverse, None) => n.children.len() - 1,
-                    };
-                    let (clo, chi) = n.child_bounds(i);
-                    if let Some(c) = clo {
-                        lo = Some(c.to_vec());
-                    }
-                    if let Some(c) = chi {
-                        hi = Some(c.to_vec());
-                    }
-                    let r = n.buffer.range_of(lo.as_deref(), hi.as_deref());
-                    ancestors.push(n.buffer.messages()[r].to_vec());
-                    id = n.children[i];
-                    level -= 1;
+            // Fixed-width inner nodes off the root are routed through in place.
+            if level > 0 && (id != self.root || self.root_cache.is_none()) {
+                let page = self.pool.read(id)?;
+                if page_level(&page) != level {
+                    return Err(self.corrupt(
+                        id,
+                        format!("level {} where {level} was expected", page_level(&page)),
+                    ));
                 }
-                Node::Leaf(l) => break l.records.clone(),
+                let reverse = dir == Direction::Reverse;
+                if let Some(route) = route_in_page(&page, &self.format, cursor, reverse)
+                    .map_err(|d| self.corrupt(id, d))?
+                {
+                    if route.lo.is_some() {
+                        lo = route.lo;
+                    }
+                    if route.hi.is_some() {
+                        hi = route.hi;
+                    }
+                    ancestors.push(route.messages);
+                    id = route.child;
+                    level -= 1;
+                    continue;
+                }
             }
+            let n = match self.node_for_read(id, level)? {
+                Cow::Owned(Node::Leaf(l)) => break l.records,
+                Cow::Borrowed(Node::Leaf(l)) => break l.records.clone(),
+                Cow::Owned(Node::Inner(n)) => Cow::Owned(n),
+                Cow::Borrowed(Node::Inner(n)) => Cow::Borrowed(n),
+            };
+            let i = match (dir, cursor) {
+                (Direction::Forward, Some(k)) => n.child_for(k),
+                (Direction::Forward, None) => 0,
+                (Direction::Reverse, Some(k)) => n.pivots.partition_point(|p| p.as_slice() < k),
+                (Direction::Reverse, None) => n.children.len() - 1,
+            };
+            let (clo, chi) = n.child_bounds(i);
+            if let Some(c) = clo {
+                lo = Some(c.to_vec());
+            }
+            if let Some(c) = chi {
+                hi = Some(c.to_vec());
+            }
+            let r = n.buffer.range_of(lo.as_deref(), hi.as_deref());
+            ancestors.push(n.buffer.messages()[r].to_vec());
+            id = n.children[i];
+            level -= 1;
         };
         // An ancestor's messages were taken over its child's interval: keep the leaf's.
         let in_leaf =
@@ -797,14 +822,14 @@ impl BeTreeCore {
     }
 
     /// Node `id` at `level` for reading: the cached root, or decoded from its page.
-    fn node_for_read(&self, id: PageId, level: u16) -> Result<std::borrow::Cow<'_, Node>> {
+    fn node_for_read(&self, id: PageId, level: u16) -> Result<Cow<'_, Node>> {
         if id == self.root
             && let Some(node) = &self.root_cache
         {
             drop(self.pool.read(id)?);
-            return Ok(std::borrow::Cow::Borrowed(node));
+            return Ok(Cow::Borrowed(node));
         }
-        Ok(std::borrow::Cow::Owned(self.read_node(id, level)?.0))
+        Ok(Cow::Owned(self.read_node(id, level)?.0))
     }
 
     /// Node `id` at `level` with its page's epoch, to be changed: the root comes out of the cache.
