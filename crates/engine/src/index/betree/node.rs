@@ -615,6 +615,33 @@ pub fn lookup_in_page(
     }))
 }
 
+/// The records of leaf page `page` with keys in `[lo, hi)` (`None`: unbounded), read in place, for
+/// fixed-width formats (`None` for others, and for inner nodes).
+pub fn leaf_records_in_page(
+    page: &[u8],
+    f: &NodeFormat,
+    lo: Option<&[u8]>,
+    hi: Option<&[u8]>,
+) -> Result<Option<Vec<(Vec<u8>, Vec<u8>)>>, String> {
+    let Some(p) = FixedPage::new(page, f)? else {
+        return Ok(None);
+    };
+    if p.level != 0 {
+        return Ok(None);
+    }
+    let (at, n, pair, kw) = (NODE_HEADER_END, p.entries, p.pair, p.kw);
+    let start = lo.map_or(0, |k| p.lower_bound(at, n, pair, k, false));
+    let end = hi.map_or(n, |k| p.lower_bound(at, n, pair, k, false));
+    Ok(Some(
+        (start..end.max(start))
+            .map(|i| {
+                let r = &page[at + i * pair..at + (i + 1) * pair];
+                (r[..kw].to_vec(), r[kw..].to_vec())
+            })
+            .collect(),
+    ))
+}
+
 /// Where a scan goes through an inner node page: the child, its key interval within the node (`None`:
 /// the node's own bound), and the node's messages in that interval.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -47,8 +47,8 @@
 
 use super::message::{MergeOperator, Message, MessageBuffer, apply_to_records, resolve};
 use super::node::{
-    Inner, Leaf, NODE_HEADER_END, Node, NodeFormat, PageLookup, lookup_in_page, page_level,
-    route_in_page,
+    Inner, Leaf, NODE_HEADER_END, Node, NodeFormat, PageLookup, leaf_records_in_page,
+    lookup_in_page, page_level, route_in_page,
 };
 use crate::error::{Error, Result};
 use crate::index::{Direction, KeyRange, WriteOp};
@@ -760,15 +760,27 @@ impl BeTreeCore {
         let mut level = self.height - 1;
         let (mut lo, mut hi): (Option<Vec<u8>>, Option<Vec<u8>>) = (None, None);
         let mut ancestors: Vec<Vec<Message>> = Vec::new();
+        // Forward scans need the leaf's records from the cursor on, reverse ones those below it.
+        let (from, until) = match dir {
+            Direction::Forward => (cursor, None),
+            Direction::Reverse => (None, cursor),
+        };
         let leaf = loop {
-            // Fixed-width inner nodes off the root are routed through in place.
-            if level > 0 && (id != self.root || self.root_cache.is_none()) {
+            // Fixed-width nodes off the root are read in place: routes through inner nodes, the window of a
+            // leaf's records.
+            if id != self.root || self.root_cache.is_none() {
                 let page = self.pool.read(id)?;
                 if page_level(&page) != level {
                     return Err(self.corrupt(
                         id,
                         format!("level {} where {level} was expected", page_level(&page)),
                     ));
+                }
+                if level == 0
+                    && let Some(records) = leaf_records_in_page(&page, &self.format, from, until)
+                        .map_err(|d| self.corrupt(id, d))?
+                {
+                    break records;
                 }
                 let reverse = dir == Direction::Reverse;
                 if let Some(route) = route_in_page(&page, &self.format, cursor, reverse)
@@ -810,10 +822,15 @@ impl BeTreeCore {
             id = n.children[i];
             level -= 1;
         };
-        // An ancestor's messages were taken over its child's interval: keep the leaf's.
-        let in_leaf =
-            |k: &[u8]| lo.as_deref().is_none_or(|l| k >= l) && hi.as_deref().is_none_or(|h| k < h);
+        // An ancestor's messages were taken over its child's interval: keep the leaf's, within the window.
+        let in_leaf = |k: &[u8]| {
+            lo.as_deref().is_none_or(|l| k >= l)
+                && hi.as_deref().is_none_or(|h| k < h)
+                && from.is_none_or(|f| k >= f)
+                && until.is_none_or(|u| k < u)
+        };
         let mut records = leaf;
+        records.retain(|(k, _)| in_leaf(k));
         for msgs in ancestors.iter_mut().rev() {
             msgs.retain(|m| in_leaf(&m.key));
             records = apply_to_records(records, msgs, &self.merge);
