@@ -615,6 +615,9 @@ pub fn lookup_in_page(
     }))
 }
 
+/// A leaf record: key and value.
+pub type Record = (Vec<u8>, Vec<u8>);
+
 /// The records of leaf page `page` with keys in `[lo, hi)` (`None`: unbounded), read in place, for
 /// fixed-width formats (`None` for others, and for inner nodes).
 pub fn leaf_records_in_page(
@@ -622,7 +625,7 @@ pub fn leaf_records_in_page(
     f: &NodeFormat,
     lo: Option<&[u8]>,
     hi: Option<&[u8]>,
-) -> Result<Option<Vec<(Vec<u8>, Vec<u8>)>>, String> {
+) -> Result<Option<Vec<Record>>, String> {
     let Some(p) = FixedPage::new(page, f)? else {
         return Ok(None);
     };
