@@ -473,6 +473,15 @@ fn analysis_of(results: &[BenchResult]) -> String {
     s
 }
 
+/// A data size as `32K`, `1M`.
+fn size_label(bytes: u64) -> String {
+    if bytes >= 1 << 20 {
+        format!("{}M", bytes >> 20)
+    } else {
+        format!("{}K", bytes >> 10)
+    }
+}
+
 /// Log-log figures like the report's: I/Os against data size, one panel per workload, measured and
 /// predicted for each tree.
 pub fn figures(results: &[BenchResult], dir: &Path) -> Result<Vec<Figure>> {
@@ -494,10 +503,18 @@ pub fn figures(results: &[BenchResult], dir: &Path) -> Result<Vec<Figure>> {
         .iter()
         .map(|&w| Panel {
             caption: w.name().into(),
-            x_desc: "data (KiB)".into(),
+            x_desc: "data".into(),
+            // Every other size labelled (32K, 128K, …, 32M), so that eleven fit a small panel.
             categories: sizes
                 .iter()
-                .map(|n| ((n * PAIR as u64) >> 10).to_string())
+                .enumerate()
+                .map(|(i, n)| {
+                    if i % 2 == 0 {
+                        size_label(n * PAIR as u64)
+                    } else {
+                        String::new()
+                    }
+                })
                 .collect(),
             y_desc: if matches!(w, Workload::Range1 | Workload::Range5) {
                 "page I/Os per query".into()
