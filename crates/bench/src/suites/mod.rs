@@ -636,7 +636,7 @@ mod tests {
             .map(|r| (r.engine.as_str(), r.workload.as_str(), r.op.as_str(), r.ops))
             .collect();
         assert_eq!(rows, expected);
-        // 5% of 20 000 × 16 bytes is below the 8-page minimum.
+        // 10% of 20 000 × 16 bytes is below the 8-page minimum.
         assert!(out.results.iter().all(|r| r.cache_bytes == 8 * 4096));
         let mut needles = vec!["data / cache = 9.8", "| strata-betree | "];
         if cfg!(feature = "fjall") {
