@@ -13,8 +13,8 @@
 //! need the value below them, which is further down the tree). Adding messages keeps that shape:
 //! * a put or delete replaces everything the buffer holds on its key (all of it is older);
 //! * an upsert on a terminal message is folded into it at once: the operator runs on the put's value (or on
-//!   "absent" for a delete) and the result is a put (or a delete if the operator removes the key), carrying
-//!   taking the upsert's place;
+//!   "absent" for a delete) and the result is a put (or a delete if the operator removes the key), taking
+//!   the upsert's place;
 //! * an upsert on a run of upserts (or on nothing) is appended to the run.
 //!
 //! Messages higher in the tree are newer than those below: a message only moves down, and a node receives

@@ -2,7 +2,8 @@
 //!
 //! A node is decoded whole into a [`Node`], changed in memory, and encoded whole back into its page: a
 //! Bε-tree node is rewritten as a unit anyway (a flush moves a batch of messages, a leaf takes a batch), and
-//! whole-node coding keeps the format simple to verify. Pages are the buffer pool's bytes, starting with the
+//! whole-node coding keeps the format simple to verify. Reads of fixed-width trees need not decode: point
+//! lookups, scan routes through inner nodes and windows of leaf records are read in place (`FixedPage`). Pages are the buffer pool's bytes, starting with the
 //! 24-byte page header of `storage::page` (checksum, type, reserved, epoch); [`Node::encode`] sets the type
 //! byte and writes from byte 24 on, zeroing the rest of the page; it never touches the checksum or the epoch.
 //! Integers are little endian.

@@ -136,7 +136,7 @@ pub struct BeTreeCore {
     height: u16,
     next_msn: u64,
     leaf_records: u64,
-    /// The root decoded, when known (always equal to its page).
+    /// The root decoded, when known: the authority on the root (its page may be behind, see `root_dirty`).
     root_cache: Option<Node>,
     /// `root_cache` is newer than the root's page.
     root_dirty: bool,
@@ -289,6 +289,11 @@ impl BeTreeCore {
         let mut batch = MessageBuffer::default();
         batch.merge_newer(sorted, &self.merge);
         let msgs = batch.into_messages();
+        if self.root_cache.is_some() {
+            // Dirtied (relocated after a checkpoint) before the cached root is taken, so that a failure
+            // here leaves the cache in place.
+            self.root = self.pool.write_cow(self.root)?.id();
+        }
         let (root, epoch) = self.take_node(self.root, self.height - 1)?;
         // The common case: the messages fit the root's buffer.
         let root = match root {
@@ -296,8 +301,7 @@ impl BeTreeCore {
                 n.buffer.merge_newer(msgs, &self.merge);
                 n.max_msn = max_msn;
                 if n.encoded_len(&self.format) <= self.page_size() {
-                    // The page is dirtied (and relocated after a checkpoint) now, encoded at the commit.
-                    self.root = self.pool.write_cow(self.root)?.id();
+                    // The page is dirty already; it is encoded at the commit.
                     self.root_cache = Some(Node::Inner(n));
                     self.root_dirty = true;
                     return Ok(());
@@ -768,7 +772,7 @@ impl BeTreeCore {
         let leaf = loop {
             // Fixed-width nodes off the root are read in place: routes through inner nodes, the window of a
             // leaf's records.
-            if id != self.root || self.root_cache.is_none() {
+            let node = if id != self.root || self.root_cache.is_none() {
                 let page = self.pool.read(id)?;
                 if page_level(&page) != level {
                     return Err(self.corrupt(
@@ -797,8 +801,12 @@ impl BeTreeCore {
                     level -= 1;
                     continue;
                 }
-            }
-            let n = match self.node_for_read(id, level)? {
+                // Variable widths: decoded from the page held (a second read would count as a reuse).
+                Cow::Owned(Node::decode(&page, &self.format).map_err(|d| self.corrupt(id, d))?)
+            } else {
+                self.node_for_read(id, level)?
+            };
+            let n = match node {
                 Cow::Owned(Node::Leaf(l)) => break l.records,
                 Cow::Borrowed(Node::Leaf(l)) => break l.records.clone(),
                 Cow::Owned(Node::Inner(n)) => Cow::Owned(n),
@@ -854,9 +862,15 @@ impl BeTreeCore {
         if id == self.root
             && let Some(cached) = self.root_cache.take()
         {
+            let epoch = match self.pool.read(id) {
+                Ok(page) => page_epoch(&page),
+                Err(e) => {
+                    self.root_cache = Some(cached);
+                    return Err(e);
+                }
+            };
             // The taker writes the node back or frees its page.
             self.root_dirty = false;
-            let epoch = page_epoch(&self.pool.read(id)?);
             return Ok((cached, epoch));
         }
         self.read_node(id, level)
