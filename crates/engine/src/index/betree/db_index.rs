@@ -183,7 +183,7 @@ impl OrderedIndex for BeTree {
         let msgs = messages_of(ops);
         // Refused batches change nothing.
         core.check_messages(&msgs)?;
-        let result = core.apply_messages(msgs);
+        let result = core.apply_checked(msgs);
         if result.is_err() {
             // Marked under the write lock, so no reader sees the tree in between.
             self.broken.store(true, Ordering::Release);

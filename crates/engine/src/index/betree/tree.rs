@@ -278,6 +278,11 @@ impl BeTreeCore {
     /// Adds messages (in write order) to the tree.
     pub fn apply_messages(&mut self, msgs: Vec<Message>) -> Result<()> {
         self.check_messages(&msgs)?;
+        self.apply_checked(msgs)
+    }
+
+    /// [`apply_messages`](Self::apply_messages) of messages that passed `check_messages`.
+    pub(super) fn apply_checked(&mut self, msgs: Vec<Message>) -> Result<()> {
         if msgs.is_empty() {
             return Ok(());
         }
