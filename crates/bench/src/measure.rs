@@ -178,54 +178,76 @@ impl<'d> Phase<'d> {
         self.progress.finish();
         let rss = peak_rss_bytes();
         let disk = dir_bytes(db_dir)?;
-        let height = self.driver.height();
-        let l = &self.labels;
+        let parts = RowParts {
+            secs,
+            io,
+            os,
+            rss,
+            rss_scope: if self.rss_phase_scope {
+                "phase"
+            } else {
+                "process"
+            },
+            disk_bytes: disk,
+            height: self.driver.height(),
+        };
         Ok(self
             .ops
             .iter()
-            .map(|(op, lat)| {
-                let ops = lat.count();
-                BenchResult {
-                    suite: l.suite.clone(),
-                    engine: l.engine.clone(),
-                    workload: l.workload.clone(),
-                    op: (*op).to_string(),
-                    threads: l.threads,
-                    records: l.records,
-                    ops,
-                    secs,
-                    ops_per_sec: if secs > 0.0 { ops as f64 / secs } else { 0.0 },
-                    p50_us: lat.quantile_us(0.5),
-                    p99_us: lat.quantile_us(0.99),
-                    p999_us: lat.quantile_us(0.999),
-                    max_us: lat.max_us(),
-                    mean_us: lat.mean_us(),
-                    io_reads: io.map(|i| i.reads),
-                    io_writes: io.map(|i| i.writes),
-                    bytes_read: io.map(|i| i.bytes_read),
-                    bytes_written: io.map(|i| i.bytes_written),
-                    io_syncs: io.map(|i| i.syncs),
-                    page_reads: io.map(|i| i.page_reads),
-                    page_writes: io.map(|i| i.page_writes),
-                    rss_bytes: rss,
-                    rss_scope: if self.rss_phase_scope {
-                        "phase"
-                    } else {
-                        "process"
-                    }
-                    .to_string(),
-                    disk_bytes: disk,
-                    durability: l.durability.clone(),
-                    cache_bytes: l.cache_bytes,
-                    page_size: l.page_size,
-                    height,
-                    os_read_bytes: os.map(|o| o.read_bytes),
-                    os_write_bytes: os.map(|o| o.write_bytes),
-                    os_rchar: os.map(|o| o.rchar),
-                    os_wchar: os.map(|o| o.wchar),
-                }
-            })
+            .map(|(op, lat)| row(&self.labels, op, lat, &parts))
             .collect())
+    }
+}
+
+/// What the rows of a phase share besides their labels.
+pub(crate) struct RowParts {
+    pub secs: f64,
+    pub io: Option<IoTotals>,
+    pub os: Option<ProcIo>,
+    pub rss: Option<u64>,
+    /// `phase`, `process` or `none` (not measured).
+    pub rss_scope: &'static str,
+    pub disk_bytes: u64,
+    pub height: Option<u32>,
+}
+
+/// The row of operation kind `op` with latencies `lat`.
+pub(crate) fn row(l: &PhaseLabels, op: &str, lat: &Latency, p: &RowParts) -> BenchResult {
+    let ops = lat.count();
+    let (io, os, secs) = (p.io, p.os, p.secs);
+    BenchResult {
+        suite: l.suite.clone(),
+        engine: l.engine.clone(),
+        workload: l.workload.clone(),
+        op: op.to_string(),
+        threads: l.threads,
+        records: l.records,
+        ops,
+        secs,
+        ops_per_sec: if secs > 0.0 { ops as f64 / secs } else { 0.0 },
+        p50_us: lat.quantile_us(0.5),
+        p99_us: lat.quantile_us(0.99),
+        p999_us: lat.quantile_us(0.999),
+        max_us: lat.max_us(),
+        mean_us: lat.mean_us(),
+        io_reads: io.map(|i| i.reads),
+        io_writes: io.map(|i| i.writes),
+        bytes_read: io.map(|i| i.bytes_read),
+        bytes_written: io.map(|i| i.bytes_written),
+        io_syncs: io.map(|i| i.syncs),
+        page_reads: io.map(|i| i.page_reads),
+        page_writes: io.map(|i| i.page_writes),
+        rss_bytes: p.rss,
+        rss_scope: p.rss_scope.to_string(),
+        disk_bytes: p.disk_bytes,
+        durability: l.durability.clone(),
+        cache_bytes: l.cache_bytes,
+        page_size: l.page_size,
+        height: p.height,
+        os_read_bytes: os.map(|o| o.read_bytes),
+        os_write_bytes: os.map(|o| o.write_bytes),
+        os_rchar: os.map(|o| o.rchar),
+        os_wchar: os.map(|o| o.wchar),
     }
 }
 

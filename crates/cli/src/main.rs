@@ -462,8 +462,6 @@ fn syntax_error(name: &str, kind: ErrorKind, message: impl std::fmt::Display) ->
     CliError::Syntax(sub.error(kind, message))
 }
 
-/// The dynamized options of `create`, checked against the index kind and the key and value types:
-/// `None` for other families (where giving any of them is an error).
 /// Refuses the options of group `G` (given on the command line) for an index they do not apply to.
 fn refuse_given<G: Args>(create: &ArgMatches, what: &str, index: &str) -> CliResult {
     let probe = G::augment_args(clap::Command::new("probe"));
@@ -486,6 +484,8 @@ fn refuse_given<G: Args>(create: &ArgMatches, what: &str, index: &str) -> CliRes
     ))
 }
 
+/// The dynamized options of `create`, checked against the index kind and the key and value types:
+/// `None` for other families (where giving any of them is an error).
 fn create_dyn_options(
     create: &ArgMatches,
     index: IndexArg,

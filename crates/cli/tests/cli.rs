@@ -455,6 +455,7 @@ fn bench_lists_suites_and_rejects_unknown_ones() {
             "btree-cost",
             "irs",
             "wss",
+            "betree-io",
             "betree-wall"
         ],
         "{listed}"

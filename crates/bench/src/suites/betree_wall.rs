@@ -6,7 +6,7 @@
 //! write-optimized tree with the update-in-place tree and the two LSM peers, nothing else). `u64` keys and the
 //! run's checkable values (8 bytes by default), N = `--records` (default 5 000 000), one thread.
 //!
-//! For each engine, into a fresh database whose cache (buffer pool, block cache) is 5% of the data — the
+//! For each engine, into a fresh database whose cache (buffer pool, block cache) is 10% of the data (data 10× the cache) — the
 //! data being N × (8 + value size) bytes, at least 8 pages — and on one handle:
 //! 1. `random-insert`: keys 0..N in a seeded random order (the same for every engine), one write per record
 //!    with the run's durability, then a checkpoint (a flush of memory tables for the LSMs), part of the phase;
@@ -21,7 +21,7 @@
 //! cargo run --release --features rocksdb -- bench --suite betree-wall --records 50000000
 //! ```
 //!
-//! (800 MB of data, a 40 MB cache; the key order alone takes 400 MB of memory.)
+//! (800 MB of data, an 80 MB cache; the key order alone takes 400 MB of memory.)
 
 use super::SuiteConfig;
 use super::common::{Ctx, remove_dir};
@@ -36,7 +36,7 @@ use rand_chacha::ChaCha8Rng;
 use std::path::Path;
 
 pub const NAME: &str = "betree-wall";
-pub const DESCRIPTION: &str = "Bε-tree vs B+-tree, fjall and RocksDB in wall-clock time with a cache of 5% of the data: random inserts, random gets, 100-record scans";
+pub const DESCRIPTION: &str = "Bε-tree vs B+-tree, fjall and RocksDB in wall-clock time with a cache of 10% of the data: random inserts, random gets, 100-record scans";
 pub const DEFAULT_RECORDS: u64 = 5_000_000;
 /// The engines the suite measures, in the order of its rows.
 pub const ENGINES: [&str; 4] = ["strata-betree", "strata-btree", "fjall", "rocksdb"];
@@ -51,7 +51,7 @@ pub const WORKLOADS: [(&str, &str); 3] = [
     ("scan-100", "scan"),
 ];
 /// The cache is this share of the data, in percent.
-const CACHE_PERCENT: u64 = 5;
+const CACHE_PERCENT: u64 = 10;
 /// Smallest cache, in pages (the buffer pool's minimum).
 const MIN_CACHE_PAGES: u64 = 8;
 /// Records per scan.
@@ -64,7 +64,7 @@ pub fn data_bytes(cfg: &SuiteConfig) -> u64 {
     cfg.records * (8 + cfg.codec.size() as u64)
 }
 
-/// Every engine's cache in this suite: 5% of the data, at least 8 pages.
+/// Every engine's cache in this suite: 10% of the data, at least 8 pages.
 pub fn cache_bytes(cfg: &SuiteConfig) -> usize {
     (data_bytes(cfg) * CACHE_PERCENT / 100).max(MIN_CACHE_PAGES * cfg.page_size as u64) as usize
 }
@@ -109,7 +109,7 @@ pub fn notes(cfg: &SuiteConfig) -> Vec<String> {
          bytes per op show it."
             .into(),
         "The 50M-record measurement: `cargo run --release --features rocksdb -- bench --suite betree-wall \
-         --records 50000000` (800 MB of data, a 40 MB cache)."
+         --records 50000000` (800 MB of data, an 80 MB cache)."
             .into(),
     ]
 }
@@ -240,7 +240,7 @@ pub fn figures(results: &[BenchResult], dir: &Path) -> Result<Vec<Figure>> {
         dir,
         "betree-wall-throughput",
         &Bars {
-            title: "Throughput with a cache of 5% of the data".into(),
+            title: "Throughput with a cache of 10% of the data".into(),
             y_desc: format!(
                 "operations per second{}",
                 if log { " (log scale)" } else { "" }
@@ -260,7 +260,7 @@ pub fn figures(results: &[BenchResult], dir: &Path) -> Result<Vec<Figure>> {
             dir,
             &format!("betree-wall-{stat}"),
             &Bars {
-                title: format!("{stat} latency per operation, cache of 5% of the data"),
+                title: format!("{stat} latency per operation, cache of 10% of the data"),
                 y_desc: format!("{stat} latency (log scale)"),
                 log: true,
                 unit: Unit::Latency,

@@ -14,6 +14,7 @@
 //! Engines that store `u64` values only (`strata-dynamized`) are left out of runs with byte-string values
 //! when the engine list is the default one, and refused when named.
 
+pub mod betree_io;
 pub mod betree_io_model;
 pub mod betree_wall;
 pub mod btree_cost;
@@ -135,6 +136,16 @@ pub fn suites() -> &'static [SuiteInfo] {
             notes: wss::notes,
             analysis: Some(wss::analysis),
             figures: Some(wss::figures),
+        },
+        SuiteInfo {
+            name: betree_io::NAME,
+            description: betree_io::DESCRIPTION,
+            default_records: betree_io::DEFAULT_RECORDS,
+            default_value_size: 8,
+            run: betree_io::run,
+            notes: betree_io::notes,
+            analysis: Some(betree_io::analysis),
+            figures: Some(betree_io::figures),
         },
         SuiteInfo {
             name: betree_wall::NAME,
@@ -625,7 +636,7 @@ mod tests {
             .map(|r| (r.engine.as_str(), r.workload.as_str(), r.op.as_str(), r.ops))
             .collect();
         assert_eq!(rows, expected);
-        // 5% of 20 000 × 16 bytes is below the 8-page minimum.
+        // 10% of 20 000 × 16 bytes is below the 8-page minimum.
         assert!(out.results.iter().all(|r| r.cache_bytes == 8 * 4096));
         let mut needles = vec![
             "data / cache = 9.8",

@@ -10,6 +10,9 @@
 //!   without it (an atomic decrement when a guard drops).
 //! * A guard ([`PageReadGuard`], [`PageWriteGuard`]) holds the frame's pin and its data lock; on drop it
 //!   releases the data lock first, then the pin. Hence an unpinned frame's data lock is always free.
+//! * Replacement is CLOCK with insertion at 0: a page loaded on a miss gets its reference bit only when it
+//!   is used again (a hit), so pages read once (a scan's leaves, a random lookup's leaf) are evicted before
+//!   pages every operation touches (a tree's upper levels). Freshly allocated pages start referenced.
 //! * A miss does its I/O while holding the table mutex (simplicity first): the victim's write-back when it is
 //!   dirty, then the read (checksum verified by the page file, then the optional validator). A page that fails
 //!   to load is not left cached.
@@ -293,9 +296,12 @@ impl BufferPool {
         }
         self.frames[f].pins.fetch_add(1, Ordering::Acquire);
         t.map.insert(id, f);
+        // A page read once starts without a reference bit: it is the next victim unless it is used again
+        // before the hand comes round, so a stream of pages read once (a scan's leaves) cycles through one
+        // frame instead of pushing out the pages every access touches (a tree's upper levels).
         t.slots[f] = Slot {
             page: Some(id),
-            referenced: true,
+            referenced: false,
         };
         Ok(f)
     }

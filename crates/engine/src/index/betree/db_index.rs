@@ -21,7 +21,7 @@ use crate::index::{
 use crate::storage::{BufferPool, IoSnapshot, IoStats, PageFile};
 use parking_lot::{RwLock, RwLockReadGuard};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// Options of a Bε-tree database, fixed at creation (recorded in the manifest).
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -49,6 +49,9 @@ pub struct BeTree {
     stats: Arc<IoStats>,
     seqno: AtomicU64,
     merges: bool,
+    /// A write failed part-way: the tree in memory is not trusted any more (reads, writes and checkpoints
+    /// fail until the database is reopened, which recovers from the checkpoint and the WAL).
+    broken: AtomicBool,
 }
 
 impl std::fmt::Debug for BeTree {
@@ -86,6 +89,7 @@ impl BeTree {
             stats,
             seqno: AtomicU64::new(0),
             merges,
+            broken: AtomicBool::new(false),
         };
         tree.checkpoint(0)?;
         Ok(tree)
@@ -120,12 +124,30 @@ impl BeTree {
             stats,
             seqno: AtomicU64::new(meta.seqno),
             merges,
+            broken: AtomicBool::new(false),
         })
     }
 
     /// The core, read-locked (for statistics, benchmarks and tests).
     pub fn core(&self) -> RwLockReadGuard<'_, BeTreeCore> {
         self.core.read()
+    }
+
+    /// Refuses to go on after a write failed part-way.
+    fn usable(&self) -> Result<()> {
+        if self.broken.load(Ordering::Acquire) {
+            return Err(Error::Poisoned(
+                "a write to the Bε-tree failed part-way; reopen the database to recover it".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The core for reading, unless a write failed part-way.
+    fn readable(&self) -> Result<RwLockReadGuard<'_, BeTreeCore>> {
+        let core = self.core.read();
+        self.usable()?;
+        Ok(core)
     }
 
     /// The write path's counters.
@@ -136,7 +158,7 @@ impl BeTree {
 
 impl OrderedIndex for BeTree {
     fn get(&self, key: &[u8], out: &mut Vec<u8>) -> Result<bool> {
-        match self.core.read().get(key)? {
+        match self.readable()?.get(key)? {
             Some(v) => {
                 out.clear();
                 out.extend_from_slice(&v);
@@ -157,8 +179,14 @@ impl OrderedIndex for BeTree {
 
     fn apply(&self, ops: &[WriteOp]) -> Result<()> {
         let mut core = self.core.write();
-        let result = core.apply_messages(messages_of(ops));
+        self.usable()?;
+        let msgs = messages_of(ops);
+        // Refused batches change nothing.
+        core.check_messages(&msgs)?;
+        let result = core.apply_checked(msgs);
         if result.is_err() {
+            // Marked under the write lock, so no reader sees the tree in between.
+            self.broken.store(true, Ordering::Release);
             core.forget_cache();
         }
         result
@@ -171,13 +199,16 @@ impl OrderedIndex for BeTree {
         max: usize,
         visit: &mut RecordVisitor<'_>,
     ) -> Result<usize> {
-        self.core.read().scan(range, dir, max, visit)
+        self.readable()?.scan(range, dir, max, visit)
     }
 
     /// Counts the live records with a scan (O(N/B) page reads): buffered puts and deletes do not say
-    /// whether their key existed. On a read error, the records in leaves.
+    /// whether their key existed. On a read error (or after a failed write), the records in leaves.
     fn len(&self) -> u64 {
         let core = self.core.read();
+        if self.usable().is_err() {
+            return core.leaf_records();
+        }
         core.scan(
             &KeyRange::all(),
             Direction::Forward,
@@ -194,12 +225,15 @@ impl OrderedIndex for BeTree {
     }
 
     fn checkpoint(&self, seqno: u64) -> Result<()> {
-        let core = self.core.write();
-        let meta = TreeMeta {
-            core: core.state(),
-            seqno,
-        };
-        core.pool().commit(&meta.encode())?;
+        let mut core = self.core.write();
+        self.usable()?;
+        core.commit(|core| {
+            TreeMeta {
+                core: core.state(),
+                seqno,
+            }
+            .encode()
+        })?;
         self.seqno.store(seqno, Ordering::Release);
         Ok(())
     }
@@ -209,7 +243,11 @@ impl OrderedIndex for BeTree {
     }
 
     fn check(&self) -> Result<CheckReport> {
-        check::check(&self.core.read())
+        let mut core = self.core.write();
+        self.usable()?;
+        // The check reads the root from its page.
+        core.sync_root()?;
+        check::check(&core)
     }
 
     fn stats(&self) -> IndexStats {

@@ -13,8 +13,8 @@
 //! need the value below them, which is further down the tree). Adding messages keeps that shape:
 //! * a put or delete replaces everything the buffer holds on its key (all of it is older);
 //! * an upsert on a terminal message is folded into it at once: the operator runs on the put's value (or on
-//!   "absent" for a delete) and the result is a put (or a delete if the operator removes the key), carrying
-//!   taking the upsert's place;
+//!   "absent" for a delete) and the result is a put (or a delete if the operator removes the key), taking
+//!   the upsert's place;
 //! * an upsert on a run of upserts (or on nothing) is appended to the run.
 //!
 //! Messages higher in the tree are newer than those below: a message only moves down, and a node receives
@@ -177,7 +177,7 @@ impl MessageBuffer {
         &self.messages[r.start..end]
     }
 
-    /// Adds `m`, newer than every message here on its key.
+    /// Adds `m`, newer than every message here on its key: a binary search and one shift of the tail.
     pub fn insert(&mut self, m: Message, merge: &MergeOperator) {
         let start = self
             .messages
@@ -187,6 +187,16 @@ impl MessageBuffer {
                 .iter()
                 .take_while(|x| x.key == m.key)
                 .count();
+        if start == end {
+            self.messages.insert(start, m);
+            return;
+        }
+        if m.kind.is_terminal() {
+            // A put or delete replaces the key's messages.
+            self.messages[start] = m;
+            self.messages.drain(start + 1..end);
+            return;
+        }
         let mut group: Vec<Message> = self.messages.drain(start..end).collect();
         add_to_group(&mut group, m, merge);
         self.messages.splice(start..start, group);
@@ -196,6 +206,13 @@ impl MessageBuffer {
     /// one linear pass.
     pub fn merge_newer(&mut self, newer: Vec<Message>, merge: &MergeOperator) {
         if newer.is_empty() {
+            return;
+        }
+        // A few messages into a big buffer (the common single write into the root): insert each.
+        if newer.len() <= 16 && newer.len() * 8 <= self.messages.len() {
+            for m in newer {
+                self.insert(m, merge);
+            }
             return;
         }
         let old = std::mem::take(&mut self.messages);

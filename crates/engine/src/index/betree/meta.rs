@@ -1,6 +1,6 @@
 //! The tree's root record, stored as the page file's user root at every checkpoint.
 //!
-//! Layout (little endian, 66 bytes): magic `b"SBE1"`, root u64, height u16, ε (f64 bits) u64, key width u16,
+//! Layout (little endian, 58 bytes): magic `b"SBE1"`, root u64, height u16, ε (f64 bits) u64, key width u16,
 //! value width u16 (0 = variable), next MSN u64, records in leaves u64, WAL seqno u64, xxh3-64 of the
 //! preceding bytes u64. The page file checksums its meta slots too; the inner checksum makes a record of
 //! another format or a damaged field fail here with a precise message.

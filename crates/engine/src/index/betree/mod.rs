@@ -2,7 +2,7 @@
 //!
 //! A write-optimized tree for data larger than memory (issue 5, design facts in `reference/betree.md`):
 //! nodes of one page; an inner node spends about B^ε of its page on pivots and the rest on a buffer of
-//! messages (puts, deletes, upserts with sequence numbers) that move down in batches, so a random insert costs
+//! messages (puts, deletes, upserts; ordered by write, see below) that move down in batches, so a random insert costs
 //! O((log_B N) / B^(1−ε)) I/Os amortised instead of a B+-tree's O(log_B N).
 //!
 //! Parts:

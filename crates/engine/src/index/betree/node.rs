@@ -2,7 +2,8 @@
 //!
 //! A node is decoded whole into a [`Node`], changed in memory, and encoded whole back into its page: a
 //! Bε-tree node is rewritten as a unit anyway (a flush moves a batch of messages, a leaf takes a batch), and
-//! whole-node coding keeps the format simple to verify. Pages are the buffer pool's bytes, starting with the
+//! whole-node coding keeps the format simple to verify. Reads of fixed-width trees need not decode: point
+//! lookups, scan routes through inner nodes and windows of leaf records are read in place (`FixedPage`). Pages are the buffer pool's bytes, starting with the
 //! 24-byte page header of `storage::page` (checksum, type, reserved, epoch); [`Node::encode`] sets the type
 //! byte and writes from byte 24 on, zeroing the rest of the page; it never touches the checksum or the epoch.
 //! Integers are little endian.
@@ -455,63 +456,88 @@ impl PageLookup {
     }
 }
 
-/// The lookup of `key` in a node page, searched in place without decoding it, for trees whose keys and
-/// values both have a fixed width; `None` for other formats (decode the node instead). The header's counts
-/// must agree with the body length and the page type with the level; the entries' order is what the
-/// checksum vouches for (a page that passed it is the page that was written).
-pub fn lookup_in_page(
-    page: &[u8],
-    f: &NodeFormat,
-    key: &[u8],
-) -> Result<Option<PageLookup>, String> {
-    let (Some(kw), Some(vw)) = (f.key_width, f.value_width) else {
-        return Ok(None);
-    };
-    if page.len() < NODE_HEADER_END {
-        return Err(format!("a page of {} bytes cannot hold a node", page.len()));
+/// A node page of a tree whose keys and values both have a fixed width, read in place: its header checked
+/// against its body, and binary searches over its arrays. The entries' order is what the checksum vouches
+/// for (a page that passed it is the page that was written).
+struct FixedPage<'a> {
+    page: &'a [u8],
+    kw: usize,
+    pair: usize,
+    level: u16,
+    /// Records of a leaf, children of an inner node.
+    entries: usize,
+    messages: usize,
+}
+
+impl<'a> FixedPage<'a> {
+    /// `None` for formats with a variable width.
+    fn new(page: &'a [u8], f: &NodeFormat) -> Result<Option<FixedPage<'a>>, String> {
+        let (Some(kw), Some(vw)) = (f.key_width, f.value_width) else {
+            return Ok(None);
+        };
+        if page.len() < NODE_HEADER_END {
+            return Err(format!("a page of {} bytes cannot hold a node", page.len()));
+        }
+        let level = page_level(page);
+        let entries = u32::from_le_bytes(page[26..30].try_into().expect("4 bytes")) as usize;
+        let messages = u32::from_le_bytes(page[30..34].try_into().expect("4 bytes")) as usize;
+        let body = u32::from_le_bytes(page[34..38].try_into().expect("4 bytes")) as usize;
+        let expected_type = if level == 0 {
+            PageType::BeLeaf
+        } else {
+            PageType::BeInner
+        };
+        if page_type(page) != expected_type as u8 {
+            return Err(format!(
+                "page type {} does not match a node of level {level}",
+                page_type(page)
+            ));
+        }
+        let pair = kw + vw;
+        let need = if level == 0 {
+            (messages == 0).then(|| entries.checked_mul(pair)).flatten()
+        } else {
+            (entries >= 1)
+                .then(|| {
+                    let ids = entries.checked_mul(CHILD_ID_LEN)?;
+                    let pivots = (entries - 1).checked_mul(kw)?;
+                    let msgs = messages.checked_mul(pair)?;
+                    ids.checked_add(pivots)?
+                        .checked_add(msgs)?
+                        .checked_add(kinds_len(messages))
+                })
+                .flatten()
+        };
+        if need != Some(body) || NODE_HEADER_END + body > page.len() {
+            return Err(format!(
+                "node header (level {level}, {entries} entries, {messages} messages) disagrees with its body of {body} bytes"
+            ));
+        }
+        Ok(Some(FixedPage {
+            page,
+            kw,
+            pair,
+            level,
+            entries,
+            messages,
+        }))
     }
-    let level = page_level(page);
-    let entries = u32::from_le_bytes(page[26..30].try_into().expect("4 bytes")) as usize;
-    let messages = u32::from_le_bytes(page[30..34].try_into().expect("4 bytes")) as usize;
-    let body = u32::from_le_bytes(page[34..38].try_into().expect("4 bytes")) as usize;
-    let expected_type = if level == 0 {
-        PageType::BeLeaf
-    } else {
-        PageType::BeInner
-    };
-    if page_type(page) != expected_type as u8 {
-        return Err(format!(
-            "page type {} does not match a node of level {level}",
-            page_type(page)
-        ));
+
+    fn pivots_at(&self) -> usize {
+        NODE_HEADER_END + self.entries * CHILD_ID_LEN
     }
-    let pair = kw + vw;
-    let need = if level == 0 {
-        (messages == 0).then(|| entries.checked_mul(pair)).flatten()
-    } else {
-        (entries >= 1)
-            .then(|| {
-                let ids = entries.checked_mul(CHILD_ID_LEN)?;
-                let pivots = (entries - 1).checked_mul(kw)?;
-                let msgs = messages.checked_mul(pair)?;
-                ids.checked_add(pivots)?
-                    .checked_add(msgs)?
-                    .checked_add(kinds_len(messages))
-            })
-            .flatten()
-    };
-    if need != Some(body) || NODE_HEADER_END + body > page.len() {
-        return Err(format!(
-            "node header (level {level}, {entries} entries, {messages} messages) disagrees with its body of {body} bytes"
-        ));
+
+    fn msgs_at(&self) -> usize {
+        self.pivots_at() + (self.entries - 1) * self.kw
     }
-    let at = NODE_HEADER_END;
-    // Index of the first of `n` items of `size` bytes from `start` whose key is not below `key`.
-    let lower_bound = |start: usize, n: usize, size: usize, strict: bool| {
+
+    /// Index of the first of `n` items of `size` bytes from `start` whose key is not below `key` (above
+    /// it, when `strict`).
+    fn lower_bound(&self, start: usize, n: usize, size: usize, key: &[u8], strict: bool) -> usize {
         let (mut lo, mut hi) = (0, n);
         while lo < hi {
             let mid = (lo + hi) / 2;
-            let k = &page[start + mid * size..start + mid * size + kw];
+            let k = &self.page[start + mid * size..start + mid * size + self.kw];
             if if strict { k <= key } else { k < key } {
                 lo = mid + 1;
             } else {
@@ -519,45 +545,146 @@ pub fn lookup_in_page(
             }
         }
         lo
-    };
-    if level == 0 {
-        let i = lower_bound(at, entries, pair, false);
-        let hit = (i < entries && &page[at + i * pair..at + i * pair + kw] == key)
-            .then(|| page[at + i * pair + kw..at + (i + 1) * pair].to_vec());
-        return Ok(Some(PageLookup::Leaf(hit)));
     }
-    let pivots_at = at + entries * CHILD_ID_LEN;
-    let child_index = lower_bound(pivots_at, entries - 1, kw, true);
-    let child = u64::from_le_bytes(
-        page[at + child_index * 8..at + child_index * 8 + 8]
-            .try_into()
-            .expect("8 bytes"),
-    );
-    if child < 2 {
-        return Err(format!("child {child_index} points at meta page {child}"));
+
+    fn pivot(&self, j: usize) -> &'a [u8] {
+        let at = self.pivots_at() + j * self.kw;
+        &self.page[at..at + self.kw]
     }
-    let msgs_at = pivots_at + (entries - 1) * kw;
-    let kinds_at = msgs_at + messages * pair;
-    let mut found = Vec::new();
-    let mut i = lower_bound(msgs_at, messages, pair, false);
-    while i < messages && &page[msgs_at + i * pair..msgs_at + i * pair + kw] == key {
-        let bits = (page[kinds_at + i / 4] >> (2 * (i % 4))) & 3;
+
+    fn child(&self, i: usize) -> Result<PageId, String> {
+        let at = NODE_HEADER_END + i * CHILD_ID_LEN;
+        let child = u64::from_le_bytes(self.page[at..at + 8].try_into().expect("8 bytes"));
+        if child < 2 {
+            return Err(format!("child {i} points at meta page {child}"));
+        }
+        Ok(child)
+    }
+
+    /// Buffered message `i`.
+    fn message(&self, i: usize) -> Result<Message, String> {
+        let at = self.msgs_at() + i * self.pair;
+        let kinds_at = self.msgs_at() + self.messages * self.pair;
+        let bits = (self.page[kinds_at + i / 4] >> (2 * (i % 4))) & 3;
         let kind = MessageKind::from_u8(bits)
             .ok_or_else(|| format!("message {i} has unknown kind {bits}"))?;
         let value = match kind {
             MessageKind::Delete => Vec::new(),
-            _ => page[msgs_at + i * pair + kw..msgs_at + (i + 1) * pair].to_vec(),
+            _ => self.page[at + self.kw..at + self.pair].to_vec(),
         };
-        found.push(Message {
-            key: key.to_vec(),
+        Ok(Message {
+            key: self.page[at..at + self.kw].to_vec(),
             kind,
             value,
-        });
-        i += 1;
+        })
     }
+
+    /// The buffered messages with keys in `[lo, hi)` (`None`: unbounded).
+    fn messages_in(&self, lo: Option<&[u8]>, hi: Option<&[u8]>) -> Result<Vec<Message>, String> {
+        let (at, n, pair) = (self.msgs_at(), self.messages, self.pair);
+        let start = lo.map_or(0, |k| self.lower_bound(at, n, pair, k, false));
+        let end = hi.map_or(n, |k| self.lower_bound(at, n, pair, k, false));
+        (start..end.max(start)).map(|i| self.message(i)).collect()
+    }
+}
+
+/// The lookup of `key` in a node page, searched in place without decoding it, for trees whose keys and
+/// values both have a fixed width; `None` for other formats (decode the node instead).
+pub fn lookup_in_page(
+    page: &[u8],
+    f: &NodeFormat,
+    key: &[u8],
+) -> Result<Option<PageLookup>, String> {
+    let Some(p) = FixedPage::new(page, f)? else {
+        return Ok(None);
+    };
+    let at = NODE_HEADER_END;
+    if p.level == 0 {
+        let (pair, kw) = (p.pair, p.kw);
+        let i = p.lower_bound(at, p.entries, pair, key, false);
+        let hit = (i < p.entries && &page[at + i * pair..at + i * pair + kw] == key)
+            .then(|| page[at + i * pair + kw..at + (i + 1) * pair].to_vec());
+        return Ok(Some(PageLookup::Leaf(hit)));
+    }
+    let child_index = p.lower_bound(p.pivots_at(), p.entries - 1, p.kw, key, true);
+    let child = p.child(child_index)?;
+    let mut next = key.to_vec();
+    next.push(0);
     Ok(Some(PageLookup::Inner {
-        messages: found,
+        messages: p.messages_in(Some(key), Some(&next))?,
         child,
+    }))
+}
+
+/// A leaf record: key and value.
+pub type Record = (Vec<u8>, Vec<u8>);
+
+/// The records of leaf page `page` with keys in `[lo, hi)` (`None`: unbounded), read in place, for
+/// fixed-width formats (`None` for others, and for inner nodes).
+pub fn leaf_records_in_page(
+    page: &[u8],
+    f: &NodeFormat,
+    lo: Option<&[u8]>,
+    hi: Option<&[u8]>,
+) -> Result<Option<Vec<Record>>, String> {
+    let Some(p) = FixedPage::new(page, f)? else {
+        return Ok(None);
+    };
+    if p.level != 0 {
+        return Ok(None);
+    }
+    let (at, n, pair, kw) = (NODE_HEADER_END, p.entries, p.pair, p.kw);
+    let start = lo.map_or(0, |k| p.lower_bound(at, n, pair, k, false));
+    let end = hi.map_or(n, |k| p.lower_bound(at, n, pair, k, false));
+    Ok(Some(
+        (start..end.max(start))
+            .map(|i| {
+                let r = &page[at + i * pair..at + (i + 1) * pair];
+                (r[..kw].to_vec(), r[kw..].to_vec())
+            })
+            .collect(),
+    ))
+}
+
+/// Where a scan goes through an inner node page: the child, its key interval within the node (`None`:
+/// the node's own bound), and the node's messages in that interval.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Route {
+    pub child: PageId,
+    pub lo: Option<Vec<u8>>,
+    pub hi: Option<Vec<u8>>,
+    pub messages: Vec<Message>,
+}
+
+/// The route of a scan through inner node page `page`, searched in place, for fixed-width formats (`None`
+/// for others, and for leaves). `cursor`: forward, the child holding it; reverse, the child holding the
+/// keys just below it; `None`: the first (forward) or last (reverse) child.
+pub fn route_in_page(
+    page: &[u8],
+    f: &NodeFormat,
+    cursor: Option<&[u8]>,
+    reverse: bool,
+) -> Result<Option<Route>, String> {
+    let Some(p) = FixedPage::new(page, f)? else {
+        return Ok(None);
+    };
+    if p.level == 0 {
+        return Ok(None);
+    }
+    let pivots = p.entries - 1;
+    let i = match (reverse, cursor) {
+        (false, Some(k)) => p.lower_bound(p.pivots_at(), pivots, p.kw, k, true),
+        (false, None) => 0,
+        (true, Some(k)) => p.lower_bound(p.pivots_at(), pivots, p.kw, k, false),
+        (true, None) => pivots,
+    };
+    let lo = i.checked_sub(1).map(|j| p.pivot(j));
+    let hi = (i < pivots).then(|| p.pivot(i));
+    Ok(Some(Route {
+        child: p.child(i)?,
+        messages: p.messages_in(lo, hi)?,
+        lo: lo.map(<[u8]>::to_vec),
+        hi: hi.map(<[u8]>::to_vec),
     }))
 }
 

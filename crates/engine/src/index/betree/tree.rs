@@ -35,21 +35,26 @@
 //! its records the messages of every ancestor within the leaf's key interval (lowest ancestor first), emits
 //! the records in range, and continues from the leaf's bound.
 //!
-//! The root stays decoded in memory between writes (`root_cache`), always equal to its page: most inserts
-//! only add a message to it and re-encode it. Its page stays in the pool like any other (it is touched on
-//! every access), so I/O counts are those of the plain algorithm.
+//! The root stays decoded in memory between writes (`root_cache`), and is the authority on the root: most
+//! inserts only add a message to it, mark its page dirty (relocating it after a checkpoint, like any write)
+//! and leave the encoding for later (`root_dirty`) — [`BeTreeCore::commit`] encodes it before a checkpoint,
+//! and any structural change rewrites it. Its page stays in the pool like any other (it is touched on every
+//! access), so I/O counts are those of the plain algorithm. Only the checkpointed tree is read back from
+//! disk after a crash, never a root page written out while dirty.
 //!
 //! Cost (N records, F = fanout, b = messages per buffer, h = height): an insert costs amortised
 //! O(h · F / b) page reads and writes; a point read h page reads; a range of X records about h + X / L.
 
 use super::message::{MergeOperator, Message, MessageBuffer, apply_to_records, resolve};
 use super::node::{
-    Inner, Leaf, NODE_HEADER_END, Node, NodeFormat, PageLookup, lookup_in_page, page_level,
+    Inner, Leaf, NODE_HEADER_END, Node, NodeFormat, PageLookup, leaf_records_in_page,
+    lookup_in_page, page_level, route_in_page,
 };
 use crate::error::{Error, Result};
 use crate::index::{Direction, KeyRange, WriteOp};
 use crate::storage::page::page_epoch;
 use crate::storage::{BufferPool, PageId};
+use std::borrow::Cow;
 use std::ops::Bound;
 
 /// A node's replacement: pages with the lowest key each covers (`None` for the first: the old lower bound),
@@ -131,8 +136,10 @@ pub struct BeTreeCore {
     height: u16,
     next_msn: u64,
     leaf_records: u64,
-    /// The root decoded, when known (always equal to its page).
+    /// The root decoded, when known: the authority on the root (its page may be behind, see `root_dirty`).
     root_cache: Option<Node>,
+    /// `root_cache` is newer than the root's page.
+    root_dirty: bool,
     stats: FlushStats,
 }
 
@@ -177,6 +184,7 @@ impl BeTreeCore {
             next_msn: state.next_msn,
             leaf_records: state.leaf_records,
             root_cache: None,
+            root_dirty: false,
             stats: FlushStats::default(),
         })
     }
@@ -270,6 +278,11 @@ impl BeTreeCore {
     /// Adds messages (in write order) to the tree.
     pub fn apply_messages(&mut self, msgs: Vec<Message>) -> Result<()> {
         self.check_messages(&msgs)?;
+        self.apply_checked(msgs)
+    }
+
+    /// [`apply_messages`](Self::apply_messages) of messages that passed `check_messages`.
+    pub(super) fn apply_checked(&mut self, msgs: Vec<Message>) -> Result<()> {
         if msgs.is_empty() {
             return Ok(());
         }
@@ -281,6 +294,11 @@ impl BeTreeCore {
         let mut batch = MessageBuffer::default();
         batch.merge_newer(sorted, &self.merge);
         let msgs = batch.into_messages();
+        if self.root_cache.is_some() {
+            // Dirtied (relocated after a checkpoint) before the cached root is taken, so that a failure
+            // here leaves the cache in place.
+            self.root = self.pool.write_cow(self.root)?.id();
+        }
         let (root, epoch) = self.take_node(self.root, self.height - 1)?;
         // The common case: the messages fit the root's buffer.
         let root = match root {
@@ -288,10 +306,9 @@ impl BeTreeCore {
                 n.buffer.merge_newer(msgs, &self.merge);
                 n.max_msn = max_msn;
                 if n.encoded_len(&self.format) <= self.page_size() {
-                    let node = Node::Inner(n);
-                    let id = self.write_node(self.root, &node)?;
-                    self.root = id;
-                    self.root_cache = Some(node);
+                    // The page is dirty already; it is encoded at the commit.
+                    self.root_cache = Some(Node::Inner(n));
+                    self.root_dirty = true;
                     return Ok(());
                 }
                 let pieces = self.settle_inner(Some((self.root, epoch)), n)?;
@@ -752,37 +769,81 @@ impl BeTreeCore {
         let mut level = self.height - 1;
         let (mut lo, mut hi): (Option<Vec<u8>>, Option<Vec<u8>>) = (None, None);
         let mut ancestors: Vec<Vec<Message>> = Vec::new();
-        let leaf = loop {
-            let node = self.node_for_read(id, level)?;
-            match &*node {
-                Node::Inner(n) => {
-                    let i = match (dir, cursor) {
-                        (Direction::Forward, Some(k)) => n.child_for(k),
-                        (Direction::Forward, None) => 0,
-                        (Direction::Reverse, Some(k)) => {
-                            n.pivots.partition_point(|p| p.as_slice() < k)
-                        }
-                        (Direction::Reverse, None) => n.children.len() - 1,
-                    };
-                    let (clo, chi) = n.child_bounds(i);
-                    if let Some(c) = clo {
-                        lo = Some(c.to_vec());
-                    }
-                    if let Some(c) = chi {
-                        hi = Some(c.to_vec());
-                    }
-                    let r = n.buffer.range_of(lo.as_deref(), hi.as_deref());
-                    ancestors.push(n.buffer.messages()[r].to_vec());
-                    id = n.children[i];
-                    level -= 1;
-                }
-                Node::Leaf(l) => break l.records.clone(),
-            }
+        // Forward scans need the leaf's records from the cursor on, reverse ones those below it.
+        let (from, until) = match dir {
+            Direction::Forward => (cursor, None),
+            Direction::Reverse => (None, cursor),
         };
-        // An ancestor's messages were taken over its child's interval: keep the leaf's.
-        let in_leaf =
-            |k: &[u8]| lo.as_deref().is_none_or(|l| k >= l) && hi.as_deref().is_none_or(|h| k < h);
+        let leaf = loop {
+            // Fixed-width nodes off the root are read in place: routes through inner nodes, the window of a
+            // leaf's records.
+            let node = if id != self.root || self.root_cache.is_none() {
+                let page = self.pool.read(id)?;
+                if page_level(&page) != level {
+                    return Err(self.corrupt(
+                        id,
+                        format!("level {} where {level} was expected", page_level(&page)),
+                    ));
+                }
+                if level == 0
+                    && let Some(records) = leaf_records_in_page(&page, &self.format, from, until)
+                        .map_err(|d| self.corrupt(id, d))?
+                {
+                    break records;
+                }
+                let reverse = dir == Direction::Reverse;
+                if let Some(route) = route_in_page(&page, &self.format, cursor, reverse)
+                    .map_err(|d| self.corrupt(id, d))?
+                {
+                    if route.lo.is_some() {
+                        lo = route.lo;
+                    }
+                    if route.hi.is_some() {
+                        hi = route.hi;
+                    }
+                    ancestors.push(route.messages);
+                    id = route.child;
+                    level -= 1;
+                    continue;
+                }
+                // Variable widths: decoded from the page held (a second read would count as a reuse).
+                Cow::Owned(Node::decode(&page, &self.format).map_err(|d| self.corrupt(id, d))?)
+            } else {
+                self.node_for_read(id, level)?
+            };
+            let n = match node {
+                Cow::Owned(Node::Leaf(l)) => break l.records,
+                Cow::Borrowed(Node::Leaf(l)) => break l.records.clone(),
+                Cow::Owned(Node::Inner(n)) => Cow::Owned(n),
+                Cow::Borrowed(Node::Inner(n)) => Cow::Borrowed(n),
+            };
+            let i = match (dir, cursor) {
+                (Direction::Forward, Some(k)) => n.child_for(k),
+                (Direction::Forward, None) => 0,
+                (Direction::Reverse, Some(k)) => n.pivots.partition_point(|p| p.as_slice() < k),
+                (Direction::Reverse, None) => n.children.len() - 1,
+            };
+            let (clo, chi) = n.child_bounds(i);
+            if let Some(c) = clo {
+                lo = Some(c.to_vec());
+            }
+            if let Some(c) = chi {
+                hi = Some(c.to_vec());
+            }
+            let r = n.buffer.range_of(lo.as_deref(), hi.as_deref());
+            ancestors.push(n.buffer.messages()[r].to_vec());
+            id = n.children[i];
+            level -= 1;
+        };
+        // An ancestor's messages were taken over its child's interval: keep the leaf's, within the window.
+        let in_leaf = |k: &[u8]| {
+            lo.as_deref().is_none_or(|l| k >= l)
+                && hi.as_deref().is_none_or(|h| k < h)
+                && from.is_none_or(|f| k >= f)
+                && until.is_none_or(|u| k < u)
+        };
         let mut records = leaf;
+        records.retain(|(k, _)| in_leaf(k));
         for msgs in ancestors.iter_mut().rev() {
             msgs.retain(|m| in_leaf(&m.key));
             records = apply_to_records(records, msgs, &self.merge);
@@ -791,14 +852,14 @@ impl BeTreeCore {
     }
 
     /// Node `id` at `level` for reading: the cached root, or decoded from its page.
-    fn node_for_read(&self, id: PageId, level: u16) -> Result<std::borrow::Cow<'_, Node>> {
+    fn node_for_read(&self, id: PageId, level: u16) -> Result<Cow<'_, Node>> {
         if id == self.root
             && let Some(node) = &self.root_cache
         {
             drop(self.pool.read(id)?);
-            return Ok(std::borrow::Cow::Borrowed(node));
+            return Ok(Cow::Borrowed(node));
         }
-        Ok(std::borrow::Cow::Owned(self.read_node(id, level)?.0))
+        Ok(Cow::Owned(self.read_node(id, level)?.0))
     }
 
     /// Node `id` at `level` with its page's epoch, to be changed: the root comes out of the cache.
@@ -806,7 +867,15 @@ impl BeTreeCore {
         if id == self.root
             && let Some(cached) = self.root_cache.take()
         {
-            let epoch = page_epoch(&self.pool.read(id)?);
+            let epoch = match self.pool.read(id) {
+                Ok(page) => page_epoch(&page),
+                Err(e) => {
+                    self.root_cache = Some(cached);
+                    return Err(e);
+                }
+            };
+            // The taker writes the node back or frees its page.
+            self.root_dirty = false;
             return Ok((cached, epoch));
         }
         self.read_node(id, level)
@@ -854,13 +923,39 @@ impl BeTreeCore {
     fn discard(&mut self, id: PageId, epoch: u64) {
         if id == self.root {
             self.root_cache = None;
+            self.root_dirty = false;
         }
         self.pool.free(id, epoch);
     }
 
-    /// Drops the decoded root (a write that failed half-way may have left it ahead of its page).
+    /// Drops the decoded root after a write failed half-way (it may be ahead of the tree). Writes since the
+    /// last commit may be lost with it: the caller recovers from the checkpoint (the `Db` shell poisons the
+    /// handle and replays its WAL on reopen).
     pub fn forget_cache(&mut self) {
         self.root_cache = None;
+        self.root_dirty = false;
+    }
+
+    /// Encodes the root into its page if the page is behind.
+    pub fn sync_root(&mut self) -> Result<()> {
+        if self.root_dirty
+            && let Some(node) = self.root_cache.take()
+        {
+            let written = self.write_node(self.root, &node);
+            // On failure the decoded root stays the authority.
+            self.root_cache = Some(node);
+            self.root = written?;
+            self.root_dirty = false;
+        }
+        Ok(())
+    }
+
+    /// Makes the tree's pages durable with `user_root` as the page file's root record: the root encoded,
+    /// every dirty page written, then the root record (`BufferPool::commit`).
+    pub fn commit(&mut self, user_root: impl FnOnce(&Self) -> Vec<u8>) -> Result<()> {
+        self.sync_root()?;
+        let record = user_root(self);
+        self.pool.commit(&record)
     }
 }
 
@@ -997,7 +1092,7 @@ mod tests {
                 t.apply_batch(&ops).unwrap();
             }
             // Everything dirty goes to disk first: from here on, any write would be a read's.
-            t.pool().commit(&[]).unwrap();
+            t.commit(|_| Vec::new()).unwrap();
             let writes = stats.snapshot().kind(FileKind::Pages).writes;
             for k in (0..3000u16).step_by(7) {
                 prop_assert_eq!(t.get(&key(k)).unwrap(), model.get(&key(k)).cloned(), "key {}", k);
