@@ -25,6 +25,7 @@
 //! Cost: a buffer of m messages answers a key in O(log m); merging n newer messages in costs O(m + n) plus
 //! one operator call per folded upsert.
 
+use super::bytes::{Bytes, Record, cmp_keys, key_lt};
 use std::cmp::Ordering;
 use std::sync::Arc;
 
@@ -60,34 +61,34 @@ impl MessageKind {
 /// One buffered write.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Message {
-    pub key: Vec<u8>,
+    pub key: Bytes,
     pub kind: MessageKind,
     /// The value of a put, the operand of an upsert; empty for a delete.
-    pub value: Vec<u8>,
+    pub value: Bytes,
 }
 
 impl Message {
-    pub fn put(key: Vec<u8>, value: Vec<u8>) -> Message {
+    pub fn put(key: impl Into<Bytes>, value: impl Into<Bytes>) -> Message {
         Message {
-            key,
+            key: key.into(),
             kind: MessageKind::Put,
-            value,
+            value: value.into(),
         }
     }
 
-    pub fn delete(key: Vec<u8>) -> Message {
+    pub fn delete(key: impl Into<Bytes>) -> Message {
         Message {
-            key,
+            key: key.into(),
             kind: MessageKind::Delete,
-            value: Vec::new(),
+            value: Bytes::new(),
         }
     }
 
-    pub fn upsert(key: Vec<u8>, operand: Vec<u8>) -> Message {
+    pub fn upsert(key: impl Into<Bytes>, operand: impl Into<Bytes>) -> Message {
         Message {
-            key,
+            key: key.into(),
             kind: MessageKind::Upsert,
-            value: operand,
+            value: operand.into(),
         }
     }
 }
@@ -101,34 +102,62 @@ pub type MergeOperator = Arc<dyn Fn(&[u8], Option<&[u8]>, &[u8]) -> Option<Vec<u
 /// The value `key` has after `messages` (its messages, oldest first) are applied to `base`.
 pub fn resolve<'a>(
     key: &[u8],
-    base: Option<Vec<u8>>,
+    base: Option<Bytes>,
     messages: impl IntoIterator<Item = &'a Message>,
     merge: &MergeOperator,
-) -> Option<Vec<u8>> {
+) -> Option<Bytes> {
     let mut value = base;
     for m in messages {
         value = match m.kind {
             MessageKind::Put => Some(m.value.clone()),
             MessageKind::Delete => None,
-            MessageKind::Upsert => merge(key, value.as_deref(), &m.value),
+            MessageKind::Upsert => merge(key, value.as_deref(), &m.value).map(Bytes::from),
         };
     }
     value
 }
 
 /// A node's buffer: messages sorted by key (oldest first per key), each key holding one terminal message or a run of
-/// upserts (module doc).
+/// upserts (module doc). It keeps the total bytes of its keys and of its values, so a node's encoded size
+/// costs nothing to ask.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct MessageBuffer {
     messages: Vec<Message>,
+    /// Σ key length over `messages`.
+    key_bytes: usize,
+    /// Σ value (operand) length over `messages`.
+    value_bytes: usize,
+}
+
+/// Σ key length and Σ value length of `messages`.
+fn byte_sums(messages: &[Message]) -> (usize, usize) {
+    messages
+        .iter()
+        .fold((0, 0), |(k, v), m| (k + m.key.len(), v + m.value.len()))
+}
+
+/// Whether two keys are equal (eight bytes per comparison).
+#[inline]
+fn key_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && cmp_keys(a, b) == Ordering::Equal
 }
 
 impl MessageBuffer {
+    /// A buffer of `messages`, which must already be in buffer shape (messages this module produced).
+    fn of(messages: Vec<Message>) -> MessageBuffer {
+        let (key_bytes, value_bytes) = byte_sums(&messages);
+        MessageBuffer {
+            messages,
+            key_bytes,
+            value_bytes,
+        }
+    }
+
     /// A buffer of `messages`, checked to be in the buffer's shape; `Err` says what is wrong (the caller
     /// adds where the messages came from).
     pub fn from_sorted(messages: Vec<Message>) -> Result<MessageBuffer, String> {
         for (i, w) in messages.windows(2).enumerate() {
-            match w[0].key.cmp(&w[1].key) {
+            match cmp_keys(&w[0].key, &w[1].key) {
                 Ordering::Less => {}
                 Ordering::Greater => {
                     return Err(format!("message {} is out of key order", i + 1));
@@ -143,7 +172,7 @@ impl MessageBuffer {
                 }
             }
         }
-        Ok(MessageBuffer { messages })
+        Ok(MessageBuffer::of(messages))
     }
 
     pub fn len(&self) -> usize {
@@ -154,12 +183,14 @@ impl MessageBuffer {
         self.messages.is_empty()
     }
 
-    /// Sum of the messages' key and value bytes.
-    pub fn payload_bytes(&self) -> usize {
-        self.messages
-            .iter()
-            .map(|m| m.key.len() + m.value.len())
-            .sum()
+    /// Σ key length of the messages.
+    pub fn key_bytes(&self) -> usize {
+        self.key_bytes
+    }
+
+    /// Σ value (operand) length of the messages.
+    pub fn value_bytes(&self) -> usize {
+        self.value_bytes
     }
 
     pub fn messages(&self) -> &[Message] {
@@ -172,83 +203,85 @@ impl MessageBuffer {
         let end = r.start
             + self.messages[r.clone()]
                 .iter()
-                .take_while(|m| m.key.as_slice() == key)
+                .take_while(|m| key_eq(&m.key, key))
                 .count();
         &self.messages[r.start..end]
     }
 
-    /// Adds `m`, newer than every message here on its key: a binary search and one shift of the tail.
+    /// Adds `m`, newer than every message here on its key: a binary search and at most one shift of the
+    /// tail.
     pub fn insert(&mut self, m: Message, merge: &MergeOperator) {
-        let start = self
-            .messages
-            .partition_point(|x| x.key.as_slice() < m.key.as_slice());
+        let start = self.messages.partition_point(|x| key_lt(&x.key, &m.key));
         let end = start
             + self.messages[start..]
                 .iter()
-                .take_while(|x| x.key == m.key)
+                .take_while(|x| key_eq(&x.key, &m.key))
                 .count();
-        if start == end {
-            self.messages.insert(start, m);
-            return;
-        }
-        if m.kind.is_terminal() {
+        let (removed_keys, removed_values) = byte_sums(&self.messages[start..end]);
+        let (m, at) = match self.messages.get(start) {
+            _ if start == end => (m, start..start),
             // A put or delete replaces the key's messages.
-            self.messages[start] = m;
-            self.messages.drain(start + 1..end);
-            return;
+            _ if m.kind.is_terminal() => (m, start..end),
+            // An upsert folds into a put or delete (the key's only message).
+            Some(t) if t.kind.is_terminal() => (fold(t, m, merge), start..end),
+            // An upsert joins the run of upserts.
+            _ => (m, end..end),
+        };
+        let replaced = if at.is_empty() {
+            (0, 0)
+        } else {
+            (removed_keys, removed_values)
+        };
+        self.key_bytes = self.key_bytes - replaced.0 + m.key.len();
+        self.value_bytes = self.value_bytes - replaced.1 + m.value.len();
+        if at.is_empty() {
+            self.messages.insert(at.start, m);
+        } else {
+            self.messages[at.start] = m;
+            self.messages.drain(at.start + 1..at.end);
         }
-        let mut group: Vec<Message> = self.messages.drain(start..end).collect();
-        add_to_group(&mut group, m, merge);
-        self.messages.splice(start..start, group);
     }
 
-    /// Adds `newer` (sorted by key, oldest first per key, every message newer than this buffer's messages on its key) in
-    /// one linear pass.
+    /// Adds `newer` (sorted by key, oldest first per key, every message newer than this buffer's messages on
+    /// its key): one or two by insertion, more in one linear merge that moves the runs of old messages
+    /// between them in bulk.
     pub fn merge_newer(&mut self, newer: Vec<Message>, merge: &MergeOperator) {
-        if newer.is_empty() {
-            return;
-        }
-        // A few messages into a big buffer (the common single write into the root): insert each.
-        if newer.len() <= 16 && newer.len() * 8 <= self.messages.len() {
+        if newer.len() <= 2 && !self.messages.is_empty() {
             for m in newer {
                 self.insert(m, merge);
             }
             return;
         }
-        let old = std::mem::take(&mut self.messages);
-        let mut out: Vec<Message> = Vec::with_capacity(old.len() + newer.len());
-        let mut old = old.into_iter().peekable();
-        let mut newer = newer.into_iter().peekable();
-        // The messages of the key being assembled (its old ones first, then the newer ones added).
-        let mut group: Vec<Message> = Vec::new();
-        loop {
-            let take_old = match (old.peek(), newer.peek()) {
-                (Some(a), Some(b)) => a.key <= b.key,
-                (Some(_), None) => true,
-                (None, Some(_)) => false,
-                (None, None) => break,
-            };
-            let next = if take_old { old.next() } else { newer.next() }.expect("peeked");
-            if group.first().is_some_and(|g| g.key != next.key) {
-                out.append(&mut group);
+        let mut out: Vec<Message> = Vec::with_capacity(self.messages.len() + newer.len());
+        let mut old = std::mem::take(&mut self.messages).into_iter();
+        // `out[group..]`: the messages of the key of the newer message handled last.
+        let mut group = 0;
+        for m in newer {
+            let below = old.as_slice().partition_point(|o| key_lt(&o.key, &m.key));
+            out.extend(old.by_ref().take(below));
+            // A key seen for the first time takes its old messages first (they are older).
+            if below > 0 || out.last().is_none_or(|l| !key_eq(&l.key, &m.key)) {
+                group = out.len();
+                let same = old
+                    .as_slice()
+                    .iter()
+                    .take_while(|o| key_eq(&o.key, &m.key))
+                    .count();
+                out.extend(old.by_ref().take(same));
             }
-            if take_old {
-                group.push(next);
-            } else {
-                add_to_group(&mut group, next, merge);
-            }
+            add_to_group(&mut out, group, m, merge);
         }
-        out.append(&mut group);
-        self.messages = out;
+        out.extend(old);
+        *self = MessageBuffer::of(out);
     }
 
     /// Index range of the messages with keys in `[lo, hi)` (`None`: unbounded).
     pub fn range_of(&self, lo: Option<&[u8]>, hi: Option<&[u8]>) -> std::ops::Range<usize> {
         let a = lo.map_or(0, |lo| {
-            self.messages.partition_point(|m| m.key.as_slice() < lo)
+            self.messages.partition_point(|m| key_lt(&m.key, lo))
         });
         let b = hi.map_or(self.messages.len(), |hi| {
-            self.messages.partition_point(|m| m.key.as_slice() < hi)
+            self.messages.partition_point(|m| key_lt(&m.key, hi))
         });
         a..b.max(a)
     }
@@ -260,48 +293,59 @@ impl MessageBuffer {
 
     /// Removes and returns the messages of index range `r` (a flush to one child).
     pub fn take_range(&mut self, r: std::ops::Range<usize>) -> Vec<Message> {
-        self.messages.drain(r).collect()
+        let taken: Vec<Message> = self.messages.drain(r).collect();
+        let (keys, values) = byte_sums(&taken);
+        self.key_bytes -= keys;
+        self.value_bytes -= values;
+        taken
     }
 
     /// Splits off the messages with keys ≥ `key` (a node split).
     pub fn split_off_at(&mut self, key: &[u8]) -> MessageBuffer {
-        let i = self.messages.partition_point(|m| m.key.as_slice() < key);
-        MessageBuffer {
-            messages: self.messages.split_off(i),
-        }
+        let i = self.messages.partition_point(|m| key_lt(&m.key, key));
+        let high = MessageBuffer::of(self.messages.split_off(i));
+        self.key_bytes -= high.key_bytes;
+        self.value_bytes -= high.value_bytes;
+        high
     }
 }
 
-/// Adds `m` to `group`, the messages of `m`'s key (oldest first, in buffer shape), by the buffer's rules.
-fn add_to_group(group: &mut Vec<Message>, m: Message, merge: &MergeOperator) {
-    debug_assert!(group.iter().all(|g| g.key == m.key));
+/// Adds `m` to the group `messages[start..]`, the messages of `m`'s key (oldest first, in buffer shape;
+/// possibly none), by the buffer's rules.
+fn add_to_group(messages: &mut Vec<Message>, start: usize, m: Message, merge: &MergeOperator) {
+    debug_assert!(messages[start..].iter().all(|g| g.key == m.key));
     match m.kind {
         MessageKind::Put | MessageKind::Delete => {
-            group.clear();
-            group.push(m);
+            messages.truncate(start);
+            messages.push(m);
         }
-        MessageKind::Upsert => match group.first() {
+        MessageKind::Upsert => match messages.get(start) {
             Some(t) if t.kind.is_terminal() => {
-                let base = (t.kind == MessageKind::Put).then(|| t.value.clone());
-                let folded = match merge(&m.key, base.as_deref(), &m.value) {
-                    Some(v) => Message::put(m.key, v),
-                    None => Message::delete(m.key),
-                };
-                group.clear();
-                group.push(folded);
+                let folded = fold(t, m, merge);
+                messages.truncate(start);
+                messages.push(folded);
             }
-            _ => group.push(m),
+            _ => messages.push(m),
         },
+    }
+}
+
+/// Upsert `m` applied to `terminal` (a put or delete of its key): the put (or delete) that replaces both.
+fn fold(terminal: &Message, m: Message, merge: &MergeOperator) -> Message {
+    let base = (terminal.kind == MessageKind::Put).then_some(terminal.value.as_slice());
+    match merge(&m.key, base, &m.value) {
+        Some(v) => Message::put(m.key, v),
+        None => Message::delete(m.key),
     }
 }
 
 /// Applies `messages` (sorted by key, oldest first per key, newer than the records) to the sorted `records` (a leaf's
 /// contents): the new sorted records.
 pub fn apply_to_records(
-    records: Vec<(Vec<u8>, Vec<u8>)>,
+    records: Vec<Record>,
     messages: &[Message],
     merge: &MergeOperator,
-) -> Vec<(Vec<u8>, Vec<u8>)> {
+) -> Vec<Record> {
     let mut out = Vec::with_capacity(records.len() + messages.len());
     let mut records = records.into_iter().peekable();
     let mut i = 0;
@@ -310,7 +354,7 @@ pub fn apply_to_records(
             out.extend(records.by_ref());
             break;
         };
-        match records.peek().map(|r| r.0.as_slice().cmp(key)) {
+        match records.peek().map(|r| cmp_keys(&r.0, key)) {
             Some(Ordering::Less) => out.push(records.next().expect("peeked")),
             order => {
                 let base = if order == Some(Ordering::Equal) {
@@ -320,7 +364,7 @@ pub fn apply_to_records(
                 };
                 let end = i + messages[i..].iter().take_while(|m| m.key == key).count();
                 if let Some(v) = resolve(key, base, &messages[i..end], merge) {
-                    out.push((key.to_vec(), v));
+                    out.push((messages[i].key.clone(), v));
                 }
                 i = end;
             }
@@ -400,11 +444,13 @@ pub(crate) mod tests {
             base in prop::collection::btree_map(0u8..12, 1u64..5, 0..8),
             older in prop::collection::vec(op(), 0..40),
             newer in prop::collection::vec(op(), 0..40),
+            batch in prop::collection::vec(op(), 0..40),
         ) {
             let merge = adder();
-            let records: Vec<(Vec<u8>, Vec<u8>)> =
-                base.iter().map(|(&k, &v)| (vec![k], num(v))).collect();
-            let mut model: BTreeMap<Vec<u8>, Vec<u8>> = records.iter().cloned().collect();
+            let records: Vec<Record> =
+                base.iter().map(|(&k, &v)| (Bytes::from(&[k]), Bytes::from(num(v)))).collect();
+            let mut model: BTreeMap<Vec<u8>, Vec<u8>> =
+                records.iter().map(|(k, v)| (k.to_vec(), v.to_vec())).collect();
             let mut child = MessageBuffer::default();
             let mut parent = MessageBuffer::default();
             for (ops, buffer) in [(&older, &mut child), (&newer, &mut parent)] {
@@ -413,23 +459,40 @@ pub(crate) mod tests {
                     apply_model(&mut model, o, &merge);
                 }
             }
-            // Both buffers keep their shape.
+            // Both buffers keep their shape and their byte sums.
             for b in [&child, &parent] {
                 prop_assert!(MessageBuffer::from_sorted(b.messages().to_vec()).is_ok());
+                prop_assert_eq!((b.key_bytes(), b.value_bytes()), byte_sums(b.messages()));
             }
             // A read on the path: the leaf's record, then the child's messages, then the parent's.
             for k in 0u8..12 {
                 let key = [k];
-                let leaf = records.iter().find(|r| r.0 == key).map(|r| r.1.clone());
+                let leaf = records.iter().find(|r| r.0 == key[..]).map(|r| r.1.clone());
                 let v = resolve(&key, leaf, child.on_key(&key).iter().chain(parent.on_key(&key)), &merge);
+                let v = v.map(|v| v.to_vec());
                 prop_assert_eq!(v.as_ref(), model.get(key.as_slice()), "key {}", k);
             }
-            let all = parent.take_range(parent.range_of(None, None));
-            child.merge_newer(all, &merge);
+            // Part of the parent goes down first, the rest after (a flush of one child, then of the others).
+            let part = parent.take_range(parent.range_of(None, Some(&[6])));
+            prop_assert_eq!((parent.key_bytes(), parent.value_bytes()), byte_sums(parent.messages()));
+            child.merge_newer(part, &merge);
+            let rest = parent.take_range(parent.range_of(None, None));
+            child.merge_newer(rest, &merge);
             prop_assert!(parent.is_empty());
+            prop_assert_eq!((parent.key_bytes(), parent.value_bytes()), (0, 0));
             prop_assert!(MessageBuffer::from_sorted(child.messages().to_vec()).is_ok());
+            prop_assert_eq!((child.key_bytes(), child.value_bytes()), byte_sums(child.messages()));
+            // A batch of writes (several per key possible), sorted by key in write order per key.
+            let mut sorted: Vec<Message> = batch.iter().map(message).collect();
+            sorted.sort_by(|a, b| a.key.cmp(&b.key));
+            child.merge_newer(sorted, &merge);
+            for o in &batch {
+                apply_model(&mut model, o, &merge);
+            }
+            prop_assert!(MessageBuffer::from_sorted(child.messages().to_vec()).is_ok());
+            prop_assert_eq!((child.key_bytes(), child.value_bytes()), byte_sums(child.messages()));
             let leaf = apply_to_records(records, child.messages(), &merge);
-            let expected: Vec<(Vec<u8>, Vec<u8>)> = model.into_iter().collect();
+            let expected: Vec<Record> = model.into_iter().map(|(k, v)| (k.into(), v.into())).collect();
             prop_assert_eq!(leaf, expected);
         }
     }

@@ -6,6 +6,7 @@
 //! O((log_B N) / B^(1−ε)) I/Os amortised instead of a B+-tree's O(log_B N).
 //!
 //! Parts:
+//! * [`bytes`]: keys and values held inline up to 16 bytes, compared eight bytes at a time.
 //! * [`message`]: messages, the merge operator of upserts, node buffers (one terminal message or a run of
 //!   upserts per key) and their application to leaf records and to reads.
 //! * [`node`]: leaves and inner nodes (pivots, children, one message buffer), decoded and encoded whole,
@@ -27,6 +28,7 @@
 //! messages of a key are newer the higher they sit; a read applies them from the leaf upwards and never
 //! writes.
 
+pub mod bytes;
 mod check;
 mod db_index;
 pub mod merge_ops;

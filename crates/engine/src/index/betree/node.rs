@@ -37,8 +37,11 @@
 //! verified; what is wrong comes back as a description, which the tree turns into `Error::Corruption` with
 //! the file and the page's offset. Cost: O(page size) per decode or encode.
 
+pub use super::bytes::Record;
+use super::bytes::{Bytes, cmp_keys, key_lt};
 use super::message::{Message, MessageBuffer, MessageKind};
 use crate::storage::page::{PAGE_HEADER_LEN, PageId, PageType, page_type, set_page_type};
+use std::cmp::Ordering;
 
 /// Bytes before a node's body.
 pub const NODE_HEADER_END: usize = 48;
@@ -80,6 +83,14 @@ impl NodeFormat {
         self.key_len(&m.key) + Self::item_len(self.value_width, m.value.len())
     }
 
+    /// Bytes of a buffer's messages, besides their kind bits (Σ `message_len`, from the buffer's sums).
+    pub fn buffer_len(&self, b: &MessageBuffer) -> usize {
+        let n = b.len();
+        let items =
+            |width: Option<usize>, bytes: usize| width.map_or(LEN_PREFIX * n + bytes, |w| w * n);
+        items(self.key_width, b.key_bytes()) + items(self.value_width, b.value_bytes())
+    }
+
     /// Whether `m` can be written: fixed-width keys, values and operands have exactly that width.
     pub fn check_message(&self, m: &Message) -> Result<(), String> {
         if let Some(w) = self.key_width.filter(|&w| w != m.key.len()) {
@@ -107,7 +118,7 @@ fn kinds_len(n: usize) -> usize {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Leaf {
     pub max_msn: u64,
-    pub records: Vec<(Vec<u8>, Vec<u8>)>,
+    pub records: Vec<Record>,
 }
 
 /// An inner node: children, the pivots between them, and the buffer of messages on their way down.
@@ -117,7 +128,7 @@ pub struct Inner {
     pub level: u16,
     pub max_msn: u64,
     /// `children.len() − 1` keys, strictly ascending.
-    pub pivots: Vec<Vec<u8>>,
+    pub pivots: Vec<Bytes>,
     pub children: Vec<PageId>,
     pub buffer: MessageBuffer,
 }
@@ -128,25 +139,21 @@ impl Inner {
         NODE_HEADER_END
             + CHILD_ID_LEN * self.children.len()
             + self.pivots.iter().map(|p| f.key_len(p)).sum::<usize>()
-            + self
-                .buffer
-                .messages()
-                .iter()
-                .map(|m| f.message_len(m))
-                .sum::<usize>()
+            + f.buffer_len(&self.buffer)
             + kinds_len(self.buffer.len())
     }
 
     /// The child that holds `key`.
     pub fn child_for(&self, key: &[u8]) -> usize {
-        self.pivots.partition_point(|p| p.as_slice() <= key)
+        self.pivots
+            .partition_point(|p| cmp_keys(p, key) != Ordering::Greater)
     }
 
     /// The key interval of child `i`: `[lo, hi)` with `None` for unbounded (within this node's own
     /// interval).
     pub fn child_bounds(&self, i: usize) -> (Option<&[u8]>, Option<&[u8]>) {
         let lo = i.checked_sub(1).map(|j| self.pivots[j].as_slice());
-        (lo, self.pivots.get(i).map(Vec::as_slice))
+        (lo, self.pivots.get(i).map(Bytes::as_slice))
     }
 }
 
@@ -318,17 +325,14 @@ impl Node {
                 least(f.key_width) + least(f.value_width),
                 "records",
             )?;
-            let mut records: Vec<(Vec<u8>, Vec<u8>)> = Vec::with_capacity(entries);
+            let mut records: Vec<Record> = Vec::with_capacity(entries);
             for i in 0..entries {
                 let key = r.item(f.key_width)?;
                 let value = r.item(f.value_width)?;
-                if records
-                    .last()
-                    .is_some_and(|(prev, _)| prev.as_slice() >= key)
-                {
+                if records.last().is_some_and(|(prev, _)| !key_lt(prev, key)) {
                     return Err(format!("leaf record {i} is out of key order"));
                 }
-                records.push((key.to_vec(), value.to_vec()));
+                records.push((Bytes::from(key), Bytes::from(value)));
             }
             Node::Leaf(Leaf { max_msn, records })
         } else {
@@ -347,13 +351,13 @@ impl Node {
                 children.push(c);
             }
             r.check_count(entries - 1, least(f.key_width), "pivots")?;
-            let mut pivots: Vec<Vec<u8>> = Vec::with_capacity(entries - 1);
+            let mut pivots: Vec<Bytes> = Vec::with_capacity(entries - 1);
             for i in 0..entries - 1 {
                 let key = r.item(f.key_width)?;
-                if pivots.last().is_some_and(|prev| prev.as_slice() >= key) {
+                if pivots.last().is_some_and(|prev| !key_lt(prev, key)) {
                     return Err(format!("pivot {i} is out of key order"));
                 }
-                pivots.push(key.to_vec());
+                pivots.push(Bytes::from(key));
             }
             r.check_count(
                 messages,
@@ -377,15 +381,15 @@ impl Node {
             r = body_reader;
             for i in 0..messages {
                 let kind = kind_of(i)?;
-                let key = r.item(f.key_width)?.to_vec();
+                let key = Bytes::from(r.item(f.key_width)?);
                 let value = match (kind, f.value_width) {
                     (MessageKind::Delete, Some(vw)) => {
                         if r.bytes(vw)?.iter().any(|&b| b != 0) {
                             return Err(format!("delete message {i} carries a value"));
                         }
-                        Vec::new()
+                        Bytes::new()
                     }
-                    (_, vw) => r.item(vw)?.to_vec(),
+                    (_, vw) => Bytes::from(r.item(vw)?),
                 };
                 if kind == MessageKind::Delete && !value.is_empty() {
                     return Err(format!("delete message {i} carries a value"));
@@ -435,7 +439,7 @@ pub enum PageLookup {
         child: PageId,
     },
     /// A leaf: the key's value, if it has a record.
-    Leaf(Option<Vec<u8>>),
+    Leaf(Option<Bytes>),
 }
 
 impl PageLookup {
@@ -448,7 +452,7 @@ impl PageLookup {
             },
             Node::Leaf(l) => PageLookup::Leaf(
                 l.records
-                    .binary_search_by(|r| r.0.as_slice().cmp(key))
+                    .binary_search_by(|r| cmp_keys(&r.0, key))
                     .ok()
                     .map(|i| l.records[i].1.clone()),
             ),
@@ -538,7 +542,12 @@ impl<'a> FixedPage<'a> {
         while lo < hi {
             let mid = (lo + hi) / 2;
             let k = &self.page[start + mid * size..start + mid * size + self.kw];
-            if if strict { k <= key } else { k < key } {
+            let below = match cmp_keys(k, key) {
+                Ordering::Less => true,
+                Ordering::Equal => strict,
+                Ordering::Greater => false,
+            };
+            if below {
                 lo = mid + 1;
             } else {
                 hi = mid;
@@ -569,11 +578,11 @@ impl<'a> FixedPage<'a> {
         let kind = MessageKind::from_u8(bits)
             .ok_or_else(|| format!("message {i} has unknown kind {bits}"))?;
         let value = match kind {
-            MessageKind::Delete => Vec::new(),
-            _ => self.page[at + self.kw..at + self.pair].to_vec(),
+            MessageKind::Delete => Bytes::new(),
+            _ => Bytes::from(&self.page[at + self.kw..at + self.pair]),
         };
         Ok(Message {
-            key: self.page[at..at + self.kw].to_vec(),
+            key: Bytes::from(&self.page[at..at + self.kw]),
             kind,
             value,
         })
@@ -603,7 +612,7 @@ pub fn lookup_in_page(
         let (pair, kw) = (p.pair, p.kw);
         let i = p.lower_bound(at, p.entries, pair, key, false);
         let hit = (i < p.entries && &page[at + i * pair..at + i * pair + kw] == key)
-            .then(|| page[at + i * pair + kw..at + (i + 1) * pair].to_vec());
+            .then(|| Bytes::from(&page[at + i * pair + kw..at + (i + 1) * pair]));
         return Ok(Some(PageLookup::Leaf(hit)));
     }
     let child_index = p.lower_bound(p.pivots_at(), p.entries - 1, p.kw, key, true);
@@ -615,9 +624,6 @@ pub fn lookup_in_page(
         child,
     }))
 }
-
-/// A leaf record: key and value.
-pub type Record = (Vec<u8>, Vec<u8>);
 
 /// The records of leaf page `page` with keys in `[lo, hi)` (`None`: unbounded), read in place, for
 /// fixed-width formats (`None` for others, and for inner nodes).
@@ -640,7 +646,7 @@ pub fn leaf_records_in_page(
         (start..end.max(start))
             .map(|i| {
                 let r = &page[at + i * pair..at + (i + 1) * pair];
-                (r[..kw].to_vec(), r[kw..].to_vec())
+                (Bytes::from(&r[..kw]), Bytes::from(&r[kw..]))
             })
             .collect(),
     ))
@@ -793,7 +799,7 @@ mod tests {
             .prop_map(|(m, max_msn)| {
                 Node::Leaf(Leaf {
                     max_msn,
-                    records: m.into_iter().collect(),
+                    records: m.into_iter().map(|(k, v)| (k.into(), v.into())).collect(),
                 })
             })
     }
@@ -817,7 +823,7 @@ mod tests {
                     &merge,
                 );
             }
-            let pivots: Vec<Vec<u8>> = pivots.into_iter().collect();
+            let pivots: Vec<Bytes> = pivots.into_iter().map(Bytes::from).collect();
             Node::Inner(Inner {
                 level,
                 max_msn,
@@ -866,10 +872,7 @@ mod tests {
         let f = NodeFormat::VARIABLE;
         let node = Node::Leaf(Leaf {
             max_msn: 3,
-            records: vec![
-                (b"a".to_vec(), b"1".to_vec()),
-                (b"b".to_vec(), b"2".to_vec()),
-            ],
+            records: vec![(b"a".into(), b"1".into()), (b"b".into(), b"2".into())],
         });
         let mut page = vec![0u8; 4096];
         node.encode(&mut page, &f).unwrap();
@@ -895,7 +898,7 @@ mod tests {
         let inner = Node::Inner(Inner {
             level: 1,
             max_msn: 3,
-            pivots: vec![b"m".to_vec()],
+            pivots: vec![b"m".into()],
             children: vec![0, 5],
             buffer: MessageBuffer::default(),
         });
@@ -908,7 +911,7 @@ mod tests {
         let n = Inner {
             level: 1,
             max_msn: 0,
-            pivots: vec![b"g".to_vec(), b"p".to_vec()],
+            pivots: vec![b"g".into(), b"p".into()],
             children: vec![2, 3, 4],
             buffer: MessageBuffer::default(),
         };

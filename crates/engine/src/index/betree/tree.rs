@@ -45,6 +45,7 @@
 //! Cost (N records, F = fanout, b = messages per buffer, h = height): an insert costs amortised
 //! O(h · F / b) page reads and writes; a point read h page reads; a range of X records about h + X / L.
 
+use super::bytes::{Bytes, Record, key_lt};
 use super::message::{MergeOperator, Message, MessageBuffer, apply_to_records, resolve};
 use super::node::{
     Inner, Leaf, NODE_HEADER_END, Node, NodeFormat, PageLookup, leaf_records_in_page,
@@ -63,7 +64,7 @@ type Pieces = Vec<Piece>;
 
 #[derive(Debug)]
 struct Piece {
-    lo: Option<Vec<u8>>,
+    lo: Option<Bytes>,
     id: PageId,
     underfull: bool,
 }
@@ -289,11 +290,15 @@ impl BeTreeCore {
         self.next_msn += msgs.len() as u64;
         let max_msn = self.next_msn - 1;
         // Sorted by key, write order kept per key, and folded into buffer shape.
-        let mut sorted = msgs;
-        sorted.sort_by(|a, b| a.key.cmp(&b.key));
-        let mut batch = MessageBuffer::default();
-        batch.merge_newer(sorted, &self.merge);
-        let msgs = batch.into_messages();
+        let msgs = if msgs.len() == 1 {
+            msgs
+        } else {
+            let mut sorted = msgs;
+            sorted.sort_by(|a, b| a.key.cmp(&b.key));
+            let mut batch = MessageBuffer::default();
+            batch.merge_newer(sorted, &self.merge);
+            batch.into_messages()
+        };
         if self.root_cache.is_some() {
             // Dirtied (relocated after a checkpoint) before the cached root is taken, so that a failure
             // here leaves the cache in place.
@@ -427,15 +432,15 @@ impl BeTreeCore {
     /// with a neighbour if it came back alone and underfull.
     fn flush_heaviest(&mut self, node: &mut Inner) -> Result<()> {
         let f = self.format;
-        let weights: Vec<usize> = (0..node.children.len())
-            .map(|i| {
-                let (lo, hi) = node.child_bounds(i);
-                node.buffer.messages()[node.buffer.range_of(lo, hi)]
-                    .iter()
-                    .map(|m| f.message_len(m))
-                    .sum()
-            })
-            .collect();
+        // One pass over the sorted messages, moving through the children's intervals.
+        let mut weights = vec![0usize; node.children.len()];
+        let mut child = 0;
+        for m in node.buffer.messages() {
+            while child < node.pivots.len() && !key_lt(&m.key, &node.pivots[child]) {
+                child += 1;
+            }
+            weights[child] += f.message_len(m);
+        }
         let (i, &heaviest) = weights
             .iter()
             .enumerate()
@@ -533,7 +538,7 @@ impl BeTreeCore {
     fn split_inner(&mut self, id: Option<PageId>, node: Inner) -> Result<Pieces> {
         let (fanout, format, page_size) = (self.fanout, self.format, self.page_size());
         let fits = |n: &Inner| n.children.len() <= fanout && n.encoded_len(&format) <= page_size;
-        let mut parts: Vec<(Option<Vec<u8>>, Inner)> = vec![(None, node)];
+        let mut parts: Vec<(Option<Bytes>, Inner)> = vec![(None, node)];
         while let Some(j) = parts.iter().position(|(_, n)| !fits(n)) {
             let (lo, mut left) = parts.remove(j);
             let half = left.children.len() / 2;
@@ -583,7 +588,7 @@ impl BeTreeCore {
         id: PageId,
         epoch: u64,
         max_msn: u64,
-        records: Vec<(Vec<u8>, Vec<u8>)>,
+        records: Vec<Record>,
         appended: bool,
     ) -> Result<Pieces> {
         if records.is_empty() {
@@ -591,10 +596,10 @@ impl BeTreeCore {
             return Ok(Vec::new());
         }
         let f = self.format;
-        let size = |r: &(Vec<u8>, Vec<u8>)| f.record_len(&r.0, &r.1);
+        let size = |r: &Record| f.record_len(&r.0, &r.1);
         let usable = self.usable();
         let total: usize = records.iter().map(size).sum();
-        let mut groups: Vec<Vec<(Vec<u8>, Vec<u8>)>> = Vec::new();
+        let mut groups: Vec<Vec<Record>> = Vec::new();
         if total <= usable {
             groups.push(records);
         } else {
@@ -651,7 +656,8 @@ impl BeTreeCore {
                     level -= 1;
                 }
                 PageLookup::Leaf(base) => {
-                    return Ok(resolve(key, base, path.iter().rev().flatten(), &self.merge));
+                    let value = resolve(key, base, path.iter().rev().flatten(), &self.merge);
+                    return Ok(value.map(|v| v.to_vec()));
                 }
             }
         }
@@ -725,7 +731,7 @@ impl BeTreeCore {
         };
         loop {
             let view = self.leaf_view(cursor.as_deref(), dir)?;
-            let records: Box<dyn Iterator<Item = &(Vec<u8>, Vec<u8>)>> = match dir {
+            let records: Box<dyn Iterator<Item = &Record>> = match dir {
                 Direction::Forward => Box::new(view.records.iter()),
                 Direction::Reverse => Box::new(view.records.iter().rev()),
             };
@@ -961,7 +967,7 @@ impl BeTreeCore {
 
 /// A leaf's records with its ancestors' messages applied, and its key interval `[lo, hi)`.
 struct LeafView {
-    records: Vec<(Vec<u8>, Vec<u8>)>,
+    records: Vec<Record>,
     lo: Option<Vec<u8>>,
     hi: Option<Vec<u8>>,
 }
