@@ -1,8 +1,10 @@
 //! Driver for fjall (`fjall`), a pure-Rust log-structured merge tree (LSM) engine in the spirit of RocksDB.
 //!
 //! * One keyspace `strata_bench`, keys as 8 big-endian bytes, fjall's default keyspace options as its
-//!   maintainers ship them: leveled compaction, 64 MiB memtables, 4 KiB data blocks, LZ4 from level 2 on,
-//!   Bloom filters.
+//!   maintainers ship them (leveled compaction, 64 MiB memtables, 4 KiB data blocks, LZ4 from level 2 on,
+//!   Bloom filters) but one: index and filter blocks are partitioned on every level (the default does it
+//!   from level 3 on), as for RocksDB — with a cache much smaller than the data, a whole table's filter
+//!   (megabytes) would otherwise be read again by every get that misses it in the cache.
 //! * Cache: `Database::builder(..).cache_size(cache_bytes)`, the block cache shared by all keyspaces.
 //!   Memtables (64 MiB each) and the journal come on top of it, as for RocksDB's write buffers.
 //! * Durability: the database and the keyspace are opened with `manual_journal_persist(true)` (otherwise
@@ -18,6 +20,7 @@
 
 use super::{Driver, Engine, EngineOptions, Visit, directed, key_from_be, visit_limited};
 use crate::error::{BenchError, Result};
+use fjall::config::PartitioningPolicy;
 use fjall::{Database, Keyspace, KeyspaceCreateOptions, PersistMode};
 use std::path::Path;
 use strata::Durability;
@@ -68,7 +71,8 @@ impl Engine for Fjall {
         };
         format!(
             "cache_size {} bytes; default keyspace options (leveled compaction, 64 MiB memtables, LZ4 from L2, \
-             Bloom filters); {journal}; keys as 8 big-endian bytes",
+             Bloom filters) with index and filter blocks partitioned on every level; {journal}; keys as 8 \
+             big-endian bytes",
             opts.cache_bytes
         )
     }
@@ -85,7 +89,10 @@ impl Engine for Fjall {
         // The keyspace's options are stored when it is created; a reopen uses the stored ones.
         let keyspace = db
             .keyspace(KEYSPACE, || {
-                KeyspaceCreateOptions::default().manual_journal_persist(true)
+                KeyspaceCreateOptions::default()
+                    .manual_journal_persist(true)
+                    .index_block_partitioning_policy(PartitioningPolicy::all(true))
+                    .filter_block_partitioning_policy(PartitioningPolicy::all(true))
             })
             .map_err(err)?;
         Ok(Box::new(FjallDriver {

@@ -104,9 +104,9 @@ pub fn notes(cfg: &SuiteConfig) -> Vec<String> {
             cfg.records,
             cfg.durability.name(),
         ),
-        "RocksDB and fjall keep their index and filter blocks in the block cache (see their settings): when \
-         those blocks do not fit the cache, gets and scans read them again from their files; the analysis's \
-         bytes per op show it."
+        "RocksDB and fjall keep their index and filter blocks in the block cache (see their settings; \
+         RocksDB's are partitioned into 4 KiB blocks): when those blocks do not fit the cache, gets and scans \
+         read them again from their files; the analysis's bytes per op show it."
             .into(),
         "The 50M-record measurement: `cargo run --release --features rocksdb -- bench --suite betree-wall \
          --records 50000000` (800 MB of data, an 80 MB cache)."
