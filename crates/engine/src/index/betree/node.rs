@@ -2,9 +2,11 @@
 //!
 //! A node is decoded whole into a [`Node`], changed in memory, and encoded whole back into its page: a
 //! Bε-tree node is rewritten as a unit anyway (a flush moves a batch of messages, a leaf takes a batch), and
-//! whole-node coding keeps the format simple to verify. Reads of fixed-width trees need not decode: point
-//! lookups, scan routes through inner nodes and windows of leaf records are read in place (`FixedPage`). Pages are the buffer pool's bytes, starting with the
-//! 24-byte page header of `storage::page` (checksum, type, reserved, epoch); [`Node::encode`] sets the type
+//! whole-node coding keeps the format simple to verify. Keys and values in memory are [`Bytes`] (inline up to
+//! 16 bytes), so decoding a node of short entries allocates only its vectors, not one buffer per key and
+//! value. Reads of fixed-width trees need not decode: point lookups, scan routes through inner nodes and
+//! windows of leaf records are read in place (`FixedPage`). Pages are the buffer pool's bytes, starting with
+//! the 24-byte page header of `storage::page` (checksum, type, reserved, epoch); [`Node::encode`] sets the type
 //! byte and writes from byte 24 on, zeroing the rest of the page; it never touches the checksum or the epoch.
 //! Integers are little endian.
 //!
@@ -287,6 +289,9 @@ impl Node {
 
     /// Reads the node in `page` (untrusted bytes); a description of the damage otherwise.
     pub fn decode(page: &[u8], f: &NodeFormat) -> Result<Node, String> {
+        if let Some(p) = FixedPage::new(page, f)? {
+            return p.decode();
+        }
         if page.len() < NODE_HEADER_END {
             return Err(format!("a page of {} bytes cannot hold a node", page.len()));
         }
@@ -573,8 +578,7 @@ impl<'a> FixedPage<'a> {
     /// Buffered message `i`.
     fn message(&self, i: usize) -> Result<Message, String> {
         let at = self.msgs_at() + i * self.pair;
-        let kinds_at = self.msgs_at() + self.messages * self.pair;
-        let bits = (self.page[kinds_at + i / 4] >> (2 * (i % 4))) & 3;
+        let bits = self.kind_bits(i);
         let kind = MessageKind::from_u8(bits)
             .ok_or_else(|| format!("message {i} has unknown kind {bits}"))?;
         let value = match kind {
@@ -586,6 +590,84 @@ impl<'a> FixedPage<'a> {
             kind,
             value,
         })
+    }
+
+    /// The kind bits of message `i` (0 is no kind).
+    fn kind_bits(&self, i: usize) -> u8 {
+        let kinds_at = self.msgs_at() + self.messages * self.pair;
+        (self.page[kinds_at + i / 4] >> (2 * (i % 4))) & 3
+    }
+
+    /// The whole node ([`Node::decode`] of a fixed-width page, whose header this page checked against its
+    /// body): arrays of equal-sized items, copied without per-item length checks.
+    fn decode(&self) -> Result<Node, String> {
+        let page = self.page;
+        let max_msn = u64::from_le_bytes(page[40..48].try_into().expect("8 bytes"));
+        let (kw, pair) = (self.kw, self.pair);
+        if self.level == 0 {
+            let body = &page[NODE_HEADER_END..NODE_HEADER_END + self.entries * pair];
+            let records: Vec<Record> = body
+                .chunks_exact(pair)
+                .map(|r| (Bytes::from(&r[..kw]), Bytes::from(&r[kw..])))
+                .collect();
+            if let Some(i) = records.windows(2).position(|w| !key_lt(&w[0].0, &w[1].0)) {
+                return Err(format!("leaf record {} is out of key order", i + 1));
+            }
+            return Ok(Node::Leaf(Leaf { max_msn, records }));
+        }
+        let children = (0..self.entries)
+            .map(|i| self.child(i))
+            .collect::<Result<Vec<PageId>, String>>()?;
+        let pivots: Vec<Bytes> = (0..self.entries - 1)
+            .map(|j| Bytes::from(self.pivot(j)))
+            .collect();
+        if let Some(j) = pivots.windows(2).position(|w| !key_lt(&w[0], &w[1])) {
+            return Err(format!("pivot {} is out of key order", j + 1));
+        }
+        let (at, n) = (self.msgs_at(), self.messages);
+        let items = &page[at..at + n * pair];
+        // Checked first, so that the copy below cannot fail.
+        for (i, item) in items.chunks_exact(pair).enumerate() {
+            match MessageKind::from_u8(self.kind_bits(i)) {
+                None => {
+                    return Err(format!(
+                        "message {i} has unknown kind {}",
+                        self.kind_bits(i)
+                    ));
+                }
+                Some(MessageKind::Delete) if item[kw..].iter().any(|&b| b != 0) => {
+                    return Err(format!("delete message {i} carries a value"));
+                }
+                Some(_) => {}
+            }
+        }
+        if (n..kinds_len(n) * 4).any(|i| self.kind_bits(i) != 0) {
+            return Err("kind bits are set past the last message".into());
+        }
+        let list: Vec<Message> = items
+            .chunks_exact(pair)
+            .enumerate()
+            .map(|(i, item)| {
+                let (kind, value) = match self.kind_bits(i) {
+                    1 => (MessageKind::Put, Bytes::from(&item[kw..])),
+                    2 => (MessageKind::Delete, Bytes::new()),
+                    // 3, the only other kind the loop above lets through.
+                    _ => (MessageKind::Upsert, Bytes::from(&item[kw..])),
+                };
+                Message {
+                    key: Bytes::from(&item[..kw]),
+                    kind,
+                    value,
+                }
+            })
+            .collect();
+        Ok(Node::Inner(Inner {
+            level: self.level,
+            max_msn,
+            pivots,
+            children,
+            buffer: MessageBuffer::from_sorted(list)?,
+        }))
     }
 
     /// The buffered messages with keys in `[lo, hi)` (`None`: unbounded).
