@@ -843,16 +843,18 @@ impl BeTreeCore {
         };
         // An ancestor's messages were taken over its child's interval: keep the leaf's, within the window.
         let in_leaf = |k: &[u8]| {
-            lo.as_deref().is_none_or(|l| k >= l)
-                && hi.as_deref().is_none_or(|h| k < h)
-                && from.is_none_or(|f| k >= f)
-                && until.is_none_or(|u| k < u)
+            lo.as_deref().is_none_or(|l| !key_lt(k, l))
+                && hi.as_deref().is_none_or(|h| key_lt(k, h))
+                && from.is_none_or(|f| !key_lt(k, f))
+                && until.is_none_or(|u| key_lt(k, u))
         };
         let mut records = leaf;
         records.retain(|(k, _)| in_leaf(k));
         for msgs in ancestors.iter_mut().rev() {
             msgs.retain(|m| in_leaf(&m.key));
-            records = apply_to_records(records, msgs, &self.merge);
+            if !msgs.is_empty() {
+                records = apply_to_records(records, msgs, &self.merge);
+            }
         }
         Ok(LeafView { records, lo, hi })
     }
