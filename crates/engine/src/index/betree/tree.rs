@@ -102,10 +102,10 @@ pub fn messages_of(ops: &[WriteOp]) -> Vec<Message> {
     ops.iter()
         .map(|op| match op {
             WriteOp::Put { key, value } | WriteOp::PutWeighted { key, value, .. } => {
-                Message::put(key.clone(), value.clone())
+                Message::put(key.as_slice(), value.as_slice())
             }
-            WriteOp::Delete { key } => Message::delete(key.clone()),
-            WriteOp::Merge { key, operand } => Message::upsert(key.clone(), operand.clone()),
+            WriteOp::Delete { key } => Message::delete(key.as_slice()),
+            WriteOp::Merge { key, operand } => Message::upsert(key.as_slice(), operand.as_slice()),
         })
         .collect()
 }
