@@ -217,7 +217,7 @@ impl MessageBuffer {
                 .iter()
                 .take_while(|x| key_eq(&x.key, &m.key))
                 .count();
-        let (removed_keys, removed_values) = byte_sums(&self.messages[start..end]);
+        // `at`: the messages `m` replaces (empty: it is inserted there).
         let (m, at) = match self.messages.get(start) {
             _ if start == end => (m, start..start),
             // A put or delete replaces the key's messages.
@@ -227,13 +227,9 @@ impl MessageBuffer {
             // An upsert joins the run of upserts.
             _ => (m, end..end),
         };
-        let replaced = if at.is_empty() {
-            (0, 0)
-        } else {
-            (removed_keys, removed_values)
-        };
-        self.key_bytes = self.key_bytes - replaced.0 + m.key.len();
-        self.value_bytes = self.value_bytes - replaced.1 + m.value.len();
+        let (removed_keys, removed_values) = byte_sums(&self.messages[at.clone()]);
+        self.key_bytes = self.key_bytes - removed_keys + m.key.len();
+        self.value_bytes = self.value_bytes - removed_values + m.value.len();
         if at.is_empty() {
             self.messages.insert(at.start, m);
         } else {

@@ -292,29 +292,17 @@ impl Node {
         if let Some(p) = FixedPage::new(page, f)? {
             return p.decode();
         }
-        if page.len() < NODE_HEADER_END {
-            return Err(format!("a page of {} bytes cannot hold a node", page.len()));
-        }
-        let level = u16::from_le_bytes([page[24], page[25]]);
-        let entries = u32::from_le_bytes(page[26..30].try_into().expect("4 bytes")) as usize;
-        let messages = u32::from_le_bytes(page[30..34].try_into().expect("4 bytes")) as usize;
-        let body = u32::from_le_bytes(page[34..38].try_into().expect("4 bytes")) as usize;
-        let max_msn = u64::from_le_bytes(page[40..48].try_into().expect("8 bytes"));
+        let NodeHeader {
+            level,
+            entries,
+            messages,
+            body,
+            max_msn,
+        } = NodeHeader::read(page)?;
         let end = NODE_HEADER_END
             .checked_add(body)
             .filter(|&e| e <= page.len())
             .ok_or_else(|| format!("node body of {body} bytes overruns the page"))?;
-        let expected = if level == 0 {
-            PageType::BeLeaf
-        } else {
-            PageType::BeInner
-        };
-        if page_type(page) != expected as u8 {
-            return Err(format!(
-                "page type {} does not match a node of level {level}",
-                page_type(page)
-            ));
-        }
         let mut r = Reader {
             bytes: &page[..end],
             at: NODE_HEADER_END,
@@ -430,6 +418,47 @@ impl Node {
     }
 }
 
+/// The fields of a node page's header, read from a page long enough to hold one and whose type agrees
+/// with its level (the body is not looked at).
+#[derive(Debug, Clone, Copy)]
+struct NodeHeader {
+    level: u16,
+    /// Records of a leaf, children of an inner node.
+    entries: usize,
+    messages: usize,
+    body: usize,
+    max_msn: u64,
+}
+
+impl NodeHeader {
+    fn read(page: &[u8]) -> Result<NodeHeader, String> {
+        if page.len() < NODE_HEADER_END {
+            return Err(format!("a page of {} bytes cannot hold a node", page.len()));
+        }
+        let u32_at =
+            |at: usize| u32::from_le_bytes(page[at..at + 4].try_into().expect("4 bytes")) as usize;
+        let level = page_level(page);
+        let expected = if level == 0 {
+            PageType::BeLeaf
+        } else {
+            PageType::BeInner
+        };
+        if page_type(page) != expected as u8 {
+            return Err(format!(
+                "page type {} does not match a node of level {level}",
+                page_type(page)
+            ));
+        }
+        Ok(NodeHeader {
+            level,
+            entries: u32_at(26),
+            messages: u32_at(30),
+            body: u32_at(34),
+            max_msn: u64::from_le_bytes(page[40..48].try_into().expect("8 bytes")),
+        })
+    }
+}
+
 /// The level stored in a node page's header (0 = leaf).
 pub fn page_level(page: &[u8]) -> u16 {
     u16::from_le_bytes([page[24], page[25]])
@@ -472,10 +501,7 @@ struct FixedPage<'a> {
     page: &'a [u8],
     kw: usize,
     pair: usize,
-    level: u16,
-    /// Records of a leaf, children of an inner node.
-    entries: usize,
-    messages: usize,
+    h: NodeHeader,
 }
 
 impl<'a> FixedPage<'a> {
@@ -484,24 +510,8 @@ impl<'a> FixedPage<'a> {
         let (Some(kw), Some(vw)) = (f.key_width, f.value_width) else {
             return Ok(None);
         };
-        if page.len() < NODE_HEADER_END {
-            return Err(format!("a page of {} bytes cannot hold a node", page.len()));
-        }
-        let level = page_level(page);
-        let entries = u32::from_le_bytes(page[26..30].try_into().expect("4 bytes")) as usize;
-        let messages = u32::from_le_bytes(page[30..34].try_into().expect("4 bytes")) as usize;
-        let body = u32::from_le_bytes(page[34..38].try_into().expect("4 bytes")) as usize;
-        let expected_type = if level == 0 {
-            PageType::BeLeaf
-        } else {
-            PageType::BeInner
-        };
-        if page_type(page) != expected_type as u8 {
-            return Err(format!(
-                "page type {} does not match a node of level {level}",
-                page_type(page)
-            ));
-        }
+        let h = NodeHeader::read(page)?;
+        let (level, entries, messages, body) = (h.level, h.entries, h.messages, h.body);
         let pair = kw + vw;
         let need = if level == 0 {
             (messages == 0).then(|| entries.checked_mul(pair)).flatten()
@@ -522,22 +532,15 @@ impl<'a> FixedPage<'a> {
                 "node header (level {level}, {entries} entries, {messages} messages) disagrees with its body of {body} bytes"
             ));
         }
-        Ok(Some(FixedPage {
-            page,
-            kw,
-            pair,
-            level,
-            entries,
-            messages,
-        }))
+        Ok(Some(FixedPage { page, kw, pair, h }))
     }
 
     fn pivots_at(&self) -> usize {
-        NODE_HEADER_END + self.entries * CHILD_ID_LEN
+        NODE_HEADER_END + self.h.entries * CHILD_ID_LEN
     }
 
     fn msgs_at(&self) -> usize {
-        self.pivots_at() + (self.entries - 1) * self.kw
+        self.pivots_at() + (self.h.entries - 1) * self.kw
     }
 
     /// Index of the first of `n` items of `size` bytes from `start` whose key is not below `key` (above
@@ -594,18 +597,17 @@ impl<'a> FixedPage<'a> {
 
     /// The kind bits of message `i` (0 is no kind).
     fn kind_bits(&self, i: usize) -> u8 {
-        let kinds_at = self.msgs_at() + self.messages * self.pair;
+        let kinds_at = self.msgs_at() + self.h.messages * self.pair;
         (self.page[kinds_at + i / 4] >> (2 * (i % 4))) & 3
     }
 
     /// The whole node ([`Node::decode`] of a fixed-width page, whose header this page checked against its
     /// body): arrays of equal-sized items, copied without per-item length checks.
     fn decode(&self) -> Result<Node, String> {
-        let page = self.page;
-        let max_msn = u64::from_le_bytes(page[40..48].try_into().expect("8 bytes"));
+        let (page, max_msn) = (self.page, self.h.max_msn);
         let (kw, pair) = (self.kw, self.pair);
-        if self.level == 0 {
-            let body = &page[NODE_HEADER_END..NODE_HEADER_END + self.entries * pair];
+        if self.h.level == 0 {
+            let body = &page[NODE_HEADER_END..NODE_HEADER_END + self.h.entries * pair];
             let records: Vec<Record> = body
                 .chunks_exact(pair)
                 .map(|r| (Bytes::from(&r[..kw]), Bytes::from(&r[kw..])))
@@ -615,16 +617,16 @@ impl<'a> FixedPage<'a> {
             }
             return Ok(Node::Leaf(Leaf { max_msn, records }));
         }
-        let children = (0..self.entries)
+        let children = (0..self.h.entries)
             .map(|i| self.child(i))
             .collect::<Result<Vec<PageId>, String>>()?;
-        let pivots: Vec<Bytes> = (0..self.entries - 1)
+        let pivots: Vec<Bytes> = (0..self.h.entries - 1)
             .map(|j| Bytes::from(self.pivot(j)))
             .collect();
         if let Some(j) = pivots.windows(2).position(|w| !key_lt(&w[0], &w[1])) {
             return Err(format!("pivot {} is out of key order", j + 1));
         }
-        let (at, n) = (self.msgs_at(), self.messages);
+        let (at, n) = (self.msgs_at(), self.h.messages);
         let items = &page[at..at + n * pair];
         // Checked first, so that the copy below cannot fail.
         for (i, item) in items.chunks_exact(pair).enumerate() {
@@ -662,7 +664,7 @@ impl<'a> FixedPage<'a> {
             })
             .collect();
         Ok(Node::Inner(Inner {
-            level: self.level,
+            level: self.h.level,
             max_msn,
             pivots,
             children,
@@ -672,7 +674,7 @@ impl<'a> FixedPage<'a> {
 
     /// The buffered messages with keys in `[lo, hi)` (`None`: unbounded).
     fn messages_in(&self, lo: Option<&[u8]>, hi: Option<&[u8]>) -> Result<Vec<Message>, String> {
-        let (at, n, pair) = (self.msgs_at(), self.messages, self.pair);
+        let (at, n, pair) = (self.msgs_at(), self.h.messages, self.pair);
         let start = lo.map_or(0, |k| self.lower_bound(at, n, pair, k, false));
         let end = hi.map_or(n, |k| self.lower_bound(at, n, pair, k, false));
         (start..end.max(start)).map(|i| self.message(i)).collect()
@@ -690,14 +692,14 @@ pub fn lookup_in_page(
         return Ok(None);
     };
     let at = NODE_HEADER_END;
-    if p.level == 0 {
+    if p.h.level == 0 {
         let (pair, kw) = (p.pair, p.kw);
-        let i = p.lower_bound(at, p.entries, pair, key, false);
-        let hit = (i < p.entries && &page[at + i * pair..at + i * pair + kw] == key)
+        let i = p.lower_bound(at, p.h.entries, pair, key, false);
+        let hit = (i < p.h.entries && &page[at + i * pair..at + i * pair + kw] == key)
             .then(|| Bytes::from(&page[at + i * pair + kw..at + (i + 1) * pair]));
         return Ok(Some(PageLookup::Leaf(hit)));
     }
-    let child_index = p.lower_bound(p.pivots_at(), p.entries - 1, p.kw, key, true);
+    let child_index = p.lower_bound(p.pivots_at(), p.h.entries - 1, p.kw, key, true);
     let child = p.child(child_index)?;
     let mut next = key.to_vec();
     next.push(0);
@@ -718,10 +720,10 @@ pub fn leaf_records_in_page(
     let Some(p) = FixedPage::new(page, f)? else {
         return Ok(None);
     };
-    if p.level != 0 {
+    if p.h.level != 0 {
         return Ok(None);
     }
-    let (at, n, pair, kw) = (NODE_HEADER_END, p.entries, p.pair, p.kw);
+    let (at, n, pair, kw) = (NODE_HEADER_END, p.h.entries, p.pair, p.kw);
     let start = lo.map_or(0, |k| p.lower_bound(at, n, pair, k, false));
     let end = hi.map_or(n, |k| p.lower_bound(at, n, pair, k, false));
     Ok(Some(
@@ -756,10 +758,10 @@ pub fn route_in_page(
     let Some(p) = FixedPage::new(page, f)? else {
         return Ok(None);
     };
-    if p.level == 0 {
+    if p.h.level == 0 {
         return Ok(None);
     }
-    let pivots = p.entries - 1;
+    let pivots = p.h.entries - 1;
     let i = match (reverse, cursor) {
         (false, Some(k)) => p.lower_bound(p.pivots_at(), pivots, p.kw, k, true),
         (false, None) => 0,
