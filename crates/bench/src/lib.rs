@@ -10,7 +10,8 @@
 //!   I/O counters, peak RSS and disk usage, and progress bars that only appear on a terminal.
 //! * [`result`]: [`BenchResult`], one JSON object per line per (suite, engine, workload, op, threads).
 //! * [`suites`]: the named suites (`default`, `ycsb`, `dbbench`, `smoke`, `btree-cost`, the sampling suites
-//!   `irs` and `wss`, and `betree-wall`) and [`run`], which runs one into an output directory.
+//!   `irs` and `wss`, and the Bε-tree's `betree-io` and `betree-wall`) and [`run`], which runs one into an
+//!   output directory.
 //! * [`report`]: the text table, `report.md` and the machine description ([`sysinfo`]).
 //! * [`plot`]: the run's figures (throughput, latency percentiles, thread scaling) as SVG and PNG.
 //!

@@ -240,7 +240,7 @@ pub fn figures(results: &[BenchResult], dir: &Path) -> Result<Vec<Figure>> {
         dir,
         "betree-wall-throughput",
         &Bars {
-            title: "Throughput with a cache of 10% of the data".into(),
+            title: format!("Throughput with a cache of {CACHE_PERCENT}% of the data"),
             y_desc: format!(
                 "operations per second{}",
                 if log { " (log scale)" } else { "" }
@@ -260,7 +260,9 @@ pub fn figures(results: &[BenchResult], dir: &Path) -> Result<Vec<Figure>> {
             dir,
             &format!("betree-wall-{stat}"),
             &Bars {
-                title: format!("{stat} latency per operation, cache of 10% of the data"),
+                title: format!(
+                    "{stat} latency per operation, cache of {CACHE_PERCENT}% of the data"
+                ),
                 y_desc: format!("{stat} latency (log scale)"),
                 log: true,
                 unit: Unit::Latency,

@@ -174,7 +174,7 @@ impl OrderedIndex for BeTree {
                 "this Bε-tree has no merge operator (create it with one to use merges)",
             ));
         }
-        self.core.read().check_messages(&messages_of(ops))
+        self.core.read().check_ops(ops)
     }
 
     fn apply(&self, ops: &[WriteOp]) -> Result<()> {

@@ -6,7 +6,7 @@
 //! O((log_B N) / B^(1−ε)) I/Os amortised instead of a B+-tree's O(log_B N).
 //!
 //! Parts:
-//! * [`bytes`]: keys and values held inline up to 16 bytes, compared eight bytes at a time.
+//! * [`bytes`]: keys and values held inline up to 16 bytes; 8-byte keys compared as integers.
 //! * [`message`]: messages, the merge operator of upserts, node buffers (one terminal message or a run of
 //!   upserts per key) and their application to leaf records and to reads.
 //! * [`node`]: leaves and inner nodes (pivots, children, one message buffer), decoded and encoded whole,

@@ -95,16 +95,21 @@ impl NodeFormat {
 
     /// Whether `m` can be written: fixed-width keys, values and operands have exactly that width.
     pub fn check_message(&self, m: &Message) -> Result<(), String> {
-        if let Some(w) = self.key_width.filter(|&w| w != m.key.len()) {
+        self.check_entry(&m.key, m.kind, &m.value)
+    }
+
+    /// [`check_message`](Self::check_message) of a message given by its parts.
+    pub fn check_entry(&self, key: &[u8], kind: MessageKind, value: &[u8]) -> Result<(), String> {
+        if let Some(w) = self.key_width.filter(|&w| w != key.len()) {
             return Err(format!(
                 "a key of {} bytes in a tree of {w}-byte keys",
-                m.key.len()
+                key.len()
             ));
         }
         match self.value_width {
-            Some(w) if m.kind != MessageKind::Delete && m.value.len() != w => Err(format!(
+            Some(w) if kind != MessageKind::Delete && value.len() != w => Err(format!(
                 "a value or operand of {} bytes in a tree of {w}-byte values",
-                m.value.len()
+                value.len()
             )),
             _ => Ok(()),
         }

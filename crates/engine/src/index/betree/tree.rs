@@ -46,7 +46,9 @@
 //! O(h · F / b) page reads and writes; a point read h page reads; a range of X records about h + X / L.
 
 use super::bytes::{Bytes, Record, key_lt};
-use super::message::{MergeOperator, Message, MessageBuffer, apply_to_records, resolve};
+use super::message::{
+    MergeOperator, Message, MessageBuffer, MessageKind, apply_to_records, resolve,
+};
 use super::node::{
     Inner, Leaf, NODE_HEADER_END, Node, NodeFormat, PageLookup, leaf_records_in_page,
     lookup_in_page, page_level, route_in_page,
@@ -97,15 +99,28 @@ pub struct CoreState {
     pub leaf_records: u64,
 }
 
-/// The messages of a batch of writes, in write order (weights are not kept).
+/// The message a write becomes, as its key, kind and value (a put's value, a merge's operand; empty for a
+/// delete; weights are not kept).
+fn message_parts(op: &WriteOp) -> (&[u8], MessageKind, &[u8]) {
+    match op {
+        WriteOp::Put { key, value } | WriteOp::PutWeighted { key, value, .. } => {
+            (key, MessageKind::Put, value)
+        }
+        WriteOp::Delete { key } => (key, MessageKind::Delete, &[]),
+        WriteOp::Merge { key, operand } => (key, MessageKind::Upsert, operand),
+    }
+}
+
+/// The messages of a batch of writes, in write order.
 pub fn messages_of(ops: &[WriteOp]) -> Vec<Message> {
     ops.iter()
-        .map(|op| match op {
-            WriteOp::Put { key, value } | WriteOp::PutWeighted { key, value, .. } => {
-                Message::put(key.as_slice(), value.as_slice())
+        .map(|op| {
+            let (key, kind, value) = message_parts(op);
+            Message {
+                key: key.into(),
+                kind,
+                value: value.into(),
             }
-            WriteOp::Delete { key } => Message::delete(key.as_slice()),
-            WriteOp::Merge { key, operand } => Message::upsert(key.as_slice(), operand.as_slice()),
         })
         .collect()
 }
@@ -262,18 +277,31 @@ impl BeTreeCore {
 
     /// Checks `msgs` against the tree's limits and format (nothing is written when one fails).
     pub fn check_messages(&self, msgs: &[Message]) -> Result<()> {
+        msgs.iter()
+            .try_for_each(|m| self.check_entry(&m.key, m.kind, &m.value))
+    }
+
+    /// [`check_messages`](Self::check_messages) of the messages `ops` would become, without making them.
+    pub fn check_ops(&self, ops: &[WriteOp]) -> Result<()> {
+        ops.iter().try_for_each(|op| {
+            let (key, kind, value) = message_parts(op);
+            self.check_entry(key, kind, value)
+        })
+    }
+
+    /// Checks one message, given by its parts, against the entry size limit and the format.
+    fn check_entry(&self, key: &[u8], kind: MessageKind, value: &[u8]) -> Result<()> {
         let limit = self.max_entry_bytes();
-        for m in msgs {
-            if m.key.len() + m.value.len() > limit {
-                return Err(Error::invalid(format!(
-                    "a key and value of {} bytes exceed the {limit} bytes a Bε-tree entry may take with {}-byte pages",
-                    m.key.len() + m.value.len(),
-                    self.page_size()
-                )));
-            }
-            self.format.check_message(m).map_err(Error::invalid)?;
+        if key.len() + value.len() > limit {
+            return Err(Error::invalid(format!(
+                "a key and value of {} bytes exceed the {limit} bytes a Bε-tree entry may take with {}-byte pages",
+                key.len() + value.len(),
+                self.page_size()
+            )));
         }
-        Ok(())
+        self.format
+            .check_entry(key, kind, value)
+            .map_err(Error::invalid)
     }
 
     /// Adds messages (in write order) to the tree.
