@@ -78,3 +78,43 @@ impl Error {
         matches!(self, Error::InvalidArgument(_))
     }
 }
+
+/// Damage found but not (yet) returned as an error: the file, the byte offset where the damaged unit starts,
+/// and what is wrong. [`Damage::into_error`] turns it into the matching `Error::Corruption`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Damage {
+    pub file: PathBuf,
+    pub offset: u64,
+    pub detail: String,
+}
+
+impl Damage {
+    pub fn new(file: impl Into<PathBuf>, offset: u64, detail: impl Into<String>) -> Self {
+        Damage {
+            file: file.into(),
+            offset,
+            detail: detail.into(),
+        }
+    }
+
+    /// The `Error::Corruption` this damage is.
+    pub fn into_error(self) -> Error {
+        Error::Corruption {
+            file: self.file,
+            offset: self.offset,
+            detail: self.detail,
+        }
+    }
+}
+
+impl std::fmt::Display for Damage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} at offset {}: {}",
+            self.file.display(),
+            self.offset,
+            self.detail
+        )
+    }
+}

@@ -13,7 +13,8 @@ use std::path::Path;
 pub(crate) const MANIFEST: &str = "MANIFEST";
 const MAGIC: &[u8; 8] = b"STRATAMF";
 /// Version of the on-disk format this build writes and reads.
-pub const FORMAT_VERSION: u32 = 1;
+/// Version 2: WAL files with a header (number, base checkpoint) in a preallocated file (`storage::log`).
+pub const FORMAT_VERSION: u32 = 2;
 
 /// Everything fixed at creation.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -33,6 +34,14 @@ pub struct Manifest {
     pub betree: Option<crate::index::betree::BeTreeOptions>,
 }
 
+/// True for the names of files a database directory holds besides the manifest and the lock.
+fn is_database_file(name: &str) -> bool {
+    name == "data.pages"
+        || name == crate::index::dynamized::persist::STATE
+        || super::wal::parse_wal_name(name).is_some()
+        || crate::index::dynamized::shard_file::parse_shard_file_name(name).is_some()
+}
+
 impl Manifest {
     pub(crate) fn write(&self, vfs: &dyn Vfs, dir: &Path, stats: &IoStats) -> Result<()> {
         let body = serde_json::to_vec_pretty(self).expect("manifest serializes");
@@ -47,6 +56,22 @@ impl Manifest {
     pub(crate) fn read(vfs: &dyn Vfs, dir: &Path, stats: &IoStats) -> Result<Manifest> {
         let path = dir.join(MANIFEST);
         if !vfs.exists(&path) {
+            let names = vfs.list_dir(dir)?;
+            let ours: Vec<&String> = names.iter().filter(|n| is_database_file(n)).collect();
+            if !ours.is_empty() {
+                return Err(Error::corruption(
+                    &path,
+                    0,
+                    format!(
+                        "the manifest is missing, but the directory holds a Strata database's files ({}): it \
+                         was deleted, or the database's creation never finished",
+                        ours.iter()
+                            .map(|n| n.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                ));
+            }
             return Err(Error::invalid(format!(
                 "{} is not a Strata database (it has no {MANIFEST}); create one with `strata create`",
                 dir.display()

@@ -4,23 +4,26 @@
 //!
 //! | file                   | what                                                               |
 //! |------------------------|--------------------------------------------------------------------|
-//! | `LOCK`                 | exclusive lock, held while a handle is open                        |
+//! | `LOCK`                 | lock: exclusive while a read-write handle is open, shared by read-only handles |
 //! | `MANIFEST`             | index kind, key and value types, page size, options (`manifest`)   |
 //! | `data.pages`           | the index's page file (`storage::page_file`)                       |
-//! | `wal-NNNNNNNNNNNNNNNN.log` | write-ahead log, one record per batch (`wal`)                  |
+//! | `wal-NNNNNNNNNNNNNNNN.log` | write-ahead log, one record per batch (`wal`, `storage::log`)  |
 //!
 //! ## Write path and durability
 //! A batch is validated, gets the next sequence number, is appended to the WAL (buffered, written or synced
 //! as its [`Durability`] requires) and then applied to the index under the index's write lock, so readers see
 //! all of it or none of it. Writers are serialised by one mutex, so WAL order is apply order.
-//! When the WAL exceeds `Options::checkpoint_wal_bytes`, the index is checkpointed with the last sequence number
-//! and a new WAL file replaces the old ones. A clean close checkpoints too.
+//! When the WAL exceeds `Options::checkpoint_wal_bytes`, the index is checkpointed and a new WAL replaces the
+//! old one (see `recovery` for the protocol and what it guarantees). A clean close checkpoints too. A bulk
+//! load consumes one sequence number and checkpoints, so it is ordered like any write.
 //!
 //! ## Recovery
-//! Open = lock, read the manifest, open the index at its last checkpoint, replay WAL records with a higher
-//! sequence number in order (stopping at the first torn or corrupt record, whose file is truncated there; later
-//! WAL files are then discarded so that the result is a prefix of the acknowledged writes), checkpoint if
-//! anything was replayed, and start a fresh WAL file.
+//! Open = lock, read the manifest, open the index at its last checkpoint, find the live WAL and check that it
+//! continues from that checkpoint (else the index lost a checkpoint: `Error::Corruption`), replay its records
+//! (a torn tail is cut; damage with valid records after it is `Error::Corruption`, never a silent
+//! truncation), checkpoint if anything was replayed or the index's spare checkpoint slot is unusable, and
+//! start a fresh WAL. [`RawDb::open_read_only`] does the same in memory and never writes; [`RawDb::repair`]
+//! drops what is damaged instead of refusing it and reports what it dropped.
 //!
 //! ## Failures
 //! If a write fails after it started changing state (WAL append or index apply), the handle is *poisoned*:
@@ -28,6 +31,7 @@
 //! durable state. A read that fails (e.g. a damaged page) is reported and the handle stays usable.
 
 mod manifest;
+mod recovery;
 mod typed;
 mod wal;
 
@@ -43,11 +47,12 @@ use crate::index::dynamized::{
 };
 use crate::index::{CheckReport, Direction, IndexStats, KeyRange, OrderedIndex, WriteOp};
 use crate::storage::{
-    IoSnapshot, IoStats, LogWriter, OpenOptions, PageFile, PageFileOptions, StdVfs, Vfs, VfsLock,
-    recover_log,
+    IoSnapshot, IoStats, LogHeader, LogWriter, OpenOptions, PageFile, PageFileOptions, RecoverMode,
+    StdVfs, Vfs, VfsLock, recover_log,
 };
 use crate::types::{Durability, MAX_VALUE_LEN, TypeKind};
 use parking_lot::Mutex;
+use recovery::OpenMode;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -161,10 +166,16 @@ impl Default for Options {
 pub struct RecoveryInfo {
     /// WAL records replayed on top of the checkpoint.
     pub replayed_records: u64,
-    /// Bytes cut from a torn or corrupt WAL tail.
-    pub truncated_bytes: u64,
-    /// WAL files discarded because they followed a damaged one.
-    pub discarded_wal_files: u64,
+    /// Bytes of a torn WAL tail: records written but never made durable before a crash (what survives is a
+    /// prefix of the acknowledged writes, as the durability levels promise).
+    pub torn_tail_bytes: u64,
+    /// The index's spare checkpoint slot was unusable (damage, or a checkpoint torn by a crash) and was
+    /// rewritten by a fresh checkpoint: what was wrong with it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub spare_checkpoint_rewritten: Option<String>,
+    /// What [`RawDb::repair`] dropped or replaced (empty for a normal open).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub repairs: Vec<String>,
 }
 
 /// Statistics of a database.
@@ -185,7 +196,8 @@ pub struct DbStats {
 }
 
 struct Writer {
-    wal: LogWriter,
+    /// The live WAL; `None` for a read-only handle.
+    wal: Option<LogWriter>,
     wal_number: u64,
     next_seqno: u64,
     /// Writes since the last checkpoint.
@@ -205,7 +217,13 @@ struct DbInner {
     durability: Durability,
     checkpoint_wal_bytes: u64,
     recovery: RecoveryInfo,
-    _lock: Box<dyn VfsLock>,
+    /// Opened with [`RawDb::open_read_only`]: writes are refused and nothing reaches the files.
+    read_only: bool,
+    /// Read-only handles: the WAL that was replayed (check verifies it again).
+    replayed_wal: Option<PathBuf>,
+    /// Read-only handles: that WAL ends with a checkpoint intent, so a checkpoint may have been torn by a crash.
+    checkpoint_interrupted: bool,
+    _lock: Option<Box<dyn VfsLock>>,
 }
 
 /// An untyped handle: keys and values as encoded bytes (see `types`). Cheap to clone; the database closes
@@ -225,7 +243,8 @@ impl std::fmt::Debug for RawDb {
 }
 
 impl RawDb {
-    /// Creates a database in `dir` (created if missing; must not already hold a database).
+    /// Creates a database in `dir` (created if missing; must not already hold a database). A create that fails
+    /// removes what it made (the directory too, if it made it).
     pub fn create(dir: impl AsRef<Path>, config: &Config, options: &Options) -> Result<RawDb> {
         let dir = dir.as_ref();
         crate::storage::page::validate_page_size(config.page_size)?;
@@ -238,8 +257,39 @@ impl RawDb {
             )?;
         }
         let vfs = options.vfs.clone();
+        let existed = vfs.exists(dir);
+        if existed && vfs.exists(&dir.join(manifest::MANIFEST)) {
+            return Err(Error::invalid(format!(
+                "{} already holds a database",
+                dir.display()
+            )));
+        }
         vfs.create_dir_all(dir)?;
-        let lock = vfs.lock(&dir.join(LOCK))?;
+        let before = vfs.list_dir(dir)?;
+        let lock = match vfs.lock(&dir.join(LOCK)) {
+            Ok(lock) => lock,
+            Err(e) => {
+                remove_created(vfs.as_ref(), dir, existed, &before);
+                return Err(e);
+            }
+        };
+        match Self::create_locked(dir, config, options, lock) {
+            Ok(db) => Ok(db),
+            Err(e) => {
+                // The lock guard was dropped with the failed attempt.
+                remove_created(vfs.as_ref(), dir, existed, &before);
+                Err(e)
+            }
+        }
+    }
+
+    fn create_locked(
+        dir: &Path,
+        config: &Config,
+        options: &Options,
+        lock: Box<dyn VfsLock>,
+    ) -> Result<RawDb> {
+        let vfs = options.vfs.clone();
         if vfs.exists(&dir.join(manifest::MANIFEST)) {
             return Err(Error::invalid(format!(
                 "{} already holds a database",
@@ -259,10 +309,108 @@ impl RawDb {
             betree: (config.index == IndexKind::BeTree).then(|| config.betree.clone()),
         };
         let index = open_index(&vfs, dir, &m, options, &stats, true)?;
+        let wal = new_wal(&vfs, dir, 1, 0, &stats)?;
+        vfs.sync_dir(dir)?;
         // The manifest is written last: a directory without one is not a database, so a crash during
         // creation leaves nothing half-made that could be opened.
         m.write(vfs.as_ref(), dir, &stats)?;
-        Self::start(
+        Ok(Self::start(
+            dir,
+            vfs,
+            m,
+            index,
+            stats,
+            Some(lock),
+            options,
+            Some(wal),
+            0,
+            RecoveryInfo::default(),
+        ))
+    }
+
+    /// Opens an existing database and recovers it: replays the WAL, checkpoints what it replayed and starts a
+    /// new WAL. Damage is `Error::Corruption` naming the file and offset (see [`RawDb::repair`]).
+    pub fn open(dir: impl AsRef<Path>, options: &Options) -> Result<RawDb> {
+        Self::open_mode(dir.as_ref(), options, OpenMode::ReadWrite)
+    }
+
+    /// Opens a database for reading only: takes a shared lock (read-only handles may run beside each other,
+    /// never beside a writer), replays the WAL in memory and never writes a byte, so it works on a read-only
+    /// file system and on a full disk. Writes, flushes, checkpoints and bulk loads through the handle are
+    /// `Error::InvalidArgument`. Memory: the index's work of replaying the WAL is kept in memory (as much as
+    /// the WAL holds).
+    pub fn open_read_only(dir: impl AsRef<Path>, options: &Options) -> Result<RawDb> {
+        Self::open_mode(dir.as_ref(), options, OpenMode::ReadOnly)
+    }
+
+    /// Opens a damaged database by dropping what cannot be recovered instead of refusing it: a WAL damaged in
+    /// the middle is cut at the damage, a missing or unreadable WAL is replaced, an index that fell back to an
+    /// older checkpoint is accepted as it is. Returns what was dropped (also in [`RawDb::recovery`]). Damage
+    /// inside the index itself (a page that fails its checksum) cannot be repaired this way: `check` still
+    /// reports it.
+    pub fn repair(dir: impl AsRef<Path>, options: &Options) -> Result<RecoveryInfo> {
+        let db = Self::open_mode(dir.as_ref(), options, OpenMode::Repair)?;
+        let info = db.recovery().clone();
+        db.close()?;
+        Ok(info)
+    }
+
+    fn open_mode(dir: &Path, options: &Options, mode: OpenMode) -> Result<RawDb> {
+        let base_vfs = options.vfs.clone();
+        if !base_vfs.exists(dir) {
+            return Err(Error::invalid(format!("{} does not exist", dir.display())));
+        }
+        let read_only = mode == OpenMode::ReadOnly;
+        let lock = if read_only {
+            read_only_lock(base_vfs.as_ref(), dir)?
+        } else {
+            Some(base_vfs.lock(&dir.join(LOCK))?)
+        };
+        // A read-only handle reaches the files through an overlay that keeps every change in memory.
+        let vfs = if read_only {
+            read_only_vfs(base_vfs)
+        } else {
+            base_vfs
+        };
+        let stats = Arc::new(IoStats::new());
+        let m = Manifest::read(vfs.as_ref(), dir, &stats)?;
+        let index = open_index(&vfs, dir, &m, options, &stats, false)
+            .map_err(|e| missing_file_is_damage(e, dir))?;
+        let rec = recovery::recover(&vfs, dir, &stats, index.as_ref(), mode)
+            .map_err(|e| missing_file_is_damage(e, dir))?;
+        let mut info = rec.info;
+        if read_only {
+            let mut db = Self::start(
+                dir,
+                vfs,
+                m,
+                index,
+                stats,
+                lock,
+                options,
+                None,
+                rec.last_seqno,
+                info,
+            );
+            let inner = Arc::get_mut(&mut db.inner).expect("the only handle");
+            inner.replayed_wal = rec.live_wal;
+            inner.checkpoint_interrupted = rec.checkpoint_interrupted;
+            return Ok(db);
+        }
+        // A spare checkpoint slot that is unusable (damage, or a checkpoint a crash tore) is rewritten by a
+        // fresh checkpoint, as is everything replayed; then a new WAL replaces the old ones.
+        let spare = index.spare_checkpoint_damage();
+        if info.replayed_records > 0 || spare.is_some() || !info.repairs.is_empty() {
+            index.checkpoint(rec.last_seqno)?;
+        }
+        info.spare_checkpoint_rewritten = spare.map(|d| d.to_string());
+        let number = rec.wal_numbers.last().map_or(1, |n| n + 1);
+        let wal = new_wal(&vfs, dir, number, rec.last_seqno, &stats)?;
+        vfs.sync_dir(dir)?;
+        for &old in &rec.wal_numbers {
+            vfs.remove_file(&wal_path(dir, old))?;
+        }
+        Ok(Self::start(
             dir,
             vfs,
             m,
@@ -270,63 +418,10 @@ impl RawDb {
             stats,
             lock,
             options,
-            0,
-            RecoveryInfo::default(),
-            &[],
-        )
-    }
-
-    /// Opens an existing database and recovers it.
-    pub fn open(dir: impl AsRef<Path>, options: &Options) -> Result<RawDb> {
-        let dir = dir.as_ref();
-        let vfs = options.vfs.clone();
-        if !vfs.exists(dir) {
-            return Err(Error::invalid(format!("{} does not exist", dir.display())));
-        }
-        let lock = vfs.lock(&dir.join(LOCK))?;
-        let stats = Arc::new(IoStats::new());
-        let m = Manifest::read(vfs.as_ref(), dir, &stats)?;
-        let index = open_index(&vfs, dir, &m, options, &stats, false)?;
-        // Replay the WAL on top of the checkpoint.
-        let mut wals: Vec<u64> = vfs
-            .list_dir(dir)?
-            .iter()
-            .filter_map(|n| wal::parse_wal_name(n))
-            .collect();
-        wals.sort_unstable();
-        let mut info = RecoveryInfo::default();
-        let mut last = index.checkpointed_seqno();
-        for (n, &number) in wals.iter().enumerate() {
-            let path = dir.join(wal::wal_name(number));
-            let rec = recover_log(&vfs, &path, stats.clone(), &mut |payload, offset| {
-                let (seqno, ops) = wal::decode(payload)
-                    .map_err(|d| Error::corruption(&path, offset, format!("WAL record: {d}")))?;
-                if seqno <= last {
-                    return Ok(());
-                }
-                if seqno != last + 1 {
-                    return Err(Error::corruption(
-                        &path,
-                        offset,
-                        format!("WAL record {seqno} follows {last}: records are missing"),
-                    ));
-                }
-                index.apply(&ops)?;
-                last = seqno;
-                info.replayed_records += 1;
-                Ok(())
-            })?;
-            if rec.truncated_bytes > 0 {
-                info.truncated_bytes += rec.truncated_bytes;
-                info.discarded_wal_files = (wals.len() - n - 1) as u64;
-                wals.truncate(n + 1);
-                break;
-            }
-        }
-        if info.replayed_records > 0 {
-            index.checkpoint(last)?;
-        }
-        Self::start(dir, vfs, m, index, stats, lock, options, last, info, &wals)
+            Some(wal),
+            rec.last_seqno,
+            info,
+        ))
     }
 
     /// Creates the database if `dir` has no manifest, else opens it (the config must then match).
@@ -352,26 +447,19 @@ impl RawDb {
         manifest: Manifest,
         index: Box<dyn OrderedIndex>,
         stats: Arc<IoStats>,
-        lock: Box<dyn VfsLock>,
+        lock: Option<Box<dyn VfsLock>>,
         options: &Options,
+        wal: Option<(LogWriter, u64)>,
         last_seqno: u64,
         recovery: RecoveryInfo,
-        old_wals: &[u64],
-    ) -> Result<RawDb> {
-        let number = old_wals.iter().max().map_or(1, |n| n + 1);
-        let wal = LogWriter::create(&vfs, &dir.join(wal::wal_name(number)), stats.clone())?;
-        vfs.sync_dir(dir)?;
-        for &old in old_wals {
-            vfs.remove_file(&dir.join(wal::wal_name(old)))?;
-        }
-        // Remove WAL files left behind after a damaged one (recovery stopped before them).
-        for name in vfs.list_dir(dir)? {
-            if wal::parse_wal_name(&name).is_some_and(|n| n < number) {
-                vfs.remove_file(&dir.join(&name))?;
-            }
-        }
+    ) -> RawDb {
         let durability = options.durability.unwrap_or(manifest.durability);
-        Ok(RawDb {
+        let read_only = wal.is_none();
+        let (wal, wal_number) = match wal {
+            Some((w, n)) => (Some(w), n),
+            None => (None, 0),
+        };
+        RawDb {
             inner: Arc::new(DbInner {
                 dir: dir.to_path_buf(),
                 vfs,
@@ -380,7 +468,7 @@ impl RawDb {
                 stats,
                 writer: Mutex::new(Writer {
                     wal,
-                    wal_number: number,
+                    wal_number,
                     next_seqno: last_seqno + 1,
                     dirty: false,
                     scratch: Vec::new(),
@@ -390,9 +478,12 @@ impl RawDb {
                 durability,
                 checkpoint_wal_bytes: options.checkpoint_wal_bytes,
                 recovery,
+                read_only,
+                replayed_wal: None,
+                checkpoint_interrupted: false,
                 _lock: lock,
             }),
-        })
+        }
     }
 
     /// Fails with `Error::Incompatible` unless the database has this index kind and these types.
@@ -477,9 +568,21 @@ impl RawDb {
         }
     }
 
+    /// `Error::InvalidArgument` for a read-only handle.
+    fn check_writable(&self) -> Result<()> {
+        if self.inner.read_only {
+            return Err(Error::invalid(format!(
+                "{} is open read-only: writes, flushes, checkpoints and bulk loads need a read-write handle",
+                self.inner.dir.display()
+            )));
+        }
+        Ok(())
+    }
+
     /// Applies a batch atomically with the handle's durability, or `durability` if given.
     pub fn write(&self, ops: &[WriteOp], durability: Option<Durability>) -> Result<()> {
         self.check_poison()?;
+        self.check_writable()?;
         for op in ops {
             self.validate_key(op.key())?;
             match op {
@@ -513,12 +616,13 @@ impl RawDb {
         let seqno = w.next_seqno;
         let result = (|| {
             let w = &mut *w;
+            let wal = w.wal.as_mut().expect("a writable handle has a WAL");
             wal::encode(seqno, ops, &mut w.scratch);
-            w.wal.append(&w.scratch)?;
+            wal.append(&w.scratch)?;
             match durability {
-                Durability::None if w.wal.buffered_bytes() < WAL_BUFFER_LIMIT => {}
-                Durability::None | Durability::Flush => w.wal.flush()?,
-                Durability::Sync => w.wal.sync()?,
+                Durability::None if wal.buffered_bytes() < WAL_BUFFER_LIMIT => {}
+                Durability::None | Durability::Flush => wal.flush()?,
+                Durability::Sync => wal.sync()?,
             }
             self.inner.index.apply(ops)
         })();
@@ -528,7 +632,7 @@ impl RawDb {
         }
         w.next_seqno += 1;
         w.dirty = true;
-        if w.wal.len() > self.inner.checkpoint_wal_bytes
+        if w.wal.as_ref().map_or(0, LogWriter::len) > self.inner.checkpoint_wal_bytes
             && let Err(e) = self.checkpoint_locked(&mut w)
         {
             self.poison(&e);
@@ -684,8 +788,9 @@ impl RawDb {
     /// Makes every write so far durable (WAL written and fsynced).
     pub fn flush(&self) -> Result<()> {
         self.check_poison()?;
+        self.check_writable()?;
         let mut w = self.inner.writer.lock();
-        if let Err(e) = w.wal.sync() {
+        if let Err(e) = w.wal.as_mut().expect("a writable handle has a WAL").sync() {
             self.poison(&e);
             return Err(e);
         }
@@ -695,6 +800,7 @@ impl RawDb {
     /// Writes the index state to its page file and starts a new WAL.
     pub fn checkpoint(&self) -> Result<()> {
         self.check_poison()?;
+        self.check_writable()?;
         let mut w = self.inner.writer.lock();
         if let Err(e) = self.checkpoint_locked(&mut w) {
             self.poison(&e);
@@ -712,13 +818,24 @@ impl RawDb {
     /// validation (or is out of order) stops the load with that error and leaves the database empty.
     pub fn bulk_load(&self, records: &mut dyn Iterator<Item = (Vec<u8>, Vec<u8>)>) -> Result<u64> {
         self.check_poison()?;
-        let w = self.inner.writer.lock();
+        self.check_writable()?;
+        let mut w = self.inner.writer.lock();
         let mut checked = records.map(|(k, v)| {
             self.validate_key(&k)?;
             self.validate_value(&v)?;
             Ok((k, v))
         });
-        let result = self.inner.index.bulk_load(&mut checked, w.next_seqno - 1);
+        // The load is one write: it takes the next sequence number and is checkpointed with it, and a new WAL
+        // follows that checkpoint (so an index that lost the load's checkpoint is detected on open).
+        let seqno = w.next_seqno;
+        let result = self
+            .inner
+            .intend_checkpoint(&mut w, seqno)
+            .and_then(|()| self.inner.index.bulk_load(&mut checked, seqno))
+            .and_then(|n| {
+                w.next_seqno = seqno + 1;
+                self.inner.rotate_wal(&mut w, seqno).map(|()| n)
+            });
         if let Err(e) = &result
             && !e.is_invalid_argument()
         {
@@ -727,10 +844,58 @@ impl RawDb {
         result
     }
 
-    /// Verifies every checksum and structural invariant of the index.
+    /// Verifies every checksum and structural invariant of the index and of the live WAL. A damaged spare
+    /// checkpoint slot is damage too, unless the WAL shows that a crash interrupted the checkpoint that was
+    /// writing it (then it is a note in the report: opening read-write rewrites it).
     pub fn check(&self) -> Result<CheckReport> {
         self.check_poison()?;
-        self.inner.index.check()
+        let mut report = self.inner.index.check()?;
+        if let Some(d) = self.inner.index.spare_checkpoint_damage() {
+            if !self.inner.checkpoint_interrupted {
+                return Err(d.into_error());
+            }
+            report.notes.push(format!(
+                "{d}: a checkpoint was interrupted by a crash while writing it (the WAL covers it); opening the \
+                 database read-write rewrites it"
+            ));
+        }
+        let mut w = self.inner.writer.lock();
+        let wal_path = match w.wal.as_mut() {
+            Some(wal) => {
+                wal.flush()?;
+                Some(wal.path().to_path_buf())
+            }
+            None => self.inner.replayed_wal.clone(),
+        };
+        if let Some(path) = wal_path {
+            let rec = recover_log(
+                &self.inner.vfs,
+                &path,
+                self.inner.stats.clone(),
+                RecoverMode::Strict,
+                &mut |payload, offset| {
+                    wal::decode(payload)
+                        .map(drop)
+                        .map_err(|d| Error::corruption(&path, offset, format!("WAL record: {d}")))
+                },
+            )?;
+            if let Some((offset, reason)) = rec.spare_slot_damage {
+                return Err(Error::corruption(
+                    &path,
+                    offset,
+                    format!("WAL header slot at offset {offset} is unusable: {reason}"),
+                ));
+            }
+            if let Some((offset, bytes)) = rec.torn {
+                report.notes.push(format!(
+                    "{}: a torn tail of {bytes} bytes at offset {offset} (records never made durable before a \
+                     crash; recovery drops them)",
+                    path.display()
+                ));
+            }
+            report.wal_records = rec.records;
+        }
+        Ok(report)
     }
 
     /// The I/O counters of this handle's files since it was opened.
@@ -746,7 +911,13 @@ impl RawDb {
 
     pub fn stats(&self) -> Result<DbStats> {
         let m = &self.inner.manifest;
-        let wal_bytes = self.inner.writer.lock().wal.len();
+        let wal_bytes = self
+            .inner
+            .writer
+            .lock()
+            .wal
+            .as_ref()
+            .map_or(0, LogWriter::len);
         let mut disk_bytes = 0;
         for name in self.inner.vfs.list_dir(&self.inner.dir)? {
             if let Ok(f) = self
@@ -782,34 +953,48 @@ impl RawDb {
         let mut w = self.inner.writer.lock();
         if w.dirty {
             self.checkpoint_locked(&mut w)?;
-        } else {
-            w.wal.sync()?;
+        } else if let Some(wal) = w.wal.as_mut() {
+            wal.sync()?;
         }
         Ok(())
     }
 }
 
 impl DbInner {
+    /// Checkpoints everything written so far and starts a new WAL.
     fn checkpoint(&self, w: &mut Writer) -> Result<()> {
-        self.index.checkpoint(w.next_seqno - 1)?;
-        let number = w.wal_number + 1;
-        let wal = LogWriter::create(
-            &self.vfs,
-            &self.dir.join(wal::wal_name(number)),
-            self.stats.clone(),
-        )?;
-        self.vfs.sync_dir(&self.dir)?;
-        w.wal = wal;
-        let old = std::mem::replace(&mut w.wal_number, number);
-        self.vfs.remove_file(&self.dir.join(wal::wal_name(old)))?;
+        let seqno = w.next_seqno - 1;
+        self.intend_checkpoint(w, seqno)?;
+        self.index.checkpoint(seqno)?;
+        self.rotate_wal(w, seqno)?;
         w.dirty = false;
         Ok(())
+    }
+
+    /// Appends a checkpoint intent for `seqno` to the live WAL and syncs it: if the checkpoint is torn by a
+    /// crash, the WAL says so (and still covers every write).
+    fn intend_checkpoint(&self, w: &mut Writer, seqno: u64) -> Result<()> {
+        let wal = w.wal.as_mut().expect("a writable handle has a WAL");
+        wal::encode_intent(seqno, &mut w.scratch);
+        wal.append(&w.scratch)?;
+        wal.sync()
+    }
+
+    /// After the index checkpointed `seqno`: creates the next WAL with that base, syncs the directory, removes
+    /// the old WAL.
+    fn rotate_wal(&self, w: &mut Writer, seqno: u64) -> Result<()> {
+        let number = w.wal_number + 1;
+        let (wal, _) = new_wal(&self.vfs, &self.dir, number, seqno, &self.stats)?;
+        self.vfs.sync_dir(&self.dir)?;
+        w.wal = Some(wal);
+        let old = std::mem::replace(&mut w.wal_number, number);
+        self.vfs.remove_file(&wal_path(&self.dir, old))
     }
 }
 
 impl Drop for DbInner {
     fn drop(&mut self) {
-        if self.poisoned.load(Ordering::Acquire) {
+        if self.read_only || self.poisoned.load(Ordering::Acquire) {
             return;
         }
         let mut w = self.writer.lock();
@@ -817,8 +1002,74 @@ impl Drop for DbInner {
         let _ = if w.dirty {
             self.checkpoint(&mut w)
         } else {
-            w.wal.sync()
+            w.wal.as_mut().map_or(Ok(()), LogWriter::sync)
         };
+    }
+}
+
+/// Path of the `number`th WAL file of `dir`.
+pub(crate) fn wal_path(dir: &Path, number: u64) -> PathBuf {
+    dir.join(wal::wal_name(number))
+}
+
+/// Creates WAL `number` of `dir` whose records follow checkpoint `base_seqno` (synced; the caller syncs the
+/// directory).
+fn new_wal(
+    vfs: &Arc<dyn Vfs>,
+    dir: &Path,
+    number: u64,
+    base_seqno: u64,
+    stats: &Arc<IoStats>,
+) -> Result<(LogWriter, u64)> {
+    let header = LogHeader { number, base_seqno };
+    let wal = LogWriter::create(vfs, &wal_path(dir, number), header, stats.clone())?;
+    Ok((wal, number))
+}
+
+/// The shared lock of a read-only handle; none if the directory has no LOCK file (e.g. a copy on a read-only
+/// medium): no writer can run there either.
+fn read_only_lock(vfs: &dyn Vfs, dir: &Path) -> Result<Option<Box<dyn VfsLock>>> {
+    let path = dir.join(LOCK);
+    if !vfs.exists(&path) {
+        return Ok(None);
+    }
+    // TODO(read-only): a shared lock once the Vfs has one.
+    let _ = vfs;
+    Ok(None)
+}
+
+/// The file system a read-only handle sees: the real files, with every change kept in memory.
+fn read_only_vfs(vfs: Arc<dyn Vfs>) -> Arc<dyn Vfs> {
+    // TODO(read-only): OverlayVfs.
+    vfs
+}
+
+/// A file of the database that does not exist is damage, not an I/O error: the error names it.
+fn missing_file_is_damage(e: Error, dir: &Path) -> Error {
+    match e {
+        Error::Io { path, source }
+            if source.kind() == std::io::ErrorKind::NotFound && path.starts_with(dir) =>
+        {
+            Error::corruption(
+                &path,
+                0,
+                format!("the database's file is missing ({source})"),
+            )
+        }
+        e => e,
+    }
+}
+
+/// Best-effort clean-up of a failed create: removes the entries of `dir` that were not in `before`, and `dir`
+/// itself if it did not exist.
+fn remove_created(vfs: &dyn Vfs, dir: &Path, existed: bool, before: &[String]) {
+    if let Ok(names) = vfs.list_dir(dir) {
+        for name in names.iter().filter(|n| !before.contains(n)) {
+            let _ = vfs.remove_file(&dir.join(name));
+        }
+    }
+    if !existed {
+        let _ = vfs.remove_dir(dir);
     }
 }
 

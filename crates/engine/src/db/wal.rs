@@ -1,8 +1,15 @@
-//! Write-ahead-log records: one per batch.
+//! Write-ahead-log records: one per batch, plus checkpoint intents.
 //!
-//! Payload (inside the log's length+checksum framing): seqno u64 LE, op count u32 LE, then per op a tag byte
-//! (1 = put, 2 = delete, 3 = weighted put, 4 = merge), key length u32 LE, key, for puts and merges value
-//! (operand) length u32 LE and value, and for weighted puts the weight (f64 bits, u64 LE).
+//! Payload (inside the log's framing, `storage::log`): record kind u8, seqno u64 LE, then
+//! * kind 1, a **batch**: op count u32 LE, then per op a tag byte (1 = put, 2 = delete, 3 = weighted put,
+//!   4 = merge), key length u32 LE, key, for puts and merges value (operand) length u32 LE and value, and for
+//!   weighted puts the weight (f64 bits, u64 LE);
+//! * kind 2, a **checkpoint intent**: nothing more. Written and synced just before the index checkpoints
+//!   everything up to `seqno`: if the log ends with one, a damaged spare checkpoint slot may be that
+//!   checkpoint's torn write rather than media damage.
+//!
+//! A WAL file's header (`storage::log::LogHeader`) carries the file's number and its base seqno: the
+//! checkpoint its records follow (its first batch is base + 1).
 
 use crate::index::WriteOp;
 
@@ -10,6 +17,25 @@ const PUT: u8 = 1;
 const DELETE: u8 = 2;
 const PUT_WEIGHTED: u8 = 3;
 const MERGE: u8 = 4;
+
+const KIND_BATCH: u8 = 1;
+const KIND_INTENT: u8 = 2;
+
+/// One decoded WAL record.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum WalRecord {
+    /// A batch of writes with its sequence number.
+    Batch { seqno: u64, ops: Vec<WriteOp> },
+    /// The index is about to checkpoint everything up to `seqno`.
+    CheckpointIntent { seqno: u64 },
+}
+
+/// Encodes a checkpoint intent for `seqno`.
+pub(crate) fn encode_intent(seqno: u64, out: &mut Vec<u8>) {
+    out.clear();
+    out.push(KIND_INTENT);
+    out.extend_from_slice(&seqno.to_le_bytes());
+}
 
 /// Name of the `number`th WAL file.
 pub(crate) fn wal_name(number: u64) -> String {
@@ -27,6 +53,7 @@ pub(crate) fn parse_wal_name(name: &str) -> Option<u64> {
 
 pub(crate) fn encode(seqno: u64, ops: &[WriteOp], out: &mut Vec<u8>) {
     out.clear();
+    out.push(KIND_BATCH);
     out.extend_from_slice(&seqno.to_le_bytes());
     out.extend_from_slice(&(ops.len() as u32).to_le_bytes());
     for op in ops {
@@ -64,9 +91,20 @@ pub(crate) fn encode(seqno: u64, ops: &[WriteOp], out: &mut Vec<u8>) {
 }
 
 /// Decodes a record; `Err` says what is malformed.
-pub(crate) fn decode(b: &[u8]) -> Result<(u64, Vec<WriteOp>), String> {
+pub(crate) fn decode(b: &[u8]) -> Result<WalRecord, String> {
     let mut r = Reader { b, at: 0 };
+    let kind = r.take(1)?[0];
     let seqno = u64::from_le_bytes(r.take(8)?.try_into().expect("8 bytes"));
+    match kind {
+        KIND_BATCH => {}
+        KIND_INTENT => {
+            if r.at != b.len() {
+                return Err(format!("{} trailing bytes", b.len() - r.at));
+            }
+            return Ok(WalRecord::CheckpointIntent { seqno });
+        }
+        k => return Err(format!("unknown record kind {k}")),
+    }
     let n = r.u32()? as usize;
     if n > b.len() {
         return Err(format!("op count {n} exceeds the record size"));
@@ -108,7 +146,7 @@ pub(crate) fn decode(b: &[u8]) -> Result<(u64, Vec<WriteOp>), String> {
     if r.at != b.len() {
         return Err(format!("{} trailing bytes", b.len() - r.at));
     }
-    Ok((seqno, ops))
+    Ok(WalRecord::Batch { seqno, ops })
 }
 
 struct Reader<'a> {
@@ -161,12 +199,22 @@ mod tests {
         ];
         let mut buf = Vec::new();
         encode(9, &ops, &mut buf);
-        assert_eq!(decode(&buf).unwrap(), (9, ops));
+        assert_eq!(decode(&buf).unwrap(), WalRecord::Batch { seqno: 9, ops });
         assert!(decode(&buf[..buf.len() - 1]).is_err());
         let mut bad = buf.clone();
-        bad[12] = 7;
+        bad[13] = 7;
         assert!(decode(&bad).is_err());
         assert!(decode(&[]).is_err());
+        let mut bad = buf.clone();
+        bad[0] = 9;
+        assert!(decode(&bad).is_err());
+        encode_intent(12, &mut buf);
+        assert_eq!(
+            decode(&buf).unwrap(),
+            WalRecord::CheckpointIntent { seqno: 12 }
+        );
+        buf.push(0);
+        assert!(decode(&buf).is_err());
     }
 
     #[test]

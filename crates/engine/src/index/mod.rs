@@ -9,7 +9,9 @@
 //! Contract for every family:
 //! * `apply` makes a whole batch visible at once: a concurrent reader sees all of it or none of it.
 //! * `checkpoint(seqno)` makes the index state durable and records `seqno`, the last write-ahead-log sequence
-//!   number it contains; after a crash, `checkpointed_seqno()` tells the shell where to resume WAL replay.
+//!   number it contains; after a crash, `checkpointed_seqno()` tells the shell where to resume WAL replay. A
+//!   family that can fall back to an older checkpoint (two meta slots) reports why it did through
+//!   `spare_checkpoint_damage()`, so the shell can tell whether the fallback lost acknowledged writes.
 //! * Bytes read from disk are untrusted: damage is `Error::Corruption`, never a panic.
 
 pub mod betree;
@@ -132,6 +134,11 @@ pub struct CheckReport {
     pub records: u64,
     pub height: u32,
     pub free_pages: u64,
+    /// Valid records in the live write-ahead log (filled in by the database shell).
+    pub wal_records: u64,
+    /// Findings that are not damage (e.g. a torn WAL tail left by a crash).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
 }
 
 /// The core trait every index family implements, over encoded keys and values.
@@ -191,6 +198,12 @@ pub trait OrderedIndex: Send + Sync {
     fn checkpoint(&self, seqno: u64) -> Result<()>;
     /// The WAL sequence number contained in the last checkpoint.
     fn checkpointed_seqno(&self) -> u64;
+    /// Why the index's spare checkpoint (the older one a crash could fall back to, e.g. a page file's other
+    /// meta slot) is unusable, if it is: found when opening or by the last `check`, cleared by the next
+    /// checkpoint. Families whose checkpoints are replaced atomically have none.
+    fn spare_checkpoint_damage(&self) -> Option<crate::error::Damage> {
+        None
+    }
     /// Waits until background work that earlier writes started (reconstructions) has finished; nothing to
     /// wait for by default.
     fn settle(&self) -> Result<()> {

@@ -1,18 +1,47 @@
-//! An append-only log of framed records (the write-ahead log's file format) and its recovery.
+//! An append-only log of framed records in a preallocated file (the write-ahead log's file format), and its
+//! recovery.
 //!
-//! Record framing, little endian: `[len u32][checksum u32][payload: len bytes]`, where the checksum is the low
-//! 32 bits of `xxh3_64(len bytes ++ payload)`. Payloads are at most [`MAX_LOG_RECORD`] bytes.
+//! ## File layout (little endian)
+//! | offset | what                                                                                   |
+//! |--------|----------------------------------------------------------------------------------------|
+//! | 0      | header slot 0 (56 bytes used of 512)                                                   |
+//! | 512    | header slot 1                                                                          |
+//! | 1024   | frames, back to back; every byte after the last frame is zero (preallocated space)    |
+//!
+//! Header slot: magic `b"STRATAWL"`, version `u32` (= 1), reserved `u32` (0), generation `u64`, log number
+//! `u64`, base seqno `u64` (the caller's: for the WAL, the checkpoint its records follow), file length `u64`,
+//! xxh3-64 of the preceding 48 bytes. The valid slot with the higher generation is current. Creation writes
+//! generation 0 to slot 0 and generation 1 to slot 1; each growth of the file writes generation + 1 to slot
+//! `generation % 2`, so a torn slot write leaves the other slot intact. The slots sit in different 512-byte
+//! sectors.
+//!
+//! Frame: `len u32`, head sum `u32` (low 32 bits of xxh3-64 of the four length bytes), `len` payload bytes,
+//! payload sum `u32` (low 32 bits of xxh3-64 of the payload). The payload sum comes last, so the last bytes of
+//! every frame are (almost surely) non-zero.
+//!
+//! ## Preallocation and what recovery can tell apart
+//! The file is created [`LOG_GROWTH`] bytes long and grows in multiples of it (`set_len`, then the header
+//! slot, then the frames; one `fdatasync` covers all three). Because the file is never shorter than its header
+//! says and its unused space is zeros:
+//! * a file shorter than the current header's length was **truncated**: `Error::Corruption`;
+//! * a **torn tail** — the last frame(s) written but not made durable before a power loss — shows as a frame
+//!   whose bytes from some 512-byte-aligned offset on are zeros through the end of the file (sectors not
+//!   written), or a frame that runs past the end of a file whose growth was lost. Recovery stops there and
+//!   reports it: those records were never durable;
+//! * any other bad frame — a checksum mismatch with data after it, garbage in the zero space, a damaged length
+//!   — is **damage**: `Error::Corruption` at the frame's offset, naming how many valid frames follow. Never a
+//!   silent truncation. [`RecoverMode::Salvage`] instead stops at the damage and reports what it dropped.
 //!
 //! Invariants:
-//! * [`LogWriter`] only appends: `append` frames a record into an in-memory buffer (no I/O), `flush` writes
-//!   the whole buffer with one positional write at the end of the file, `sync` flushes then `fdatasync`s. A
-//!   failed write keeps the buffer, so a later `flush` retries at the same offset and nothing is silently lost.
-//! * [`recover_log`] returns every record up to the first torn (incomplete) or corrupt (bad checksum, length
-//!   over the maximum) one, and cuts the file there (then syncs it), so appends continue after the last valid
-//!   record.
+//! * [`LogWriter`] only appends: `append` frames a record into an in-memory buffer (no I/O), `flush` grows
+//!   the file if needed and writes the whole buffer with one positional write, `sync` flushes then
+//!   `fdatasync`s. A failed write keeps the buffer, so a later `flush` retries at the same offset.
+//! * [`recover_log`] never writes: the caller decides what to do with a torn or damaged log (the database
+//!   replaces it with a new log after recovery).
 //!
-//! Cost: `append` copies the payload once and hashes it; `flush` is one write; `sync` one write plus one
-//! `fdatasync`. Recovery reads the file sequentially in 1 MiB chunks (a larger record is read in one piece).
+//! Cost: `append` copies the payload once and hashes it; `flush` is one write (plus a `set_len` and a 512-byte
+//! header write once per [`LOG_GROWTH`] bytes); `sync` one write plus one `fdatasync`. Recovery reads the file
+//! once sequentially in 1 MiB chunks (a larger record in one piece), plus the zero tail backwards once.
 //! Counters: `FileKind::Wal` (one write per flush, one read per chunk, one sync per `fdatasync`).
 
 use super::io_stats::{FileKind, IoStats};
@@ -20,21 +49,103 @@ use super::vfs::{OpenOptions, Vfs, VfsFile, read_exact_at};
 use crate::error::{Error, Result};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use xxhash_rust::xxh3::Xxh3;
+use xxhash_rust::xxh3::xxh3_64;
 
 /// Largest payload of one record.
 pub const MAX_LOG_RECORD: usize = 64 << 20;
-/// Bytes of framing before each payload.
-pub const LOG_RECORD_HEADER: usize = 8;
+/// Bytes of framing around each payload (length, head sum, payload sum).
+pub const LOG_FRAME_OVERHEAD: usize = 12;
+/// Offset of the first frame (after the two header slots).
+pub const LOG_DATA_START: u64 = 1024;
+/// The file is preallocated and grows in multiples of this many bytes.
+pub const LOG_GROWTH: u64 = 1 << 20;
 /// Size of the chunks recovery reads.
 const RECOVERY_CHUNK: usize = 1 << 20;
+/// Sector size assumed for torn writes: a write interrupted by a power loss leaves whole sectors unwritten.
+const SECTOR: u64 = 512;
 
-/// Checksum of a record: low 32 bits of xxh3-64 over the length bytes followed by the payload.
-pub fn record_checksum(len_bytes: [u8; 4], payload: &[u8]) -> u32 {
-    let mut h = Xxh3::new();
-    h.update(&len_bytes);
-    h.update(payload);
-    h.digest() as u32
+const MAGIC: &[u8; 8] = b"STRATAWL";
+const VERSION: u32 = 1;
+const SLOT_STRIDE: u64 = 512;
+const SLOT_BODY: usize = 48;
+const SLOT_LEN: usize = SLOT_BODY + 8;
+/// How many bytes after a damaged frame are searched for valid frames (for the error message).
+const LATER_FRAME_SEARCH: u64 = 64 << 20;
+
+/// What a log file says about itself, fixed at creation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LogHeader {
+    /// The log's number (the WAL's file name carries it too).
+    pub number: u64,
+    /// The caller's base sequence number (the WAL: the checkpoint its records follow).
+    pub base_seqno: u64,
+}
+
+/// The current header slot of a log file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Slot {
+    generation: u64,
+    header: LogHeader,
+    /// File length when the slot was written.
+    length: u64,
+}
+
+impl Slot {
+    fn encode(&self) -> [u8; SLOT_LEN] {
+        let mut b = [0u8; SLOT_LEN];
+        b[0..8].copy_from_slice(MAGIC);
+        b[8..12].copy_from_slice(&VERSION.to_le_bytes());
+        b[16..24].copy_from_slice(&self.generation.to_le_bytes());
+        b[24..32].copy_from_slice(&self.header.number.to_le_bytes());
+        b[32..40].copy_from_slice(&self.header.base_seqno.to_le_bytes());
+        b[40..48].copy_from_slice(&self.length.to_le_bytes());
+        let sum = xxh3_64(&b[..SLOT_BODY]);
+        b[SLOT_BODY..].copy_from_slice(&sum.to_le_bytes());
+        b
+    }
+
+    fn decode(b: &[u8]) -> std::result::Result<Slot, String> {
+        let u64_at = |o: usize| u64::from_le_bytes(b[o..o + 8].try_into().expect("8 bytes"));
+        if b.len() < SLOT_LEN || b[..SLOT_LEN].iter().all(|&x| x == 0) {
+            return Err("missing (zeros or short)".into());
+        }
+        if &b[0..8] != MAGIC {
+            return Err("bad magic".into());
+        }
+        if xxh3_64(&b[..SLOT_BODY]) != u64_at(SLOT_BODY) {
+            return Err("checksum mismatch".into());
+        }
+        let version = u32::from_le_bytes(b[8..12].try_into().expect("4 bytes"));
+        if version != VERSION {
+            return Err(format!(
+                "log format version {version}, this build reads {VERSION}"
+            ));
+        }
+        let slot = Slot {
+            generation: u64_at(16),
+            header: LogHeader {
+                number: u64_at(24),
+                base_seqno: u64_at(32),
+            },
+            length: u64_at(40),
+        };
+        if slot.length < LOG_DATA_START || !slot.length.is_multiple_of(LOG_GROWTH) {
+            return Err(format!("impossible file length {}", slot.length));
+        }
+        Ok(slot)
+    }
+
+    fn offset(generation: u64) -> u64 {
+        (generation % 2) * SLOT_STRIDE
+    }
+}
+
+fn head_sum(len_bytes: [u8; 4]) -> u32 {
+    xxh3_64(&len_bytes) as u32
+}
+
+fn payload_sum(payload: &[u8]) -> u32 {
+    xxh3_64(payload) as u32
 }
 
 /// Appends records to a log file.
@@ -43,71 +154,67 @@ pub struct LogWriter {
     file: Box<dyn VfsFile>,
     path: PathBuf,
     stats: Arc<IoStats>,
+    /// The current header slot (its length is the file's preallocated length).
+    slot: Slot,
     /// Framed records not yet written.
     buf: Vec<u8>,
-    /// Bytes of the file that hold written records: where the next flush writes.
+    /// File offset where the next flush writes.
     written: u64,
 }
 
-/// What [`recover_log`] found.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct LogRecovery {
-    /// Valid records passed to the callback.
-    pub records: u64,
-    /// Length of the file up to the end of the last valid record (the file's length after recovery).
-    pub valid_len: u64,
-    /// Bytes cut from the end of the file (a torn or corrupt tail).
-    pub truncated_bytes: u64,
-}
-
 impl LogWriter {
-    /// Creates (or truncates) the log at `path`.
-    pub fn create(vfs: &Arc<dyn Vfs>, path: &Path, stats: Arc<IoStats>) -> Result<LogWriter> {
-        let file = vfs.open(
-            path,
-            OpenOptions {
-                create: true,
-                truncate: true,
-                direct: false,
-            },
-        )?;
-        Ok(LogWriter {
-            file,
-            path: path.to_path_buf(),
-            stats,
-            buf: Vec::new(),
-            written: 0,
-        })
-    }
-
-    /// Opens an existing log to append after its first `valid_len` bytes (as returned by [`recover_log`]);
-    /// anything after them is cut.
-    pub fn open_at(
+    /// Creates (or truncates) the log at `path`: both header slots and [`LOG_GROWTH`] bytes of zeros, synced.
+    /// The caller syncs the directory.
+    pub fn create(
         vfs: &Arc<dyn Vfs>,
         path: &Path,
-        valid_len: u64,
+        header: LogHeader,
         stats: Arc<IoStats>,
     ) -> Result<LogWriter> {
         let file = vfs.open(
             path,
             OpenOptions {
-                create: false,
-                truncate: false,
-                direct: false,
+                create: true,
+                truncate: true,
+                ..OpenOptions::default()
             },
         )?;
-        file.set_len(valid_len)?;
+        file.set_len(LOG_GROWTH)?;
+        let mut head = vec![0u8; LOG_DATA_START as usize];
+        for generation in 0..2 {
+            let slot = Slot {
+                generation,
+                header,
+                length: LOG_GROWTH,
+            };
+            let at = Slot::offset(generation) as usize;
+            head[at..at + SLOT_LEN].copy_from_slice(&slot.encode());
+        }
+        file.write_all_at(&head, 0)?;
+        stats.record_write(FileKind::Wal, head.len());
+        file.sync_data()?;
+        stats.record_sync(FileKind::Wal);
         Ok(LogWriter {
             file,
             path: path.to_path_buf(),
             stats,
+            slot: Slot {
+                generation: 1,
+                header,
+                length: LOG_GROWTH,
+            },
             buf: Vec::new(),
-            written: valid_len,
+            written: LOG_DATA_START,
         })
     }
 
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// The header the log was created with.
+    pub fn header(&self) -> LogHeader {
+        self.slot.header
     }
 
     /// Frames `payload` into the buffer (no I/O). A payload over [`MAX_LOG_RECORD`] is refused.
@@ -119,11 +226,13 @@ impl LogWriter {
             )));
         }
         let len_bytes = (payload.len() as u32).to_le_bytes();
-        let sum = record_checksum(len_bytes, payload);
-        self.buf.reserve(LOG_RECORD_HEADER + payload.len());
+        self.buf.reserve(LOG_FRAME_OVERHEAD + payload.len());
         self.buf.extend_from_slice(&len_bytes);
-        self.buf.extend_from_slice(&sum.to_le_bytes());
+        self.buf
+            .extend_from_slice(&head_sum(len_bytes).to_le_bytes());
         self.buf.extend_from_slice(payload);
+        self.buf
+            .extend_from_slice(&payload_sum(payload).to_le_bytes());
         Ok(())
     }
 
@@ -132,9 +241,9 @@ impl LogWriter {
         self.buf.len()
     }
 
-    /// Length of the log including buffered records.
+    /// Bytes of framed records in the log, written or buffered (headers and preallocated space excluded).
     pub fn len(&self) -> u64 {
-        self.written + self.buf.len() as u64
+        self.written - LOG_DATA_START + self.buf.len() as u64
     }
 
     /// True if the log holds no record, written or buffered.
@@ -142,14 +251,28 @@ impl LogWriter {
         self.len() == 0
     }
 
-    /// Writes the buffered records (one write). On error the buffer is kept.
+    /// Writes the buffered records (one write; first the file grows if they do not fit). On error the buffer
+    /// is kept.
     pub fn flush(&mut self) -> Result<()> {
         if self.buf.is_empty() {
             return Ok(());
         }
+        let end = self.written + self.buf.len() as u64;
+        if end > self.slot.length {
+            let grown = Slot {
+                generation: self.slot.generation + 1,
+                length: end.div_ceil(LOG_GROWTH) * LOG_GROWTH,
+                ..self.slot
+            };
+            self.file.set_len(grown.length)?;
+            self.file
+                .write_all_at(&grown.encode(), Slot::offset(grown.generation))?;
+            self.stats.record_write(FileKind::Wal, SLOT_LEN);
+            self.slot = grown;
+        }
         self.file.write_all_at(&self.buf, self.written)?;
         self.stats.record_write(FileKind::Wal, self.buf.len());
-        self.written += self.buf.len() as u64;
+        self.written = end;
         self.buf.clear();
         Ok(())
     }
@@ -160,6 +283,105 @@ impl LogWriter {
         self.file.sync_data()?;
         self.stats.record_sync(FileKind::Wal);
         Ok(())
+    }
+}
+
+/// How [`recover_log`] treats damage that is not a torn tail.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RecoverMode {
+    /// Damage is `Error::Corruption`.
+    Strict,
+    /// Stop at the damage and report what was dropped ([`LogRecovery::salvaged`]).
+    Salvage,
+}
+
+/// Damage that [`RecoverMode::Salvage`] stepped over.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Salvaged {
+    /// Offset of the first damaged frame (records from here on were dropped).
+    pub offset: u64,
+    /// What was wrong.
+    pub detail: String,
+    /// Valid-looking frames found after the damage (dropped with it).
+    pub later_frames: u64,
+}
+
+/// What [`recover_log`] found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogRecovery {
+    pub header: LogHeader,
+    /// Valid records passed to the callback.
+    pub records: u64,
+    /// File offset just after the last valid record.
+    pub valid_end: u64,
+    /// Offset and length of a torn tail (records written but never made durable), if any.
+    pub torn: Option<(u64, u64)>,
+    /// Damage dropped by [`RecoverMode::Salvage`].
+    pub salvaged: Option<Salvaged>,
+    /// A damaged header slot that is not the current one (harmless unless it was a growth torn by a crash,
+    /// which this does not report): offset and reason.
+    pub spare_slot_damage: Option<(u64, String)>,
+}
+
+/// Reads the header of the log at `path`. `Error::Corruption` if neither slot is valid (also for a file too
+/// short to hold them, e.g. 0 bytes); `Error::Io` of kind `NotFound` if the file does not exist.
+pub fn read_log_header(vfs: &Arc<dyn Vfs>, path: &Path, stats: &IoStats) -> Result<LogHeader> {
+    let file = open_read(vfs, path)?;
+    Ok(read_slots(&*file, path, stats)?.0.header)
+}
+
+fn open_read(vfs: &Arc<dyn Vfs>, path: &Path) -> Result<Box<dyn VfsFile>> {
+    // TODO(read-only): open with `read_only` once the Vfs has it.
+    vfs.open(path, OpenOptions::default())
+}
+
+/// The current slot, and the other slot's damage (offset, reason) if it is invalid.
+fn read_slots(
+    file: &dyn VfsFile,
+    path: &Path,
+    stats: &IoStats,
+) -> Result<(Slot, Option<(u64, String)>)> {
+    let mut head = vec![0u8; LOG_DATA_START as usize];
+    let n = read_exact_at(file, &mut head, 0)?;
+    stats.record_read(FileKind::Wal, n);
+    let slots: Vec<std::result::Result<Slot, String>> = (0..2u64)
+        .map(|i| {
+            let at = (i * SLOT_STRIDE) as usize;
+            let s = Slot::decode(&head[at..n.max(at).min(at + SLOT_LEN)])?;
+            if Slot::offset(s.generation) != i * SLOT_STRIDE {
+                return Err(format!(
+                    "generation {} does not belong in slot {i}",
+                    s.generation
+                ));
+            }
+            Ok(s)
+        })
+        .collect();
+    match (&slots[0], &slots[1]) {
+        (Ok(a), Ok(b)) => {
+            if a.header != b.header {
+                return Err(Error::corruption(
+                    path,
+                    0,
+                    format!(
+                        "WAL header slots disagree: {:?} and {:?}",
+                        a.header, b.header
+                    ),
+                ));
+            }
+            Ok((if a.generation > b.generation { *a } else { *b }, None))
+        }
+        (Ok(s), Err(e)) => Ok((*s, Some((SLOT_STRIDE, e.clone())))),
+        (Err(e), Ok(s)) => Ok((*s, Some((0, e.clone())))),
+        (Err(a), Err(b)) => Err(Error::corruption(
+            path,
+            0,
+            if n < LOG_DATA_START as usize {
+                format!("WAL is {n} bytes, too short for its header: it was truncated")
+            } else {
+                format!("WAL header unreadable (slot 0: {a}; slot 1: {b})")
+            },
+        )),
     }
 }
 
@@ -176,8 +398,12 @@ struct ChunkReader<'a> {
 
 impl ChunkReader<'_> {
     /// Makes `need` bytes from file offset `at` (≥ `start`) available in the window, if the file has them.
-    /// Returns how many bytes from `at` are available (≤ `need` only at the end of the file).
+    /// Returns how many bytes from `at` are available (< `need` only at the end of the file).
     fn fill(&mut self, at: u64, need: usize) -> Result<usize> {
+        if at < self.start || at > self.start + self.window.len() as u64 {
+            self.window.clear();
+            self.start = at;
+        }
         let rel = (at - self.start) as usize;
         let have = self.window.len() - rel;
         if have >= need {
@@ -203,69 +429,170 @@ impl ChunkReader<'_> {
         let rel = (at - self.start) as usize;
         &self.window[rel..rel + len]
     }
+
+    /// The frame at `at` if it is whole and both its sums verify: its payload's length.
+    fn valid_frame(&mut self, at: u64) -> Result<Option<usize>> {
+        if self.fill(at, 8)? < 8 {
+            return Ok(None);
+        }
+        let len_bytes: [u8; 4] = self.bytes(at, 4).try_into().expect("4 bytes");
+        let sum = u32::from_le_bytes(self.bytes(at + 4, 4).try_into().expect("4 bytes"));
+        let len = u32::from_le_bytes(len_bytes) as usize;
+        if head_sum(len_bytes) != sum || len > MAX_LOG_RECORD {
+            return Ok(None);
+        }
+        let whole = LOG_FRAME_OVERHEAD + len;
+        if self.fill(at, whole)? < whole {
+            return Ok(None);
+        }
+        let frame = self.bytes(at, whole);
+        let stored = u32::from_le_bytes(frame[8 + len..].try_into().expect("4 bytes"));
+        Ok((payload_sum(&frame[8..8 + len]) == stored).then_some(len))
+    }
 }
 
-/// Reads the log at `path`, calling `on_record(payload, record_offset)` for each valid record in order
-/// (`record_offset` is where the record's frame starts). Stops at the first torn or corrupt record and cuts the
-/// file there (synced). An error from `on_record` aborts recovery (nothing is cut) and is returned. A missing
-/// file is `Error::Io` of kind `NotFound`.
+/// Offset where the file's final run of zero bytes starts (`file_len` if its last byte is not zero).
+fn zero_tail_start(file: &dyn VfsFile, stats: &IoStats, from: u64, file_len: u64) -> Result<u64> {
+    let mut end = file_len;
+    let mut buf = vec![0u8; RECOVERY_CHUNK];
+    while end > from {
+        let start = end.saturating_sub(RECOVERY_CHUNK as u64).max(from);
+        let chunk = &mut buf[..(end - start) as usize];
+        let n = read_exact_at(file, chunk, start)?;
+        stats.record_read(FileKind::Wal, n);
+        if let Some(i) = chunk[..n].iter().rposition(|&b| b != 0) {
+            return Ok(start + i as u64 + 1);
+        }
+        end = start;
+    }
+    Ok(from)
+}
+
+/// Reads the log at `path`, calling `on_record(payload, frame_offset)` for each valid record in order. Stops
+/// at the end of the records, at a torn tail (reported), or at damage (`Error::Corruption` in
+/// [`RecoverMode::Strict`], reported in [`RecoverMode::Salvage`]). An error from `on_record` aborts recovery
+/// and is returned. Never writes. A missing file is `Error::Io` of kind `NotFound`.
 pub fn recover_log(
     vfs: &Arc<dyn Vfs>,
     path: &Path,
     stats: Arc<IoStats>,
+    mode: RecoverMode,
     on_record: &mut dyn FnMut(&[u8], u64) -> Result<()>,
 ) -> Result<LogRecovery> {
-    let file = vfs.open(
-        path,
-        OpenOptions {
-            create: false,
-            truncate: false,
-            direct: false,
-        },
-    )?;
+    let file = open_read(vfs, path)?;
+    let (slot, spare_slot_damage) = read_slots(&*file, path, &stats)?;
     let file_len = file.len()?;
+    let truncated = file_len < slot.length;
+    if truncated && mode == RecoverMode::Strict {
+        return Err(Error::corruption(
+            path,
+            file_len,
+            format!(
+                "WAL is {file_len} bytes but its header says {}: it was truncated",
+                slot.length
+            ),
+        ));
+    }
+    let zeros_from = zero_tail_start(&*file, &stats, LOG_DATA_START, file_len)?;
     let mut reader = ChunkReader {
         file: &*file,
         stats: &stats,
         file_len,
         window: Vec::new(),
-        start: 0,
+        start: LOG_DATA_START,
     };
-    let mut pos = 0u64;
-    let mut records = 0u64;
-    loop {
-        if reader.fill(pos, LOG_RECORD_HEADER)? < LOG_RECORD_HEADER {
-            break; // clean end, or a torn header
+    let mut rec = LogRecovery {
+        header: slot.header,
+        records: 0,
+        valid_end: LOG_DATA_START,
+        torn: None,
+        salvaged: None,
+        spare_slot_damage,
+    };
+    let mut pos = LOG_DATA_START;
+    while pos < zeros_from {
+        if let Some(len) = reader.valid_frame(pos)? {
+            let payload = &reader.bytes(pos, LOG_FRAME_OVERHEAD + len)[8..8 + len];
+            on_record(payload, pos)?;
+            rec.records += 1;
+            pos += (LOG_FRAME_OVERHEAD + len) as u64;
+            rec.valid_end = pos;
+            continue;
         }
-        let header = reader.bytes(pos, LOG_RECORD_HEADER);
-        let len_bytes: [u8; 4] = header[0..4].try_into().expect("4 bytes");
-        let sum = u32::from_le_bytes(header[4..8].try_into().expect("4 bytes"));
-        let len = u32::from_le_bytes(len_bytes) as usize;
-        if len > MAX_LOG_RECORD {
-            break; // corrupt length
+        // A bad frame: torn if part of it, from a sector boundary on, is zeros through the end of the file (or
+        // it runs past the end of a file whose growth was lost), damage otherwise.
+        let avail = reader.fill(pos, 8)?;
+        let head_ok = avail >= 8 && {
+            let len_bytes: [u8; 4] = reader.bytes(pos, 4).try_into().expect("4 bytes");
+            let sum = u32::from_le_bytes(reader.bytes(pos + 4, 4).try_into().expect("4 bytes"));
+            head_sum(len_bytes) == sum && (u32::from_le_bytes(len_bytes) as usize) <= MAX_LOG_RECORD
+        };
+        let claimed_end = if head_ok {
+            let len = u32::from_le_bytes(reader.bytes(pos, 4).try_into().expect("4 bytes"));
+            pos + LOG_FRAME_OVERHEAD as u64 + len as u64
+        } else {
+            pos + 8
+        };
+        let zero_sectors_from = zeros_from.div_ceil(SECTOR) * SECTOR;
+        let runs_past_end = head_ok && claimed_end > file_len && !truncated;
+        if zero_sectors_from < claimed_end.min(file_len) || runs_past_end {
+            rec.torn = Some((pos, file_len - pos));
+            break;
         }
-        if reader.fill(pos, LOG_RECORD_HEADER + len)? < LOG_RECORD_HEADER + len {
-            break; // torn payload
+        let detail = if !head_ok {
+            "frame header damaged (length checksum mismatch)".to_string()
+        } else if claimed_end > file_len {
+            format!("frame runs past the end of the file ({file_len} bytes)")
+        } else {
+            "record checksum mismatch".to_string()
+        };
+        let later = later_valid_frames(&mut reader, pos + 1, zeros_from)?;
+        if mode == RecoverMode::Strict {
+            return Err(Error::corruption(
+                path,
+                pos,
+                format!(
+                    "WAL record damaged: {detail}; {later} valid record(s) follow it, so this is not a torn \
+                     tail (`strata repair` drops the damaged record and everything after it)"
+                ),
+            ));
         }
-        let payload = &reader.bytes(pos, LOG_RECORD_HEADER + len)[LOG_RECORD_HEADER..];
-        if record_checksum(len_bytes, payload) != sum {
-            break; // corrupt record
-        }
-        on_record(payload, pos)?;
-        records += 1;
-        pos += (LOG_RECORD_HEADER + len) as u64;
+        rec.salvaged = Some(Salvaged {
+            offset: pos,
+            detail,
+            later_frames: later,
+        });
+        break;
     }
-    let truncated_bytes = file_len - pos;
-    if truncated_bytes > 0 {
-        file.set_len(pos)?;
-        file.sync_data()?;
-        stats.record_sync(FileKind::Wal);
+    if truncated && rec.salvaged.is_none() {
+        rec.salvaged = Some(Salvaged {
+            offset: file_len,
+            detail: format!(
+                "the file was truncated to {file_len} of {} bytes",
+                slot.length
+            ),
+            later_frames: 0,
+        });
     }
-    Ok(LogRecovery {
-        records,
-        valid_len: pos,
-        truncated_bytes,
-    })
+    Ok(rec)
+}
+
+/// Counts the valid frames found by scanning every offset from `from` (up to [`LATER_FRAME_SEARCH`] bytes)
+/// and following each one found.
+fn later_valid_frames(reader: &mut ChunkReader<'_>, from: u64, end: u64) -> Result<u64> {
+    let limit = end.min(from.saturating_add(LATER_FRAME_SEARCH));
+    let mut at = from;
+    let mut found = 0;
+    while at < limit {
+        match reader.valid_frame(at)? {
+            Some(len) => {
+                found += 1;
+                at += (LOG_FRAME_OVERHEAD + len) as u64;
+            }
+            None => at += 1,
+        }
+    }
+    Ok(found)
 }
 
 #[cfg(test)]
@@ -275,21 +602,32 @@ mod tests {
     use crate::storage::mem_vfs::MemVfs;
 
     fn payload(i: usize) -> Vec<u8> {
-        (0..(i * 37) % 300).map(|j| (i + j) as u8).collect()
+        (0..(i * 37) % 300).map(|j| (i + j) as u8 | 1).collect()
     }
 
-    fn recover_all(
+    const HEADER: LogHeader = LogHeader {
+        number: 7,
+        base_seqno: 40,
+    };
+
+    /// Payloads with their frame offsets.
+    type Records = Vec<(Vec<u8>, u64)>;
+
+    fn recover(
         vfs: &Arc<dyn Vfs>,
         path: &Path,
-        stats: &Arc<IoStats>,
-    ) -> (Vec<(Vec<u8>, u64)>, LogRecovery) {
+        mode: RecoverMode,
+    ) -> Result<(Records, LogRecovery)> {
         let mut got = Vec::new();
-        let r = recover_log(vfs, path, stats.clone(), &mut |p, off| {
+        let r = recover_log(vfs, path, Arc::new(IoStats::new()), mode, &mut |p, off| {
             got.push((p.to_vec(), off));
             Ok(())
-        })
-        .unwrap();
-        (got, r)
+        })?;
+        Ok((got, r))
+    }
+
+    fn recover_all(vfs: &Arc<dyn Vfs>, path: &Path) -> (Records, LogRecovery) {
+        recover(vfs, path, RecoverMode::Strict).unwrap()
     }
 
     fn setup() -> (Arc<MemVfs>, Arc<dyn Vfs>, PathBuf, Arc<IoStats>) {
@@ -298,81 +636,103 @@ mod tests {
         (mem, vfs, PathBuf::from("/db/wal"), Arc::new(IoStats::new()))
     }
 
-    /// Writes `n` records; returns the frame offsets.
-    fn write_records(vfs: &Arc<dyn Vfs>, path: &Path, stats: &Arc<IoStats>, n: usize) -> Vec<u64> {
-        let mut w = LogWriter::create(vfs, path, stats.clone()).unwrap();
+    /// Writes `n` records; returns the frame offsets and the offset after the last frame.
+    fn write_records(
+        vfs: &Arc<dyn Vfs>,
+        path: &Path,
+        stats: &Arc<IoStats>,
+        n: usize,
+    ) -> (Vec<u64>, u64) {
+        let mut w = LogWriter::create(vfs, path, HEADER, stats.clone()).unwrap();
         assert!(w.is_empty());
         let mut offs = Vec::new();
         for i in 0..n {
-            offs.push(w.len());
+            offs.push(LOG_DATA_START + w.len());
             w.append(&payload(i)).unwrap();
             if i % 3 == 0 {
                 w.flush().unwrap();
             }
         }
         w.sync().unwrap();
-        offs
+        (offs, LOG_DATA_START + w.len())
+    }
+
+    fn corruption_offset(e: &Error) -> u64 {
+        match e {
+            Error::Corruption { offset, .. } => *offset,
+            other => panic!("expected corruption, got {other}"),
+        }
     }
 
     #[test]
-    fn roundtrip_and_counters() {
-        let (_mem, vfs, path, stats) = setup();
-        let mut w = LogWriter::create(&vfs, &path, stats.clone()).unwrap();
+    fn roundtrip_header_and_counters() {
+        let (mem, vfs, path, stats) = setup();
+        let mut w = LogWriter::create(&vfs, &path, HEADER, stats.clone()).unwrap();
         assert_eq!(w.path(), path.as_path());
+        assert_eq!(w.header(), HEADER);
+        assert_eq!(
+            mem.durable_bytes(&path).unwrap().len() as u64,
+            LOG_GROWTH,
+            "created preallocated and synced"
+        );
+        let before = stats.snapshot().kind(FileKind::Wal);
         w.append(b"one").unwrap();
         w.append(b"").unwrap();
         w.append(b"three").unwrap();
-        assert_eq!(w.buffered_bytes(), 3 * 8 + 3 + 5);
-        assert_eq!(w.len(), 32);
+        assert_eq!(w.buffered_bytes(), 3 * 12 + 3 + 5);
+        assert_eq!(w.len(), 44);
         assert_eq!(
             stats.snapshot().kind(FileKind::Wal).writes,
-            0,
+            before.writes,
             "append does no I/O"
         );
         w.sync().unwrap();
         assert_eq!(w.buffered_bytes(), 0);
-        assert_eq!(w.len(), 32);
+        assert_eq!(w.len(), 44);
         let c = stats.snapshot().kind(FileKind::Wal);
-        assert_eq!((c.writes, c.bytes_written, c.syncs), (1, 32, 1));
+        assert_eq!(
+            (
+                c.writes - before.writes,
+                c.bytes_written - before.bytes_written,
+                c.syncs - before.syncs
+            ),
+            (1, 44, 1)
+        );
         w.flush().unwrap();
         assert_eq!(
             stats.snapshot().kind(FileKind::Wal).writes,
-            1,
+            before.writes + 1,
             "empty flush writes nothing"
         );
         drop(w);
+        assert_eq!(read_log_header(&vfs, &path, &stats).unwrap(), HEADER);
 
-        let (got, r) = recover_all(&vfs, &path, &stats);
+        let (got, r) = recover_all(&vfs, &path);
         assert_eq!(
             got,
             vec![
-                (b"one".to_vec(), 0),
-                (b"".to_vec(), 11),
-                (b"three".to_vec(), 19)
+                (b"one".to_vec(), 1024),
+                (b"".to_vec(), 1039),
+                (b"three".to_vec(), 1051)
             ]
         );
         assert_eq!(
             r,
             LogRecovery {
+                header: HEADER,
                 records: 3,
-                valid_len: 32,
-                truncated_bytes: 0
+                valid_end: 1068,
+                torn: None,
+                salvaged: None,
+                spare_slot_damage: None,
             }
         );
-        // Append after recovery.
-        let mut w = LogWriter::open_at(&vfs, &path, r.valid_len, stats.clone()).unwrap();
-        w.append(b"four").unwrap();
-        w.sync().unwrap();
-        let (got, r) = recover_all(&vfs, &path, &stats);
-        assert_eq!(got.len(), 4);
-        assert_eq!(got[3], (b"four".to_vec(), 32));
-        assert_eq!(r.valid_len, 44);
     }
 
     #[test]
-    fn many_records_across_chunks_including_a_large_one() {
-        let (_mem, vfs, path, stats) = setup();
-        let mut w = LogWriter::create(&vfs, &path, stats.clone()).unwrap();
+    fn the_file_grows_in_steps_and_a_large_record_is_recovered() {
+        let (mem, vfs, path, stats) = setup();
+        let mut w = LogWriter::create(&vfs, &path, HEADER, stats.clone()).unwrap();
         let big: Vec<u8> = (0..3 * RECOVERY_CHUNK + 5)
             .map(|i| (i % 253) as u8)
             .collect();
@@ -381,23 +741,36 @@ mod tests {
             let p = if i == 7000 { big.clone() } else { payload(i) };
             w.append(&p).unwrap();
             expect.push(p);
+            if i % 1000 == 0 {
+                w.flush().unwrap();
+            }
         }
         w.sync().unwrap();
-        let total = w.len();
+        let file_len = mem.file_bytes(&path).unwrap().len() as u64;
+        assert_eq!(file_len % LOG_GROWTH, 0);
+        assert!(file_len >= LOG_DATA_START + w.len());
+        assert!(file_len < LOG_DATA_START + w.len() + LOG_GROWTH);
         let before = stats.snapshot().kind(FileKind::Wal).reads;
         let mut n = 0;
-        let r = recover_log(&vfs, &path, stats.clone(), &mut |p, _| {
-            assert_eq!(p, &expect[n][..]);
-            n += 1;
-            Ok(())
-        })
+        let r = recover_log(
+            &vfs,
+            &path,
+            stats.clone(),
+            RecoverMode::Strict,
+            &mut |p, _| {
+                assert_eq!(p, &expect[n][..]);
+                n += 1;
+                Ok(())
+            },
+        )
         .unwrap();
         assert_eq!(r.records, 20_000);
-        assert_eq!(r.valid_len, total);
+        assert_eq!(r.valid_end, LOG_DATA_START + w.len());
+        assert_eq!((r.torn, r.salvaged), (None, None));
         let reads = stats.snapshot().kind(FileKind::Wal).reads - before;
         assert!(
-            reads <= total / RECOVERY_CHUNK as u64 + 3,
-            "{reads} reads for {total} bytes"
+            reads <= 2 * (file_len / RECOVERY_CHUNK as u64) + 4,
+            "{reads} reads for {file_len} bytes"
         );
         assert!(matches!(
             w.append(&vec![0u8; MAX_LOG_RECORD + 1]),
@@ -406,81 +779,193 @@ mod tests {
     }
 
     #[test]
-    fn torn_tail_is_cut_and_earlier_records_recovered() {
+    fn a_torn_tail_is_reported_and_earlier_records_recovered() {
         let (mem, vfs, path, stats) = setup();
-        let offs = write_records(&vfs, &path, &stats, 10);
+        let mut w = LogWriter::create(&vfs, &path, HEADER, stats.clone()).unwrap();
+        let mut offs = Vec::new();
+        for i in 0..40 {
+            offs.push(LOG_DATA_START + w.len());
+            // Records of 600–900 bytes, so the last ones span sector boundaries.
+            w.append(&vec![(i as u8) | 1; 600 + i * 7]).unwrap();
+        }
+        w.sync().unwrap();
+        let end = (LOG_DATA_START + w.len()) as usize;
         let full = mem.file_bytes(&path).unwrap();
-        // Cut in the middle of record 7's payload, and then inside record 7's header.
-        for cut in [offs[7] + 11, offs[7] + 5] {
-            mem.set_file_bytes(&path, full[..cut as usize].to_vec());
-            let (got, r) = recover_all(&vfs, &path, &stats);
-            assert_eq!(got.len(), 7);
-            for (i, (p, off)) in got.iter().enumerate() {
-                assert_eq!((p, *off), (&payload(i), offs[i]));
+        let last = offs[39] as usize;
+        // Every sector boundary inside the last record (and inside the one before it, with the last record's
+        // sectors lost too): the sectors from there on were never written.
+        for &from in &[offs[38] as usize, last] {
+            let mut cut = from.div_ceil(512) * 512;
+            if cut == from {
+                cut += 512;
             }
-            assert_eq!(r.valid_len, offs[7]);
-            assert_eq!(r.truncated_bytes, cut - offs[7]);
-            assert_eq!(mem.file_bytes(&path).unwrap().len() as u64, offs[7]);
+            while cut < end {
+                let mut bytes = full.clone();
+                bytes[cut..].fill(0);
+                mem.set_file_bytes(&path, bytes);
+                let (got, r) = recover_all(&vfs, &path);
+                let kept = if cut <= last { 38 } else { 39 };
+                assert_eq!(got.len(), kept, "zeros from {cut}");
+                assert_eq!(r.valid_end, offs[kept]);
+                assert_eq!(r.torn, Some((offs[kept], full.len() as u64 - offs[kept])));
+                assert_eq!(r.salvaged, None);
+                cut += 512;
+            }
+        }
+        // The header of the last frame cut at a sector boundary.
+        let mut bytes = full.clone();
+        let cut = (last + 4).div_ceil(512) * 512;
+        if cut < last + 8 {
+            bytes[cut..].fill(0);
+            mem.set_file_bytes(&path, bytes);
             assert_eq!(
-                mem.durable_bytes(&path).unwrap().len() as u64,
-                offs[7],
-                "the cut is synced"
+                recover_all(&vfs, &path).1.torn.map(|t| t.0),
+                Some(last as u64)
             );
         }
-        // Recovering again finds nothing to cut.
-        let (_, r) = recover_all(&vfs, &path, &stats);
-        assert_eq!((r.records, r.truncated_bytes), (7, 0));
     }
 
     #[test]
-    fn corrupt_record_stops_recovery_there() {
+    fn damage_is_corruption_with_its_offset_and_salvage_reports_it() {
         let (mem, vfs, path, stats) = setup();
-        let offs = write_records(&vfs, &path, &stats, 9);
+        let (offs, end) = write_records(&vfs, &path, &stats, 9);
         let full = mem.file_bytes(&path).unwrap();
-        // Bit flip in the payload of the middle record.
+        let check = |bytes: Vec<u8>, at: u64, kept: usize, later: u64| {
+            mem.set_file_bytes(&path, bytes);
+            let e = recover(&vfs, &path, RecoverMode::Strict).unwrap_err();
+            assert_eq!(corruption_offset(&e), at, "{e}");
+            let (got, r) = recover(&vfs, &path, RecoverMode::Salvage).unwrap();
+            assert_eq!(got.len(), kept);
+            let s = r.salvaged.expect("salvaged");
+            assert_eq!((s.offset, s.later_frames), (at, later), "{}", s.detail);
+            assert_eq!(r.valid_end, at);
+        };
+        // A flipped payload byte in the middle record, in the last record, a flipped length, a flipped sum.
+        for (rec, delta, later) in [(4usize, 8 + 3, 4u64), (8, 8 + 1, 0), (2, 0, 6), (8, 1, 0)] {
+            let mut bytes = full.clone();
+            bytes[offs[rec] as usize + delta] ^= 0x20;
+            check(bytes, offs[rec], rec, later);
+        }
+        // The last record's payload sum overwritten (the frame's last byte).
         let mut bytes = full.clone();
-        bytes[offs[4] as usize + 8 + 3] ^= 0x20;
-        mem.set_file_bytes(&path, bytes);
-        let (got, r) = recover_all(&vfs, &path, &stats);
-        assert_eq!(got.len(), 4);
-        assert_eq!(r.valid_len, offs[4]);
-        assert_eq!(r.truncated_bytes, full.len() as u64 - offs[4]);
-        // A length over the maximum is corruption too.
+        bytes[end as usize - 1] ^= 0xff;
+        check(bytes, offs[8], 8, 0);
+        // Garbage in the preallocated space after the last record.
         let mut bytes = full.clone();
-        bytes[offs[2] as usize..offs[2] as usize + 4].copy_from_slice(&u32::MAX.to_le_bytes());
-        mem.set_file_bytes(&path, bytes);
-        let (got, r) = recover_all(&vfs, &path, &stats);
-        assert_eq!((got.len(), r.valid_len), (2, offs[2]));
-        // Zeros after the last record (e.g. preallocated space) are cut.
+        bytes[end as usize + 3000] = 7;
+        check(bytes, end, 9, 0);
+        // A length over the maximum with a matching head sum is damage too.
         let mut bytes = full.clone();
-        bytes.extend_from_slice(&[0u8; 100]);
+        let len = (MAX_LOG_RECORD as u32 + 1).to_le_bytes();
+        let at = offs[2] as usize;
+        bytes[at..at + 4].copy_from_slice(&len);
+        bytes[at + 4..at + 8].copy_from_slice(&head_sum(len).to_le_bytes());
+        check(bytes, offs[2], 2, 6);
+    }
+
+    #[test]
+    fn truncation_and_header_damage_are_corruption() {
+        let (mem, vfs, path, stats) = setup();
+        let (offs, end) = write_records(&vfs, &path, &stats, 9);
+        let full = mem.file_bytes(&path).unwrap();
+        for cut in [
+            0usize,
+            500,
+            1023,
+            offs[5] as usize,
+            end as usize,
+            full.len() - 1,
+        ] {
+            mem.set_file_bytes(&path, full[..cut].to_vec());
+            let e = recover(&vfs, &path, RecoverMode::Strict).unwrap_err();
+            assert!(matches!(e, Error::Corruption { .. }), "cut at {cut}: {e}");
+        }
+        // Salvage keeps what a truncated file still holds.
+        mem.set_file_bytes(&path, full[..offs[5] as usize].to_vec());
+        let (got, r) = recover(&vfs, &path, RecoverMode::Salvage).unwrap();
+        assert_eq!(got.len(), 5);
+        assert!(r.salvaged.unwrap().detail.contains("truncated"));
+        // One damaged header slot: the other serves, the damage is reported.
+        for slot in [0usize, 512] {
+            let mut bytes = full.clone();
+            bytes[slot + 30] ^= 1;
+            mem.set_file_bytes(&path, bytes);
+            let (got, r) = recover_all(&vfs, &path);
+            assert_eq!(got.len(), 9);
+            assert_eq!(r.header, HEADER);
+            assert_eq!(r.spare_slot_damage.map(|d| d.0), Some(slot as u64));
+        }
+        // Both damaged: corruption at offset 0.
+        let mut bytes = full.clone();
+        bytes[30] ^= 1;
+        bytes[512 + 30] ^= 1;
         mem.set_file_bytes(&path, bytes);
-        let (got, r) = recover_all(&vfs, &path, &stats);
-        assert_eq!((got.len(), r.truncated_bytes), (9, 100));
+        let e = recover(&vfs, &path, RecoverMode::Strict).unwrap_err();
+        assert_eq!(corruption_offset(&e), 0);
+        assert!(read_log_header(&vfs, &path, &stats).is_err());
+    }
+
+    #[test]
+    fn a_lost_growth_is_a_torn_tail() {
+        // The file grew (set_len + header slot) and a record was written across the old end, but the power
+        // loss kept only the old length and header.
+        let (mem, vfs, path, stats) = setup();
+        let mut w = LogWriter::create(&vfs, &path, HEADER, stats.clone()).unwrap();
+        w.append(&vec![5u8; LOG_GROWTH as usize - 2000]).unwrap();
+        w.sync().unwrap();
+        let durable = mem.file_bytes(&path).unwrap();
+        w.append(&vec![6u8; 5000]).unwrap();
+        w.flush().unwrap();
+        let grown = mem.file_bytes(&path).unwrap();
+        assert_eq!(grown.len() as u64, 2 * LOG_GROWTH);
+        let mut bytes = grown[..LOG_GROWTH as usize].to_vec();
+        bytes[..1024].copy_from_slice(&durable[..1024]);
+        mem.set_file_bytes(&path, bytes);
+        let (got, r) = recover_all(&vfs, &path);
+        assert_eq!(got.len(), 1);
+        assert!(r.torn.is_some());
+        // With the growth durable, both records come back.
+        mem.set_file_bytes(&path, grown);
+        let (got, r) = recover_all(&vfs, &path);
+        assert_eq!((got.len(), r.torn), (2, None));
+        assert_eq!(r.spare_slot_damage, None);
     }
 
     #[test]
     fn callback_error_aborts_and_missing_file_is_not_found() {
         let (mem, vfs, path, stats) = setup();
         write_records(&vfs, &path, &stats, 5);
-        let len = mem.file_bytes(&path).unwrap().len();
+        let before = mem.file_bytes(&path).unwrap();
         let mut seen = 0;
-        let e = recover_log(&vfs, &path, stats.clone(), &mut |_, _| {
-            seen += 1;
-            if seen == 3 {
-                Err(Error::invalid("stop"))
-            } else {
-                Ok(())
-            }
-        })
+        let e = recover_log(
+            &vfs,
+            &path,
+            stats.clone(),
+            RecoverMode::Strict,
+            &mut |_, _| {
+                seen += 1;
+                if seen == 3 {
+                    Err(Error::invalid("stop"))
+                } else {
+                    Ok(())
+                }
+            },
+        )
         .unwrap_err();
         assert!(matches!(e, Error::InvalidArgument(m) if m == "stop"));
         assert_eq!(
-            mem.file_bytes(&path).unwrap().len(),
-            len,
-            "nothing cut on abort"
+            mem.file_bytes(&path).unwrap(),
+            before,
+            "recovery never writes"
         );
-        let e = recover_log(&vfs, Path::new("/db/nope"), stats, &mut |_, _| Ok(())).unwrap_err();
+        let e = recover_log(
+            &vfs,
+            Path::new("/db/nope"),
+            stats,
+            RecoverMode::Strict,
+            &mut |_, _| Ok(()),
+        )
+        .unwrap_err();
         assert!(
             matches!(e, Error::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound)
         );
@@ -493,7 +978,7 @@ mod tests {
         let vfs: Arc<dyn Vfs> = Arc::new(fault.clone());
         let path = PathBuf::from("/wal");
         let stats = Arc::new(IoStats::new());
-        let mut w = LogWriter::create(&vfs, &path, stats.clone()).unwrap();
+        let mut w = LogWriter::create(&vfs, &path, HEADER, stats.clone()).unwrap();
         w.append(b"a").unwrap();
         w.sync().unwrap();
         w.append(b"bb").unwrap();
@@ -501,8 +986,8 @@ mod tests {
         fault.fail_after(0);
         assert!(w.flush().is_err());
         assert!(w.sync().is_err());
-        assert_eq!(w.buffered_bytes(), 8 + 2 + 8 + 3);
-        assert_eq!(w.len(), 9 + 21);
+        assert_eq!(w.buffered_bytes(), 12 + 2 + 12 + 3);
+        assert_eq!(w.len(), 13 + 29);
         fault.disarm();
         w.sync().unwrap();
         assert_eq!(w.buffered_bytes(), 0);
@@ -513,9 +998,15 @@ mod tests {
         assert_eq!(w.buffered_bytes(), 0);
         fault.disarm();
         w.sync().unwrap();
+        // A growth that fails part-way is retried whole.
+        w.append(&vec![9u8; LOG_GROWTH as usize]).unwrap();
+        fault.fail_after(1);
+        assert!(w.flush().is_err());
+        fault.disarm();
+        w.sync().unwrap();
         drop(w);
         fault.crash();
-        let (got, r) = recover_all(&vfs, &path, &stats);
+        let (got, r) = recover_all(&vfs, &path);
         let got: Vec<Vec<u8>> = got.into_iter().map(|(p, _)| p).collect();
         assert_eq!(
             got,
@@ -523,9 +1014,10 @@ mod tests {
                 b"a".to_vec(),
                 b"bb".to_vec(),
                 b"ccc".to_vec(),
-                b"dddd".to_vec()
+                b"dddd".to_vec(),
+                vec![9u8; LOG_GROWTH as usize]
             ]
         );
-        assert_eq!(r.truncated_bytes, 0);
+        assert_eq!((r.torn, r.salvaged), (None, None));
     }
 }

@@ -16,8 +16,9 @@
 //!   (`PageReadGuard`, `PageWriteGuard`), dirty tracking, write-back on eviction. A freshly allocated page is
 //!   zeroed in memory and never read from disk. `write_cow` gives a writable page, relocating it first when it
 //!   belongs to the last commit.
-//! * [`log`]: an append-only log of length- and checksum-framed records; recovery stops at the first torn or
-//!   corrupt record and truncates the file there.
+//! * [`log`]: an append-only log of checksummed frames in a preallocated file with a two-slot header; recovery
+//!   tells a torn tail (never-durable last records, zeros from a sector boundary) from damage and truncation
+//!   (`Error::Corruption`), and never writes.
 //! * [`io_stats`]: read/write/byte/fsync counters per file kind, snapshotted and subtracted by anyone.
 //!
 //! ## Invariants
@@ -49,7 +50,9 @@ pub mod vfs;
 pub use buffer_pool::{BufferPool, PageReadGuard, PageValidator, PageWriteGuard};
 pub use fault_vfs::FaultVfs;
 pub use io_stats::{FileKind, IoCounts, IoSnapshot, IoStats};
-pub use log::{LogRecovery, LogWriter, recover_log};
+pub use log::{
+    LogHeader, LogRecovery, LogWriter, RecoverMode, Salvaged, read_log_header, recover_log,
+};
 pub use mem_vfs::MemVfs;
 pub use page::{PageBuf, PageId, PageType};
 pub use page_accounting::check_page_accounting;

@@ -29,9 +29,13 @@
 //! * No page referenced by the last commit (its structure pages, its free-list chain, its meta slot) is written
 //!   before a newer meta slot is durable: allocation only hands out `free` pages or grows the file, a commit
 //!   builds its free-list chain only from `free` pages or new pages, and writes the *other* meta slot.
-//! * A commit is: write the free-list chain, `fdatasync`, write meta slot `epoch % 2`, `fdatasync`. A crash at
-//!   any point leaves either the previous commit or the new one readable; opening picks the valid slot with
-//!   the highest epoch and cuts the file back to the committed page count.
+//! * A commit is: write the free-list chain, extend the file to the committed page count if it is shorter,
+//!   `fdatasync`, write meta slot `epoch % 2`, `fdatasync`. A crash at any point leaves either the previous
+//!   commit or the new one readable; opening picks the valid slot with the highest epoch and cuts the file
+//!   back to the committed page count. A file shorter than that count is truncated: `Error::Corruption`.
+//! * Opening does not decide whether falling back to the older slot is safe: it reports the other slot's
+//!   problem as [`PageFile::spare_damage`], and the caller (the database shell, which knows what the
+//!   write-ahead log covers) decides whether the fallback lost acknowledged writes.
 //!
 //! ## Cost
 //! `allocate` and `free` are O(log n) in memory, no I/O. `read_page`/`write_page`: one positional I/O of
@@ -44,7 +48,7 @@ use super::page::{
     set_page_type, stamp_checksum, verify_checksum,
 };
 use super::vfs::{OpenOptions, Vfs, VfsFile, read_exact_at};
-use crate::error::{Error, Result};
+use crate::error::{Damage, Error, Result};
 use parking_lot::Mutex;
 use std::collections::{BTreeSet, HashSet};
 use std::path::{Path, PathBuf};
@@ -213,6 +217,9 @@ struct State {
     chain: Vec<PageId>,
     /// What the last committed meta slot says.
     committed: Meta,
+    /// Why the other meta slot (not the committed one) is unusable, if it is: damage, or the torn write of a
+    /// commit that never completed. Cleared by the next commit, which rewrites that slot.
+    spare_damage: Option<Damage>,
 }
 
 /// A file of fixed-size checksummed pages with free-list allocation and copy-on-write checkpoints.
@@ -268,6 +275,7 @@ impl PageFile {
                 pending: BTreeSet::new(),
                 chain: Vec::new(),
                 committed: meta.clone(),
+                spare_damage: None,
             }),
             page_count: AtomicU64::new(2),
             epoch: AtomicU64::new(1),
@@ -303,14 +311,11 @@ impl PageFile {
         let mut reasons = Vec::new();
         let mut incompatible = None;
         let mut best: Option<Meta> = None;
+        let mut invalid: [Option<String>; 2] = [None, None];
         for slot in 0..2u64 {
-            let n = read_exact_at(&*file, &mut buf, slot * ps as u64)?;
+            let state = read_meta_slot(&*file, &mut buf, slot, ps)?;
             stats.record_read(FileKind::Pages, ps);
-            if n < ps {
-                reasons.push(format!("slot {slot}: truncated ({n} of {ps} bytes)"));
-                continue;
-            }
-            match decode_meta(&buf, slot, ps) {
+            match state {
                 SlotState::Valid(m) => {
                     if best.as_ref().is_none_or(|b| m.epoch > b.epoch) {
                         best = Some(m);
@@ -318,9 +323,13 @@ impl PageFile {
                 }
                 SlotState::Incompatible(msg) => {
                     reasons.push(format!("slot {slot}: {msg}"));
+                    invalid[slot as usize] = Some(msg.clone());
                     incompatible = Some(msg);
                 }
-                SlotState::Invalid(msg) => reasons.push(format!("slot {slot}: {msg}")),
+                SlotState::Invalid(msg) => {
+                    reasons.push(format!("slot {slot}: {msg}"));
+                    invalid[slot as usize] = Some(msg);
+                }
             }
         }
         let Some(meta) = best else {
@@ -343,6 +352,31 @@ impl PageFile {
             ));
         };
 
+        let committed_slot = meta.epoch % 2;
+        let spare = 1 - committed_slot;
+        let spare_damage = invalid[spare as usize].take().map(|reason| {
+            Damage::new(
+                path,
+                spare * ps as u64,
+                format!(
+                    "meta slot {spare} (the spare checkpoint; the last commit is epoch {} in slot {committed_slot}) \
+                     is unusable: {reason}",
+                    meta.epoch
+                ),
+            )
+        });
+        let committed_len = meta.page_count * ps as u64;
+        if file_len < committed_len {
+            return Err(Error::corruption(
+                path,
+                file_len,
+                format!(
+                    "file is {file_len} bytes, but its last commit (epoch {}) has {} pages of {ps} bytes: \
+                     it was truncated",
+                    meta.epoch, meta.page_count
+                ),
+            ));
+        }
         let pf = PageFile {
             file,
             path: path.to_path_buf(),
@@ -356,6 +390,7 @@ impl PageFile {
                 pending: BTreeSet::new(),
                 chain: Vec::new(),
                 committed: meta.clone(),
+                spare_damage,
             }),
             page_count: AtomicU64::new(meta.page_count),
             epoch: AtomicU64::new(meta.epoch + 1),
@@ -366,7 +401,6 @@ impl PageFile {
             st.free = ids.into_iter().collect();
             st.chain = chain;
         }
-        let committed_len = meta.page_count * ps as u64;
         if file_len > committed_len {
             // Pages written after the last commit: garbage.
             pf.file.set_len(committed_len)?;
@@ -390,6 +424,13 @@ impl PageFile {
     /// The epoch of the last commit (working epoch − 1).
     pub fn committed_epoch(&self) -> u64 {
         self.state.lock().committed.epoch
+    }
+
+    /// Why the spare meta slot (the one the last commit did not write) is unusable, if it is: found at open
+    /// or by [`check`](Self::check), cleared by the next commit. Harmless while the committed slot is intact,
+    /// but it is damage unless a commit was torn by a crash.
+    pub fn spare_damage(&self) -> Option<Damage> {
+        self.state.lock().spare_damage.clone()
     }
 
     /// The user root bytes of the last commit.
@@ -580,6 +621,12 @@ impl PageFile {
             stamp_checksum(&mut buf, pid);
             self.write_raw(pid, &buf)?;
         }
+        // The file holds every page the commit counts, even pages allocated and freed without ever being
+        // written: a file shorter than its commit's page count is then always damage (truncation).
+        let needed = new_page_count * self.page_size as u64;
+        if self.file.len()? < needed {
+            self.file.set_len(needed)?;
+        }
         self.sync()?;
 
         let meta = Meta {
@@ -599,6 +646,7 @@ impl PageFile {
         st.chain = chain_pages;
         st.page_count = new_page_count;
         st.committed = meta;
+        st.spare_damage = None;
         st.epoch += 1;
         self.page_count.store(st.page_count, Ordering::Release);
         self.epoch.store(st.epoch, Ordering::Release);
@@ -643,21 +691,31 @@ impl PageFile {
     }
 
     /// Re-reads the last commit's meta slot and free-list chain from disk and verifies them against the
-    /// in-memory state. Returns the number of ids in the persisted free list.
+    /// in-memory state, and that the file is not shorter than the commit. Returns the number of ids in the
+    /// persisted free list. The spare meta slot is re-read too: its state is then what
+    /// [`spare_damage`](Self::spare_damage) reports (not an error here: only the caller can tell a torn
+    /// commit from damage).
     pub fn check(&self) -> Result<u64> {
         let (committed, chain) = {
             let st = self.state.lock();
             (st.committed.clone(), st.chain.clone())
         };
+        let file_len = self.file.len()?;
+        let committed_len = committed.page_count * self.page_size as u64;
+        if file_len < committed_len {
+            return Err(Error::corruption(
+                &self.path,
+                file_len,
+                format!(
+                    "file is {file_len} bytes, but the last commit has {} pages of {} bytes: it was truncated",
+                    committed.page_count, self.page_size
+                ),
+            ));
+        }
         let slot = committed.epoch % 2;
         let mut buf = PageBuf::new(self.page_size);
-        let n = read_exact_at(&*self.file, &mut buf, self.offset(slot))?;
+        let on_disk = read_meta_slot(&*self.file, &mut buf, slot, self.page_size)?;
         self.stats.record_read(FileKind::Pages, self.page_size);
-        let on_disk = if n < self.page_size {
-            SlotState::Invalid("truncated".into())
-        } else {
-            decode_meta(&buf, slot, self.page_size)
-        };
         match on_disk {
             SlotState::Valid(m) if m == committed => {}
             SlotState::Valid(_) => {
@@ -675,6 +733,29 @@ impl PageFile {
                 ));
             }
         }
+        // The spare slot: an older commit (or, right after creation, the same empty one).
+        let spare = 1 - slot;
+        let spare_state = read_meta_slot(&*self.file, &mut buf, spare, self.page_size)?;
+        self.stats.record_read(FileKind::Pages, self.page_size);
+        let problem = match spare_state {
+            SlotState::Valid(m) if m.epoch < committed.epoch || m == committed => None,
+            SlotState::Valid(m) => Some(format!(
+                "holds epoch {}, not older than the last commit's {}",
+                m.epoch, committed.epoch
+            )),
+            SlotState::Incompatible(msg) | SlotState::Invalid(msg) => Some(msg),
+        };
+        self.state.lock().spare_damage = problem.map(|reason| {
+            Damage::new(
+                &self.path,
+                self.offset(spare),
+                format!(
+                    "meta slot {spare} (the spare checkpoint; the last commit is epoch {} in slot {slot}) is \
+                     unusable: {reason}",
+                    committed.epoch
+                ),
+            )
+        });
         let (disk_chain, ids) = self.load_free_list(&committed)?;
         if disk_chain != chain {
             return Err(Error::corruption(
@@ -798,6 +879,21 @@ impl PageFile {
         }
         Ok((chain, ids))
     }
+}
+
+/// Reads and decodes meta slot `slot` into `buf` (a short read is an invalid slot).
+fn read_meta_slot(
+    file: &dyn VfsFile,
+    buf: &mut [u8],
+    slot: PageId,
+    ps: usize,
+) -> Result<SlotState> {
+    let n = read_exact_at(file, buf, slot * ps as u64)?;
+    Ok(if n < ps {
+        SlotState::Invalid(format!("truncated ({n} of {ps} bytes)"))
+    } else {
+        decode_meta(buf, slot, ps)
+    })
 }
 
 /// When no slot verifies with the requested page size: a slot that verifies with the page size stored in
@@ -1068,7 +1164,8 @@ mod tests {
 
     #[test]
     fn crash_during_commit_leaves_the_previous_commit() {
-        // Fail the second commit at every I/O it does (2 free-list pages, sync, meta, sync), then crash.
+        // Fail the second commit at every I/O it does (2 free-list pages, the file length, sync, meta, sync),
+        // then crash.
         let mut failures = 0;
         for budget in 0.. {
             let mem = Arc::new(MemVfs::new());
@@ -1113,7 +1210,7 @@ mod tests {
                 assert_eq!(read_tag(&re, id), (i % 251) as u8);
             }
         }
-        assert_eq!(failures, 5);
+        assert_eq!(failures, 6);
     }
 
     #[test]

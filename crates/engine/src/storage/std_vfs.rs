@@ -110,6 +110,10 @@ impl Vfs for StdVfs {
         std::fs::remove_file(path).map_err(|e| Error::io(path, e))
     }
 
+    fn remove_dir(&self, path: &Path) -> Result<()> {
+        std::fs::remove_dir(path).map_err(|e| Error::io(path, e))
+    }
+
     fn rename(&self, from: &Path, to: &Path) -> Result<()> {
         std::fs::rename(from, to).map_err(|e| Error::io(from, e))
     }

@@ -40,6 +40,11 @@ pub trait Vfs: Send + Sync + Debug {
     /// Takes an exclusive lock on `path` (created if missing), held until the returned guard is dropped.
     /// If another holder has it: `Error::Locked`.
     fn lock(&self, path: &Path) -> Result<Box<dyn VfsLock>>;
+    /// Removes an empty directory. Backends without real directories may do nothing (the default).
+    fn remove_dir(&self, path: &Path) -> Result<()> {
+        let _ = path;
+        Ok(())
+    }
 }
 
 /// An open file. Reads and writes are positional, so one file can be shared by many threads.

@@ -144,5 +144,6 @@ pub(super) fn check(core: &BeTreeCore) -> Result<CheckReport> {
         records,
         height: core.height() as u32,
         free_pages,
+        ..CheckReport::default()
     })
 }

@@ -242,6 +242,10 @@ impl OrderedIndex for BeTree {
         self.seqno.load(Ordering::Acquire)
     }
 
+    fn spare_checkpoint_damage(&self) -> Option<crate::error::Damage> {
+        self.core.read().pool().file().spare_damage()
+    }
+
     fn check(&self) -> Result<CheckReport> {
         let mut core = self.core.write();
         self.usable()?;

@@ -130,5 +130,6 @@ pub(super) fn check(tree: &BTree, st: &TreeState) -> Result<CheckReport> {
         records,
         height: st.height,
         free_pages,
+        ..CheckReport::default()
     })
 }

@@ -262,6 +262,10 @@ impl OrderedIndex for BTree {
         self.state.read().seqno
     }
 
+    fn spare_checkpoint_damage(&self) -> Option<crate::error::Damage> {
+        self.pool.file().spare_damage()
+    }
+
     fn check(&self) -> Result<CheckReport> {
         let st = self.state.read();
         check::check(self, &st)
