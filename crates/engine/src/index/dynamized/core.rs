@@ -196,6 +196,8 @@ pub(crate) struct Shared<S> {
     next_shard_id: AtomicU64,
     failed: AtomicBool,
     failure: Mutex<String>,
+    /// Where the failure found damaged bytes, if that is why it failed (reported as `Error::Corruption`).
+    failure_damage: Mutex<Option<crate::error::Damage>>,
     pub(crate) counters: DynCounters,
     retired: Mutex<Vec<(u64, Weak<Version<S>>)>>,
     factory: Box<dyn ShardFactory<S>>,
@@ -240,6 +242,7 @@ impl<S: Shard> Dynamized<S> {
             next_shard_id: AtomicU64::new(next_shard_id),
             failed: AtomicBool::new(false),
             failure: Mutex::new(String::new()),
+            failure_damage: Mutex::new(None),
             counters: DynCounters::default(),
             retired: Mutex::new(Vec::new()),
             factory,
@@ -460,6 +463,17 @@ impl<S: Shard> Drop for Dynamized<S> {
 impl<S: Shard> Shared<S> {
     fn check_failed(&self) -> Result<()> {
         if self.failed.load(Ordering::Acquire) {
+            // Damage stays damage (the caller reports it as such); the index refuses work either way.
+            if let Some(d) = self.failure_damage.lock().clone() {
+                return Err(crate::error::Damage {
+                    detail: format!(
+                        "a reconstruction of the dynamized index failed: {}",
+                        d.detail
+                    ),
+                    ..d
+                }
+                .into_error());
+            }
             return Err(Error::Poisoned(format!(
                 "a reconstruction of the dynamized index failed: {}",
                 self.failure.lock()
@@ -470,6 +484,14 @@ impl<S: Shard> Shared<S> {
 
     fn fail(&self, e: &Error) {
         *self.failure.lock() = e.to_string();
+        if let Error::Corruption {
+            file,
+            offset,
+            detail,
+        } = e
+        {
+            *self.failure_damage.lock() = Some(crate::error::Damage::new(file, *offset, detail));
+        }
         self.failed.store(true, Ordering::Release);
         self.done_cv.notify_all();
     }
