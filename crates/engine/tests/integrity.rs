@@ -402,3 +402,79 @@ fn a_failed_create_leaves_no_directory_behind() {
         .collect();
     assert_eq!(left, vec![std::ffi::OsString::from("notes.txt")]);
 }
+
+#[test]
+fn read_only_handles_read_on_a_full_or_read_only_disk_and_never_write() {
+    for (name, c) in families() {
+        for kind in [
+            std::io::ErrorKind::StorageFull,
+            std::io::ErrorKind::ReadOnlyFilesystem,
+        ] {
+            let mem = Arc::new(MemVfs::new());
+            let model = crashed(&mem, &c, 30).pop().unwrap();
+            let before: Vec<(PathBuf, Vec<u8>)> = mem
+                .file_paths()
+                .into_iter()
+                .map(|p| {
+                    let b = mem.file_bytes(&p).unwrap();
+                    (p, b)
+                })
+                .collect();
+            let disk = FaultVfs::new(mem.clone());
+            disk.refuse_writes(kind);
+            let vfs: Arc<dyn Vfs> = Arc::new(disk.clone());
+            // A writer cannot even open; readers can, several at once, and replay the WAL in memory.
+            assert!(RawDb::open(DIR, &options(vfs.clone())).is_err(), "{name}");
+            let a = RawDb::open_read_only(DIR, &options(vfs.clone())).unwrap();
+            let b = RawDb::open_read_only(DIR, &options(vfs.clone())).unwrap();
+            assert!(a.recovery().replayed_records > 0, "{name}");
+            assert_eq!(contents(&a), model, "{name}");
+            assert_eq!(contents(&b), model, "{name}");
+            a.check().unwrap();
+            let e = a.insert(&key(&c, 1), &1u64.to_be_bytes()).unwrap_err();
+            assert!(matches!(e, Error::InvalidArgument(_)), "{name}: {e}");
+            assert!(matches!(a.checkpoint(), Err(Error::InvalidArgument(_))));
+            assert!(matches!(a.flush(), Err(Error::InvalidArgument(_))));
+            drop((a, b));
+            let after: Vec<(PathBuf, Vec<u8>)> = mem
+                .file_paths()
+                .into_iter()
+                .map(|p| {
+                    let b = mem.file_bytes(&p).unwrap();
+                    (p, b)
+                })
+                .collect();
+            assert!(before == after, "{name}: a read-only handle changed a file");
+        }
+    }
+}
+
+#[test]
+fn readers_and_a_writer_exclude_each_other() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("db");
+    let c = config(IndexKind::BTree, TypeKind::U64);
+    let w = RawDb::create(&dir, &c, &Options::default()).unwrap();
+    w.insert(&key(&c, 1), &7u64.to_be_bytes()).unwrap();
+    assert!(matches!(
+        RawDb::open_read_only(&dir, &Options::default()),
+        Err(Error::Locked(_))
+    ));
+    w.close().unwrap();
+    let r1 = RawDb::open_read_only(&dir, &Options::default()).unwrap();
+    let r2 = RawDb::open_read_only(&dir, &Options::default()).unwrap();
+    assert_eq!(
+        r1.get(&key(&c, 1)).unwrap(),
+        Some(7u64.to_be_bytes().to_vec())
+    );
+    assert_eq!(
+        r2.get(&key(&c, 1)).unwrap(),
+        Some(7u64.to_be_bytes().to_vec())
+    );
+    assert!(matches!(
+        RawDb::open(&dir, &Options::default()),
+        Err(Error::Locked(_))
+    ));
+    drop((r1, r2));
+    RawDb::open(&dir, &Options::default()).unwrap();
+}

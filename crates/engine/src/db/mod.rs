@@ -379,38 +379,25 @@ impl RawDb {
         let rec = recovery::recover(&vfs, dir, &stats, index.as_ref(), mode)
             .map_err(|e| missing_file_is_damage(e, dir))?;
         let mut info = rec.info;
-        if read_only {
-            let mut db = Self::start(
-                dir,
-                vfs,
-                m,
-                index,
-                stats,
-                lock,
-                options,
-                None,
-                rec.last_seqno,
-                info,
-            );
-            let inner = Arc::get_mut(&mut db.inner).expect("the only handle");
-            inner.replayed_wal = rec.live_wal;
-            inner.checkpoint_interrupted = rec.checkpoint_interrupted;
-            return Ok(db);
-        }
-        // A spare checkpoint slot that is unusable (damage, or a checkpoint a crash tore) is rewritten by a
-        // fresh checkpoint, as is everything replayed; then a new WAL replaces the old ones.
-        let spare = index.spare_checkpoint_damage();
-        if info.replayed_records > 0 || spare.is_some() || !info.repairs.is_empty() {
-            index.checkpoint(rec.last_seqno)?;
-        }
-        info.spare_checkpoint_rewritten = spare.map(|d| d.to_string());
-        let number = rec.wal_numbers.last().map_or(1, |n| n + 1);
-        let wal = new_wal(&vfs, dir, number, rec.last_seqno, &stats)?;
-        vfs.sync_dir(dir)?;
-        for &old in &rec.wal_numbers {
-            vfs.remove_file(&wal_path(dir, old))?;
-        }
-        Ok(Self::start(
+        let wal = if read_only {
+            None
+        } else {
+            // A spare checkpoint slot that is unusable (damage, or a checkpoint a crash tore) is rewritten by a
+            // fresh checkpoint, as is everything replayed; then a new WAL replaces the old ones.
+            let spare = index.spare_checkpoint_damage();
+            if info.replayed_records > 0 || spare.is_some() || !info.repairs.is_empty() {
+                index.checkpoint(rec.last_seqno)?;
+            }
+            info.spare_checkpoint_rewritten = spare.map(|d| d.to_string());
+            let number = rec.wal_numbers.last().map_or(1, |n| n + 1);
+            let wal = new_wal(&vfs, dir, number, rec.last_seqno, &stats)?;
+            vfs.sync_dir(dir)?;
+            for &old in &rec.wal_numbers {
+                vfs.remove_file(&wal_path(dir, old))?;
+            }
+            Some(wal)
+        };
+        let mut db = Self::start(
             dir,
             vfs,
             m,
@@ -418,10 +405,16 @@ impl RawDb {
             stats,
             lock,
             options,
-            Some(wal),
+            wal,
             rec.last_seqno,
             info,
-        ))
+        );
+        if read_only {
+            let inner = Arc::get_mut(&mut db.inner).expect("the only handle");
+            inner.replayed_wal = rec.live_wal;
+            inner.checkpoint_interrupted = rec.checkpoint_interrupted;
+        }
+        Ok(db)
     }
 
     /// Creates the database if `dir` has no manifest, else opens it (the config must then match).
@@ -1033,15 +1026,12 @@ fn read_only_lock(vfs: &dyn Vfs, dir: &Path) -> Result<Option<Box<dyn VfsLock>>>
     if !vfs.exists(&path) {
         return Ok(None);
     }
-    // TODO(read-only): a shared lock once the Vfs has one.
-    let _ = vfs;
-    Ok(None)
+    vfs.lock_shared(&path).map(Some)
 }
 
 /// The file system a read-only handle sees: the real files, with every change kept in memory.
 fn read_only_vfs(vfs: Arc<dyn Vfs>) -> Arc<dyn Vfs> {
-    // TODO(read-only): OverlayVfs.
-    vfs
+    Arc::new(crate::storage::OverlayVfs::new(vfs))
 }
 
 /// A file of the database that does not exist is damage, not an I/O error: the error names it.

@@ -73,8 +73,7 @@ pub(crate) fn wal_numbers(vfs: &dyn Vfs, dir: &Path) -> Result<Vec<u64>> {
 
 /// True if the log at `path` holds no record: at most one growth step long and zeros after its header.
 fn holds_no_record(vfs: &Arc<dyn Vfs>, path: &Path) -> Result<bool> {
-    // TODO(read-only): open with `read_only` once the Vfs has it.
-    let file = vfs.open(path, OpenOptions::default())?;
+    let file = vfs.open(path, OpenOptions::READ_ONLY)?;
     let len = file.len()?;
     if len > LOG_GROWTH {
         return Ok(false);

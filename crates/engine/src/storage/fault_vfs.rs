@@ -8,6 +8,9 @@
 //! `Error::Io` with an `io::Error` of kind `Other` and message `"injected fault"`, without touching the
 //! underlying `MemVfs` (a failed write writes nothing), until [`FaultVfs::disarm`] or [`FaultVfs::crash`].
 //!
+//! [`FaultVfs::refuse_writes`] simulates a full disk or a read-only mount: operations that would change the
+//! file system fail with the chosen error kind while reads go on.
+//!
 //! `FaultVfs` is a cheap handle (`Clone`; the counter and the `MemVfs` are shared), so a test keeps one clone
 //! while the database holds another as `Arc<dyn Vfs>`.
 //!
@@ -16,6 +19,8 @@
 use super::mem_vfs::MemVfs;
 use super::vfs::{OpenOptions, Vfs, VfsFile, VfsLock};
 use crate::error::{Error, Result};
+use parking_lot::Mutex;
+use std::io::ErrorKind;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -28,6 +33,8 @@ struct Control {
     ops: AtomicU64,
     /// Operation number (0-based) from which every operation fails; `DISARMED` if none.
     fail_at: AtomicU64,
+    /// While set, operations that would change the file system fail with this error kind.
+    refuse_writes: Mutex<Option<ErrorKind>>,
 }
 
 impl Control {
@@ -35,6 +42,21 @@ impl Control {
         let n = self.ops.fetch_add(1, Ordering::SeqCst);
         if n >= self.fail_at.load(Ordering::SeqCst) {
             return Err(Error::io(path, std::io::Error::other("injected fault")));
+        }
+        Ok(())
+    }
+
+    /// A counted operation that changes the file system.
+    fn tick_write(&self, path: &Path) -> Result<()> {
+        self.tick(path)?;
+        if let Some(kind) = *self.refuse_writes.lock() {
+            return Err(Error::io(
+                path,
+                std::io::Error::new(
+                    kind,
+                    "writes refused (simulated full or read-only file system)",
+                ),
+            ));
         }
         Ok(())
     }
@@ -54,6 +76,7 @@ impl FaultVfs {
             ctl: Arc::new(Control {
                 ops: AtomicU64::new(0),
                 fail_at: AtomicU64::new(DISARMED),
+                refuse_writes: Mutex::new(None),
             }),
         }
     }
@@ -64,6 +87,20 @@ impl FaultVfs {
         self.ctl
             .fail_at
             .store(now.saturating_add(n), Ordering::SeqCst);
+    }
+
+    /// Simulates a full disk (`ErrorKind::StorageFull`) or a read-only mount (`ErrorKind::ReadOnlyFilesystem`):
+    /// until [`allow_writes`](Self::allow_writes), every operation that would change the file system — an open
+    /// with `create` or `truncate`, `write_all_at`, `set_len`, `sync_data` of a writable handle, `remove_file`,
+    /// `rename`, `create_dir_all`, `lock` — fails with `kind`; reads, `len`, `list_dir`, read-only opens,
+    /// `lock_shared` and `sync_dir` keep working.
+    pub fn refuse_writes(&self, kind: ErrorKind) {
+        *self.ctl.refuse_writes.lock() = Some(kind);
+    }
+
+    /// Ends [`refuse_writes`](Self::refuse_writes).
+    pub fn allow_writes(&self) {
+        *self.ctl.refuse_writes.lock() = None;
     }
 
     /// Stops injecting faults.
@@ -97,15 +134,21 @@ impl FaultVfs {
 struct FaultFile {
     inner: Box<dyn VfsFile>,
     ctl: Arc<Control>,
+    read_only: bool,
 }
 
 impl Vfs for FaultVfs {
     fn open(&self, path: &Path, opts: OpenOptions) -> Result<Box<dyn VfsFile>> {
-        self.ctl.tick(path)?;
+        if opts.create || opts.truncate {
+            self.ctl.tick_write(path)?;
+        } else {
+            self.ctl.tick(path)?;
+        }
         let inner = self.base.open(path, opts)?;
         Ok(Box::new(FaultFile {
             inner,
             ctl: self.ctl.clone(),
+            read_only: opts.read_only,
         }))
     }
 
@@ -114,7 +157,7 @@ impl Vfs for FaultVfs {
     }
 
     fn create_dir_all(&self, path: &Path) -> Result<()> {
-        self.ctl.tick(path)?;
+        self.ctl.tick_write(path)?;
         self.base.create_dir_all(path)
     }
 
@@ -124,12 +167,12 @@ impl Vfs for FaultVfs {
     }
 
     fn remove_file(&self, path: &Path) -> Result<()> {
-        self.ctl.tick(path)?;
+        self.ctl.tick_write(path)?;
         self.base.remove_file(path)
     }
 
     fn rename(&self, from: &Path, to: &Path) -> Result<()> {
-        self.ctl.tick(from)?;
+        self.ctl.tick_write(from)?;
         self.base.rename(from, to)
     }
 
@@ -139,8 +182,13 @@ impl Vfs for FaultVfs {
     }
 
     fn lock(&self, path: &Path) -> Result<Box<dyn VfsLock>> {
-        self.ctl.tick(path)?;
+        self.ctl.tick_write(path)?;
         self.base.lock(path)
+    }
+
+    fn lock_shared(&self, path: &Path) -> Result<Box<dyn VfsLock>> {
+        self.ctl.tick(path)?;
+        self.base.lock_shared(path)
     }
 }
 
@@ -155,7 +203,7 @@ impl VfsFile for FaultFile {
     }
 
     fn write_all_at(&self, buf: &[u8], offset: u64) -> Result<()> {
-        self.ctl.tick(self.inner.path())?;
+        self.ctl.tick_write(self.inner.path())?;
         self.inner.write_all_at(buf, offset)
     }
 
@@ -165,12 +213,16 @@ impl VfsFile for FaultFile {
     }
 
     fn set_len(&self, len: u64) -> Result<()> {
-        self.ctl.tick(self.inner.path())?;
+        self.ctl.tick_write(self.inner.path())?;
         self.inner.set_len(len)
     }
 
     fn sync_data(&self) -> Result<()> {
-        self.ctl.tick(self.inner.path())?;
+        if self.read_only {
+            self.ctl.tick(self.inner.path())?;
+        } else {
+            self.ctl.tick_write(self.inner.path())?;
+        }
         self.inner.sync_data()
     }
 }
@@ -184,6 +236,7 @@ mod tests {
         create: true,
         truncate: false,
         direct: false,
+        read_only: false,
     };
 
     fn is_injected(e: &Error) -> bool {

@@ -331,8 +331,7 @@ pub fn read_log_header(vfs: &Arc<dyn Vfs>, path: &Path, stats: &IoStats) -> Resu
 }
 
 fn open_read(vfs: &Arc<dyn Vfs>, path: &Path) -> Result<Box<dyn VfsFile>> {
-    // TODO(read-only): open with `read_only` once the Vfs has it.
-    vfs.open(path, OpenOptions::default())
+    vfs.open(path, OpenOptions::READ_ONLY)
 }
 
 /// The current slot, and the other slot's damage (offset, reason) if it is invalid.

@@ -11,8 +11,10 @@
 //!   name. A file created by `open` (with `create`) is *not* durable until it is synced.
 //! * Directories: `create_dir_all` records them; opening a file with `create` records its parent directories
 //!   too, so a missing parent is not an error (unlike a real file system).
-//! * Locks are an in-process table: a second `lock` of a locked path is `Error::Locked`; dropping the guard
-//!   releases it.
+//! * Locks are an in-process table: `lock` of a path anyone holds, or `lock_shared` of a path held exclusively,
+//!   is `Error::Locked`; shared holders coexist; dropping a guard releases it.
+//! * `OpenOptions::read_only` handles refuse writes and `set_len` (`PermissionDenied`); their `sync_data` does
+//!   nothing.
 //! * `OpenOptions::direct` is accepted and ignored (memory has no alignment requirement).
 //!
 //! Thread safety: one `parking_lot::Mutex` for the name space, one per file for its bytes. Lock order: name
@@ -21,7 +23,7 @@
 //! Cost: a read or write copies the bytes once; `sync_data` copies only the byte range changed since the last
 //! sync (tracked as one dirty interval), so syncing an append-only log costs O(appended bytes).
 
-use super::vfs::{OpenOptions, Vfs, VfsFile, VfsLock};
+use super::vfs::{OpenOptions, Vfs, VfsFile, VfsLock, read_only_handle};
 use crate::error::{Error, Result};
 use parking_lot::Mutex;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -116,12 +118,37 @@ impl NameSpace {
     }
 }
 
-/// Locked paths with the token of their current holder (so a guard from before a crash cannot release a lock
-/// taken after it).
+/// Locked paths with the tokens of their current holders (so a guard from before a crash cannot release a
+/// lock taken after it): one token for an exclusive holder, one per shared holder; `exclusive` marks which.
 #[derive(Debug, Default)]
-struct LockTable {
-    held: Mutex<HashMap<PathBuf, u64>>,
+pub(crate) struct LockTable {
+    held: Mutex<HashMap<PathBuf, Vec<u64>>>,
+    exclusive: Mutex<BTreeSet<u64>>,
     next_token: AtomicU64,
+}
+
+impl LockTable {
+    /// Takes the lock of `path` for a new holder, or `Error::Locked`.
+    pub(crate) fn take(self: &Arc<Self>, path: &Path, exclusive: bool) -> Result<Box<dyn VfsLock>> {
+        let mut held = self.held.lock();
+        let mut excl = self.exclusive.lock();
+        if let Some(tokens) = held.get(path)
+            && !tokens.is_empty()
+            && (exclusive || tokens.iter().any(|t| excl.contains(t)))
+        {
+            return Err(Error::Locked(path.to_path_buf()));
+        }
+        let token = self.next_token.fetch_add(1, Ordering::Relaxed);
+        held.entry(path.to_path_buf()).or_default().push(token);
+        if exclusive {
+            excl.insert(token);
+        }
+        Ok(Box::new(MemLock {
+            path: path.to_path_buf(),
+            token,
+            table: self.clone(),
+        }))
+    }
 }
 
 /// An in-memory file system with crash simulation. Share it as `Arc<MemVfs>` (it coerces to `Arc<dyn Vfs>`).
@@ -158,6 +185,7 @@ impl MemVfs {
             }
         }
         self.locks.held.lock().clear();
+        self.locks.exclusive.lock().clear();
     }
 
     /// The current bytes of a file (including unsynced writes), or `None` if it does not exist.
@@ -204,6 +232,7 @@ impl MemVfs {
 struct MemFile {
     inode: Arc<Inode>,
     path: PathBuf,
+    read_only: bool,
 }
 
 #[derive(Debug)]
@@ -216,8 +245,11 @@ struct MemLock {
 impl Drop for MemLock {
     fn drop(&mut self) {
         let mut held = self.table.held.lock();
-        if held.get(&self.path) == Some(&self.token) {
-            held.remove(&self.path);
+        if let Some(tokens) = held.get_mut(&self.path) {
+            tokens.retain(|&t| t != self.token);
+            if tokens.is_empty() {
+                held.remove(&self.path);
+            }
         }
     }
 }
@@ -230,6 +262,7 @@ impl VfsLock for MemLock {
 
 impl Vfs for MemVfs {
     fn open(&self, path: &Path, opts: OpenOptions) -> Result<Box<dyn VfsFile>> {
+        opts.validate(path)?;
         let mut ns = self.ns.lock();
         if ns.dirs.contains(path) {
             return Err(Error::io(
@@ -254,6 +287,7 @@ impl Vfs for MemVfs {
         Ok(Box::new(MemFile {
             inode,
             path: path.to_path_buf(),
+            read_only: opts.read_only,
         }))
     }
 
@@ -326,17 +360,14 @@ impl Vfs for MemVfs {
                     .insert(path.to_path_buf(), Arc::new(Inode::default()));
             }
         }
-        let mut held = self.locks.held.lock();
-        if held.contains_key(path) {
-            return Err(Error::Locked(path.to_path_buf()));
+        self.locks.take(path, true)
+    }
+
+    fn lock_shared(&self, path: &Path) -> Result<Box<dyn VfsLock>> {
+        if !self.ns.lock().files.contains_key(path) {
+            return Err(not_found(path));
         }
-        let token = self.locks.next_token.fetch_add(1, Ordering::Relaxed);
-        held.insert(path.to_path_buf(), token);
-        Ok(Box::new(MemLock {
-            path: path.to_path_buf(),
-            token,
-            table: self.locks.clone(),
-        }))
+        self.locks.take(path, false)
     }
 }
 
@@ -358,6 +389,9 @@ impl VfsFile for MemFile {
     }
 
     fn write_all_at(&self, buf: &[u8], offset: u64) -> Result<()> {
+        if self.read_only {
+            return Err(read_only_handle(&self.path));
+        }
         let offset =
             usize::try_from(offset).map_err(|_| Error::invalid("offset too large for MemVfs"))?;
         self.inode.data.lock().write(buf, offset);
@@ -369,6 +403,9 @@ impl VfsFile for MemFile {
     }
 
     fn set_len(&self, len: u64) -> Result<()> {
+        if self.read_only {
+            return Err(read_only_handle(&self.path));
+        }
         let len =
             usize::try_from(len).map_err(|_| Error::invalid("length too large for MemVfs"))?;
         self.inode.data.lock().set_len(len);
@@ -376,6 +413,9 @@ impl VfsFile for MemFile {
     }
 
     fn sync_data(&self) -> Result<()> {
+        if self.read_only {
+            return Ok(());
+        }
         self.inode.data.lock().sync();
         Ok(())
     }
@@ -390,6 +430,7 @@ mod tests {
         create: true,
         truncate: false,
         direct: false,
+        read_only: false,
     };
 
     fn p(s: &str) -> PathBuf {
@@ -560,5 +601,56 @@ mod tests {
                 prop_assert_eq!(vfs.file_bytes(&path).unwrap(), cur.clone());
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod lock_and_read_only_tests {
+    use super::*;
+
+    #[test]
+    fn shared_and_exclusive_locks_exclude_each_other() {
+        let mem = MemVfs::new();
+        let p = Path::new("/d/LOCK");
+        assert!(
+            mem.lock_shared(p).is_err(),
+            "no shared lock of a missing file"
+        );
+        let x = mem.lock(p).unwrap();
+        assert!(matches!(mem.lock_shared(p), Err(Error::Locked(_))));
+        assert!(matches!(mem.lock(p), Err(Error::Locked(_))));
+        drop(x);
+        let a = mem.lock_shared(p).unwrap();
+        let b = mem.lock_shared(p).unwrap();
+        assert!(matches!(mem.lock(p), Err(Error::Locked(_))));
+        drop(a);
+        assert!(matches!(mem.lock(p), Err(Error::Locked(_))));
+        drop(b);
+        let _x = mem.lock(p).unwrap();
+    }
+
+    #[test]
+    fn read_only_handles_refuse_writes() {
+        let mem = MemVfs::new();
+        let p = Path::new("/f");
+        mem.set_file_bytes(p, b"abc".to_vec());
+        assert!(
+            mem.open(
+                p,
+                OpenOptions {
+                    truncate: true,
+                    ..OpenOptions::READ_ONLY
+                }
+            )
+            .is_err()
+        );
+        let f = mem.open(p, OpenOptions::READ_ONLY).unwrap();
+        let denied = |r: Result<()>| matches!(r, Err(Error::Io { source, .. }) if source.kind() == ErrorKind::PermissionDenied);
+        assert!(denied(f.write_all_at(b"x", 0)));
+        assert!(denied(f.set_len(0)));
+        f.sync_data().unwrap();
+        let mut buf = [0u8; 3];
+        assert_eq!(f.read_at(&mut buf, 0).unwrap(), 3);
+        assert_eq!(mem.file_bytes(p).unwrap(), b"abc");
     }
 }

@@ -4,7 +4,10 @@
 //!
 //! * [`vfs`]: the `Vfs` / `VfsFile` traits and three backends: [`StdVfs`] (real files, optional O_DIRECT),
 //!   [`MemVfs`] (in memory, with a `crash()` that throws away every write not yet synced) and [`FaultVfs`]
-//!   (wraps a `MemVfs`; every operation fails after N operations, plus the crash of its `MemVfs`).
+//!   (wraps a `MemVfs`; every operation fails after N operations, plus the crash of its `MemVfs`, and it can
+//!   refuse every change like a full disk or a read-only mount). [`OverlayVfs`] is a copy-on-write view of
+//!   any of them that keeps every change in memory (what read-only database handles open their files
+//!   through). Files open read-write or `read_only`; locks are exclusive (`lock`) or shared (`lock_shared`).
 //! * [`page_file`]: fixed-size pages (a power of two from 4 KiB to 4 MiB, fixed at creation; the B+-tree
 //!   takes pages up to 64 KiB), each with an xxh3 checksum seeded by its page id ([`page`] documents the
 //!   header). Pages are allocated from a free list or by extending the file. Durability is by **copy-on-write
@@ -41,6 +44,7 @@ pub mod fault_vfs;
 pub mod io_stats;
 pub mod log;
 pub mod mem_vfs;
+pub mod overlay_vfs;
 pub mod page;
 pub mod page_accounting;
 pub mod page_file;
@@ -54,6 +58,7 @@ pub use log::{
     LogHeader, LogRecovery, LogWriter, RecoverMode, Salvaged, read_log_header, recover_log,
 };
 pub use mem_vfs::MemVfs;
+pub use overlay_vfs::OverlayVfs;
 pub use page::{PageBuf, PageId, PageType};
 pub use page_accounting::check_page_accounting;
 pub use page_file::{PageFile, PageFileOptions};

@@ -253,6 +253,7 @@ impl PageFile {
                 create: true,
                 truncate: true,
                 direct: opts.direct,
+                read_only: false,
             },
         )?;
         let meta = Meta {
@@ -303,6 +304,7 @@ impl PageFile {
                 create: false,
                 truncate: false,
                 direct: opts.direct,
+                read_only: false,
             },
         )?;
         let ps = opts.page_size;

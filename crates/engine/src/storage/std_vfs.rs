@@ -6,14 +6,18 @@
 //! * `OpenOptions::direct` opens with `O_DIRECT`; a file system that refuses it (`EINVAL` at open, e.g. tmpfs)
 //!   gives `Error::InvalidArgument` naming the path. With `O_DIRECT` every buffer, offset and length must be
 //!   aligned to [`DIRECT_IO_ALIGN`](super::vfs::DIRECT_IO_ALIGN); a misaligned request fails with the OS error.
-//! * `lock` takes an advisory exclusive `flock` (std's `File::try_lock`) on a file it creates if missing. The
-//!   lock belongs to the open file description, so a second `lock` of the same path fails with
-//!   `Error::Locked` even inside one process; dropping the guard closes the file and releases the lock.
+//! * `lock` takes an advisory exclusive `flock` (std's `File::try_lock`) on a file it creates if missing;
+//!   `lock_shared` a shared one (`File::try_lock_shared`) on an existing file opened read-only, so it works on
+//!   a read-only mount. The lock belongs to the open file description, so a conflicting `lock` of the same
+//!   path fails with `Error::Locked` even inside one process; dropping the guard closes the file and releases
+//!   the lock.
+//! * `OpenOptions::read_only` opens without write access; writes and `set_len` on such a handle are refused
+//!   (`PermissionDenied`) and `sync_data` does nothing.
 //! * Every `std::io::Error` is reported as `Error::Io` naming the path.
 //!
 //! Cost: one system call per operation (a short read is retried until end of file; `EINTR` is retried).
 
-use super::vfs::{OpenOptions, Vfs, VfsFile, VfsLock};
+use super::vfs::{OpenOptions, Vfs, VfsFile, VfsLock, read_only_handle};
 use crate::error::{Error, Result};
 use std::fs::{File, TryLockError};
 use std::io::ErrorKind;
@@ -35,6 +39,8 @@ impl StdVfs {
 struct StdFile {
     file: File,
     path: PathBuf,
+    /// Opened without write access: writes are refused before they reach the OS.
+    read_only: bool,
 }
 
 /// An exclusive `flock` held on an open file; closing the file (on drop) releases it.
@@ -60,9 +66,10 @@ impl VfsLock for StdLock {
 
 impl Vfs for StdVfs {
     fn open(&self, path: &Path, opts: OpenOptions) -> Result<Box<dyn VfsFile>> {
+        opts.validate(path)?;
         let mut o = std::fs::OpenOptions::new();
         o.read(true)
-            .write(true)
+            .write(!opts.read_only)
             .create(opts.create)
             .truncate(opts.truncate);
         if opts.direct {
@@ -73,6 +80,7 @@ impl Vfs for StdVfs {
             Ok(file) => Ok(Box::new(StdFile {
                 file,
                 path: path.to_path_buf(),
+                read_only: opts.read_only,
             })),
             Err(e) if opts.direct && e.raw_os_error() == Some(libc::EINVAL) => {
                 // Linux creates the file before it checks O_DIRECT support: do not leave an empty file behind.
@@ -140,6 +148,18 @@ impl Vfs for StdVfs {
             Err(TryLockError::Error(e)) => Err(Error::io(path, e)),
         }
     }
+
+    fn lock_shared(&self, path: &Path) -> Result<Box<dyn VfsLock>> {
+        let file = File::open(path).map_err(|e| Error::io(path, e))?;
+        match file.try_lock_shared() {
+            Ok(()) => Ok(Box::new(StdLock {
+                file,
+                path: path.to_path_buf(),
+            })),
+            Err(TryLockError::WouldBlock) => Err(Error::Locked(path.to_path_buf())),
+            Err(TryLockError::Error(e)) => Err(Error::io(path, e)),
+        }
+    }
 }
 
 impl VfsFile for StdFile {
@@ -161,6 +181,9 @@ impl VfsFile for StdFile {
     }
 
     fn write_all_at(&self, buf: &[u8], offset: u64) -> Result<()> {
+        if self.read_only {
+            return Err(read_only_handle(&self.path));
+        }
         self.file
             .write_all_at(buf, offset)
             .map_err(|e| Error::io(&self.path, e))
@@ -175,10 +198,16 @@ impl VfsFile for StdFile {
     }
 
     fn set_len(&self, len: u64) -> Result<()> {
+        if self.read_only {
+            return Err(read_only_handle(&self.path));
+        }
         self.file.set_len(len).map_err(|e| Error::io(&self.path, e))
     }
 
     fn sync_data(&self) -> Result<()> {
+        if self.read_only {
+            return Ok(()); // nothing written through this handle
+        }
         self.file.sync_data().map_err(|e| Error::io(&self.path, e))
     }
 }
@@ -193,6 +222,7 @@ mod tests {
         create: true,
         truncate: false,
         direct: false,
+        read_only: false,
     };
 
     #[test]
@@ -287,5 +317,54 @@ mod tests {
             }
             Err(e) => panic!("unexpected error {e}"),
         }
+    }
+}
+
+#[cfg(test)]
+mod lock_and_read_only_tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn shared_and_exclusive_locks_on_real_files() {
+        let tmp = tempfile::tempdir().unwrap();
+        let p = tmp.path().join("LOCK");
+        let vfs = StdVfs;
+        assert!(vfs.lock_shared(&p).is_err(), "a shared lock never creates");
+        let x = vfs.lock(&p).unwrap();
+        assert!(matches!(vfs.lock_shared(&p), Err(Error::Locked(_))));
+        drop(x);
+        let a = vfs.lock_shared(&p).unwrap();
+        let b = vfs.lock_shared(&p).unwrap();
+        assert!(matches!(vfs.lock(&p), Err(Error::Locked(_))));
+        drop((a, b));
+        vfs.lock(&p).unwrap();
+    }
+
+    #[test]
+    fn read_only_handles_of_a_read_only_file() {
+        let tmp = tempfile::tempdir().unwrap();
+        let p = tmp.path().join("f");
+        std::fs::write(&p, b"data").unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o444)).unwrap();
+        let f = StdVfs.open(&p, OpenOptions::READ_ONLY).unwrap();
+        let mut buf = [0u8; 4];
+        assert_eq!(f.read_at(&mut buf, 0).unwrap(), 4);
+        assert_eq!(&buf, b"data");
+        let denied = |r: Result<()>| matches!(r, Err(Error::Io { source, .. }) if source.kind() == ErrorKind::PermissionDenied);
+        assert!(denied(f.write_all_at(b"x", 0)));
+        assert!(denied(f.set_len(0)));
+        f.sync_data().unwrap();
+        assert_eq!(std::fs::read(&p).unwrap(), b"data");
+        assert!(matches!(
+            StdVfs.open(
+                &p,
+                OpenOptions {
+                    create: true,
+                    ..OpenOptions::READ_ONLY
+                }
+            ),
+            Err(Error::InvalidArgument(_))
+        ));
     }
 }

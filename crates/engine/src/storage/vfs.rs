@@ -16,6 +16,42 @@ pub struct OpenOptions {
     /// aligned to `DIRECT_IO_ALIGN`. A backend or file system that cannot do it returns
     /// `Error::InvalidArgument` naming the path.
     pub direct: bool,
+    /// Open for reading only (no write access is asked of the OS, so it works on a read-only mount). Writes
+    /// and `set_len` on the handle fail with `Error::Io` of kind `PermissionDenied`; `sync_data` does nothing.
+    /// Together with `create` or `truncate` it is `Error::InvalidArgument`.
+    pub read_only: bool,
+}
+
+impl OpenOptions {
+    /// Options for reading an existing file only.
+    pub const READ_ONLY: OpenOptions = OpenOptions {
+        create: false,
+        truncate: false,
+        direct: false,
+        read_only: true,
+    };
+
+    /// `Error::InvalidArgument` if `read_only` is combined with `create` or `truncate`.
+    pub fn validate(&self, path: &Path) -> Result<()> {
+        if self.read_only && (self.create || self.truncate) {
+            return Err(crate::error::Error::invalid(format!(
+                "{}: a read-only open cannot create or truncate",
+                path.display()
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// The error of a write through a read-only handle.
+pub fn read_only_handle(path: &Path) -> crate::error::Error {
+    crate::error::Error::io(
+        path,
+        std::io::Error::new(
+            std::io::ErrorKind::PermissionDenied,
+            "write through a handle opened read-only",
+        ),
+    )
 }
 
 /// Alignment that O_DIRECT I/O requires of buffers, offsets and lengths.
@@ -38,8 +74,12 @@ pub trait Vfs: Send + Sync + Debug {
     /// Makes the directory's entries (creates, renames, removes) durable.
     fn sync_dir(&self, path: &Path) -> Result<()>;
     /// Takes an exclusive lock on `path` (created if missing), held until the returned guard is dropped.
-    /// If another holder has it: `Error::Locked`.
+    /// If another holder has it (exclusive or shared): `Error::Locked`.
     fn lock(&self, path: &Path) -> Result<Box<dyn VfsLock>>;
+    /// Takes a shared lock on the existing file `path` (opened read-only, never created: a missing file is
+    /// `Error::Io` of kind `NotFound`). Shared holders coexist; while an exclusive holder has it:
+    /// `Error::Locked`.
+    fn lock_shared(&self, path: &Path) -> Result<Box<dyn VfsLock>>;
     /// Removes an empty directory. Backends without real directories may do nothing (the default).
     fn remove_dir(&self, path: &Path) -> Result<()> {
         let _ = path;
@@ -67,7 +107,7 @@ pub trait VfsFile: Send + Sync + Debug {
     fn sync_data(&self) -> Result<()>;
 }
 
-/// An exclusive lock on a path; released on drop.
+/// A lock on a path (exclusive or shared); released on drop.
 pub trait VfsLock: Send + Sync + Debug {
     fn path(&self) -> &Path;
 }
@@ -100,7 +140,7 @@ pub fn write_file_atomically(
         OpenOptions {
             create: true,
             truncate: true,
-            direct: false,
+            ..OpenOptions::default()
         },
     )?;
     file.write_all_at(bytes, 0)?;

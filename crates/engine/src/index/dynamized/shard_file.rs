@@ -385,6 +385,7 @@ impl ShardWriter {
                 create: true,
                 truncate: true,
                 direct,
+                read_only: false,
             },
         )?;
         Ok(ShardWriter {
@@ -675,6 +676,7 @@ impl ShardFile {
                 create: false,
                 truncate: false,
                 direct,
+                read_only: true,
             },
         )?;
         let mut page = PageBuf::new(page_size);
