@@ -1,4 +1,8 @@
-//! The database commands: create, put, get, del, scan, count, sample, check, stats.
+//! The database commands: create, put, get, del, merge, scan, count, sample, check, repair, stats.
+//!
+//! Reading commands open the database read-only ([`open_read`]); writing ones read-write ([`open`]). Either
+//! way, what recovery had to do (a WAL replayed, a torn tail cut, a spare checkpoint rewritten) is told on
+//! stderr as a note.
 
 use crate::codec;
 use crate::{CliError, CliResult};
@@ -14,8 +18,41 @@ use strata::{Config, Direction, IndexKind, KeyRange, Options, RawDb};
 /// Samples drawn per engine call by `sample`.
 const SAMPLE_CHUNK: usize = 1 << 16;
 
+/// Opens the database read-write (recovering it durably).
 fn open(dir: &Path, options: &Options) -> CliResult<RawDb> {
-    Ok(RawDb::open(dir, options)?)
+    let db = RawDb::open(dir, options)?;
+    note_recovery(&db, false);
+    Ok(db)
+}
+
+/// Opens the database read-only: a shared lock, nothing written (a WAL is replayed in memory).
+pub fn open_read(dir: &Path, options: &Options) -> CliResult<RawDb> {
+    let db = RawDb::open_read_only(dir, options)?;
+    note_recovery(&db, true);
+    Ok(db)
+}
+
+/// Tells on stderr what recovery did, when it did anything worth knowing.
+fn note_recovery(db: &RawDb, read_only: bool) {
+    let r = db.recovery();
+    if r.replayed_records > 0 && read_only {
+        eprintln!(
+            "strata: note: {} was not closed cleanly: replayed {} write-ahead-log record(s) in memory (read-only); \
+             a write command or `strata repair` makes the recovery durable",
+            db.path().display(),
+            r.replayed_records
+        );
+    }
+    if r.torn_tail_bytes > 0 {
+        eprintln!(
+            "strata: note: the write-ahead log ended in a torn write of {} bytes (records a crash kept from \
+             becoming durable); recovered up to it",
+            r.torn_tail_bytes
+        );
+    }
+    if let Some(d) = &r.spare_checkpoint_rewritten {
+        eprintln!("strata: note: rewrote an unusable spare checkpoint slot ({d})");
+    }
 }
 
 fn key_arg(db: &RawDb, text: &str) -> CliResult<Vec<u8>> {
@@ -76,7 +113,11 @@ fn describe_dynamized(d: &DynOptions) -> String {
 }
 
 pub fn create(dir: &Path, config: &Config, options: &Options) -> CliResult {
-    let db = RawDb::create(dir, config, options)?;
+    // Whatever `create` refuses as an invalid argument is a mistake in the options given (nothing was made).
+    let db = RawDb::create(dir, config, options).map_err(|e| match e {
+        strata::Error::InvalidArgument(m) => CliError::Usage(m),
+        e => CliError::Engine(e),
+    })?;
     db.close()?;
     let structure = if config.index == IndexKind::Dynamized {
         describe_dynamized(&config.dynamized)
@@ -139,7 +180,7 @@ pub fn put(
 }
 
 pub fn get(dir: &Path, options: &Options, key: &str) -> CliResult {
-    let db = open(dir, options)?;
+    let db = open_read(dir, options)?;
     let k = key_arg(&db, key)?;
     match db.get(&k)? {
         Some(v) => {
@@ -167,7 +208,7 @@ pub fn scan(
     limit: Option<u64>,
     reverse: bool,
 ) -> CliResult {
-    let db = open(dir, options)?;
+    let db = open_read(dir, options)?;
     let bound = |text: Option<&str>| -> CliResult<Bound<Vec<u8>>> {
         Ok(match text {
             Some(t) => Bound::Included(key_arg(&db, t)?),
@@ -198,7 +239,7 @@ fn inclusive(db: &RawDb, from: &str, to: &str) -> CliResult<KeyRange> {
 }
 
 pub fn count(dir: &Path, options: &Options, from: &str, to: &str) -> CliResult {
-    let db = open(dir, options)?;
+    let db = open_read(dir, options)?;
     let n = db.count_range(&inclusive(&db, from, to)?)?;
     let mut out = stdout();
     writeln!(out, "{n}")?;
@@ -214,7 +255,7 @@ pub fn sample(
     k: usize,
     seed: Option<u64>,
 ) -> CliResult {
-    let db = open(dir, options)?;
+    let db = open_read(dir, options)?;
     let range = inclusive(&db, from, to)?;
     let mut rng = match seed {
         Some(s) => ChaCha8Rng::seed_from_u64(s),
@@ -239,8 +280,11 @@ pub fn sample(
 }
 
 pub fn check(dir: &Path, options: &Options) -> CliResult {
-    let db = open(dir, options)?;
+    let db = open_read(dir, options)?;
     let report = db.check()?;
+    for note in &report.notes {
+        eprintln!("strata: note: {note}");
+    }
     if dyn_options(&db).is_some() {
         return print_line(&format!(
             "ok: {} records, {} levels, {} shard-file pages checked ({})",
@@ -260,6 +304,26 @@ pub fn check(dir: &Path, options: &Options) -> CliResult {
     ))
 }
 
+/// `repair`: opens the database dropping what cannot be recovered, prints what was dropped.
+pub fn repair(dir: &Path, options: &Options) -> CliResult {
+    let info = RawDb::repair(dir, options)?;
+    if info.repairs.is_empty() {
+        return print_line(&format!(
+            "nothing to repair: recovered {} ({} write-ahead-log record(s) replayed)",
+            dir.display(),
+            info.replayed_records
+        ));
+    }
+    for r in &info.repairs {
+        print_line(&format!("dropped: {r}"))?;
+    }
+    print_line(&format!(
+        "repaired {} ({} write-ahead-log record(s) replayed); run `strata check` to verify the index",
+        dir.display(),
+        info.replayed_records
+    ))
+}
+
 /// What `stats` prints: the database's statistics, then (dynamized) the options it was created with.
 #[derive(serde::Serialize)]
 struct StatsOutput<'a> {
@@ -270,13 +334,13 @@ struct StatsOutput<'a> {
 }
 
 pub fn stats(dir: &Path, options: &Options) -> CliResult {
-    let db = open(dir, options)?;
+    let db = open_read(dir, options)?;
     let stats = db.stats()?;
     let json = serde_json::to_string_pretty(&StatsOutput {
         stats: &stats,
         dynamized_options: dyn_options(&db),
     })
-    .map_err(|e| CliError::Usage(format!("cannot serialise statistics: {e}")))?;
+    .map_err(|e| CliError::Refused(format!("cannot serialise statistics: {e}")))?;
     let mut out = stdout();
     writeln!(out, "{json}")?;
     out.flush()?;

@@ -106,7 +106,7 @@ pub fn run(dir: &Path, options: &Options, args: &LoadArgs) -> CliResult {
     let start = Instant::now();
     if args.bulk {
         if !db.is_empty() {
-            return Err(CliError::Usage(format!(
+            return Err(CliError::Refused(format!(
                 "--bulk needs an empty database; {} holds {} records",
                 dir.display(),
                 db.len()

@@ -4,9 +4,13 @@
 //! keys and values are parsed and printed per the database's manifest types (see `codec`).
 //!
 //! Exit codes: 0 success; 1 error (including `get` of a missing key, which prints nothing); 2 the database
-//! is damaged (`Error::Corruption`, e.g. from `strata check`); 64 invalid command-line syntax. Errors are
-//! printed to stderr as `strata: <error>`. A closed stdout pipe (`strata scan | head`) ends the command
-//! quietly with status 0.
+//! is damaged (`Error::Corruption`, e.g. from `strata check`); 64 a mistake on the command line (bad syntax,
+//! an option value out of range, a key or value that is not of the database's type, an option the database
+//! does not take). Errors are printed to stderr as `strata: <error>`. A closed stdout pipe
+//! (`strata scan | head`) ends the command quietly with status 0.
+//!
+//! Commands that only read (`get`, `scan`, `count`, `sample`, `check`, `stats`) open the database read-only:
+//! they never write, so they work on a read-only file system or a full disk and beside each other.
 
 mod bench;
 mod codec;
@@ -223,11 +227,34 @@ impl DynArgs {
 struct BeTreeArgs {
     /// Bε-tree ε in (0, 1]: an inner node has about (page size / 8)^ε children and spends the rest of its
     /// page on buffered messages (smaller: faster writes, slower reads).
-    #[arg(long, default_value_t = 0.5, value_name = "E")]
+    #[arg(long, default_value_t = 0.5, value_name = "E", value_parser = parse_epsilon)]
     epsilon: f64,
-    /// Bε-tree merge operator for the `merge` command (u64-add: add u64 operands to u64 values).
-    #[arg(long, value_name = "NAME")]
+    /// Bε-tree merge operator for the `merge` command: u64-add (add u64 operands to u64 values; a merge that
+    /// would overflow is refused, at the cost of reading the key) or u64-add-saturating (the same, saturating
+    /// at 18446744073709551615, without a read).
+    #[arg(long, value_name = "NAME", value_parser = clap::builder::PossibleValuesParser::new(strata::index::betree::BUILTIN_MERGE_OPERATORS))]
     merge_operator: Option<String>,
+}
+
+/// Parses a page size: a power of two from 4 KiB to 4 MiB.
+fn parse_page_size(text: &str) -> Result<usize, String> {
+    let size = codec::parse_size(text)?;
+    strata::storage::page::validate_page_size(size)
+        .map(|()| size)
+        .map_err(|e| match e {
+            strata::Error::InvalidArgument(m) => m,
+            e => e.to_string(),
+        })
+}
+
+/// Parses a Bε-tree ε: a number in (0, 1].
+fn parse_epsilon(text: &str) -> Result<f64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(e) if e > 0.0 && e <= 1.0 => Ok(e),
+        _ => Err(format!(
+            "epsilon (ε) must be a number in (0, 1], got {text:?}"
+        )),
+    }
 }
 
 /// Parses a sampling weight: a finite number ≥ 0.
@@ -258,7 +285,7 @@ enum Command {
         value: TypeArg,
         /// Page size in bytes: a power of two from 4096 to 4194304 (4 MiB); the btree index takes pages up to
         /// 65536 (64 KiB).
-        #[arg(long, default_value_t = 4096)]
+        #[arg(long, default_value_t = 4096, value_parser = parse_page_size)]
         page_size: usize,
         /// Default durability of writes.
         #[arg(long, value_enum, default_value = "flush")]
@@ -350,16 +377,24 @@ enum Command {
         /// Durability of each batch (default: the database's).
         #[arg(long, value_enum, conflicts_with = "bulk")]
         durability: Option<DurabilityArg>,
-        /// Records per atomic write batch.
-        #[arg(long, default_value_t = 1, conflicts_with = "bulk")]
-        batch: usize,
+        /// Records per atomic write batch (at least 1).
+        #[arg(long, default_value_t = 1, conflicts_with = "bulk", value_parser = clap::value_parser!(u64).range(1..))]
+        batch: u64,
         /// Build the tree bottom-up with full pages (B+-tree only; sequential order, empty database only;
         /// bypasses the WAL).
         #[arg(long)]
         bulk: bool,
     },
-    /// Verify every checksum and structural invariant (exit status 2 on damage).
+    /// Verify every checksum and structural invariant, of the index and of the write-ahead log (exit status
+    /// 2 on damage).
     Check,
+    /// Open a damaged database by dropping what cannot be recovered, and report what was dropped.
+    ///
+    /// A write-ahead log damaged in the middle is cut at the damage (the records after it are lost), a
+    /// missing or unreadable log is replaced, and an index that fell back to an older checkpoint is accepted
+    /// as it is. Without damage it just recovers the database (replays and checkpoints its log) and reports
+    /// nothing dropped. Damage inside the index itself cannot be repaired this way; `check` still reports it.
+    Repair,
     /// Print statistics as JSON.
     Stats,
     /// Run a benchmark suite.
@@ -373,8 +408,10 @@ enum CliError {
     Engine(strata::Error),
     /// The benchmark lab reported an error.
     Bench(strata_bench::BenchError),
-    /// A bad argument, with the message to show.
+    /// A mistake on the command line, with the message to show (exit status 64).
     Usage(String),
+    /// A command the database's state refuses, with the message to show (exit status 1).
+    Refused(String),
     /// An invalid combination of command-line arguments (exit status 64, like clap's own errors).
     Syntax(clap::Error),
     /// Writing the output failed.
@@ -441,6 +478,10 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
         Err(CliError::Usage(msg)) => {
+            eprintln!("strata: {msg}");
+            ExitCode::from(EXIT_USAGE)
+        }
+        Err(CliError::Refused(msg)) => {
             eprintln!("strata: {msg}");
             ExitCode::FAILURE
         }
@@ -596,11 +637,12 @@ fn run(cli: Cli, matches: &ArgMatches) -> CliResult {
                 random: order == OrderArg::Random,
                 seed,
                 durability: durability.map(Into::into),
-                batch,
+                batch: batch as usize,
                 bulk,
             },
         ),
         Command::Check => commands::check(&dir()?, &options),
+        Command::Repair => commands::repair(&dir()?, &options),
         Command::Stats => commands::stats(&dir()?, &options),
         Command::Bench(args) => bench::run(&args, cache),
     }

@@ -129,7 +129,10 @@ fn bytes_keys_text_and_hex() {
         ["0x00ff\t0x01", "-dash\tx", "apple\tred fruit"]
     );
     let (code, err) = db.fails(&["put", "0xabc", "v"]);
-    assert_eq!(code, 1);
+    assert_eq!(
+        code, 64,
+        "a key that is not of the database's type is a command-line mistake"
+    );
     assert!(err.contains("hex"), "{err}");
 }
 
@@ -241,7 +244,7 @@ fn user_errors_are_messages_not_panics() {
     let db = TestDb::created(&[]);
     db.ok(&["put", "1", "2"]);
     let (code, err) = db.fails(&["put", "abc", "2"]);
-    assert_eq!(code, 1);
+    assert_eq!(code, 64);
     assert!(err.contains("expected a u64"), "{err}");
     let (_, err) = db.fails(&["put", "1", "-5"]);
     assert!(err.contains("expected a u64"), "{err}");
@@ -798,16 +801,16 @@ fn dynamized_usage_errors() {
     // Weights need a weighted database.
     let unweighted = TestDb::created(&["--index", "dynamized"]);
     let (code, err) = unweighted.fails(&["put", "1", "2", "--weight", "3"]);
-    assert_eq!(code, 1, "{err}");
+    assert_eq!(code, 64, "{err}");
     assert!(err.contains("--weight needs a weighted database"), "{err}");
     let btree = TestDb::created(&[]);
     let (code, err) = btree.fails(&["put", "1", "2", "--weight", "3"]);
-    assert_eq!(code, 1, "{err}");
+    assert_eq!(code, 64, "{err}");
     assert!(err.contains("btree database without weights"), "{err}");
     assert_eq!(btree.ok(&["count", "--from", "0", "--to", "9"]), "0\n");
     // No bulk loader for the dynamized family: a clear error, and the database is untouched.
     let (code, err) = unweighted.fails(&["load", "--records", "100", "--bulk"]);
-    assert_eq!(code, 1, "{err}");
+    assert_eq!(code, 64, "{err}");
     assert!(err.contains("without --bulk"), "{err}");
     assert_eq!(
         unweighted.ok(&["count", "--from", "0", "--to", "999"]),
@@ -935,6 +938,143 @@ fn betree_database_answers_every_command() {
     assert_eq!(code, 64, "{err}");
     assert!(err.contains("--index betree"), "{err}");
     let (code, err) = other.fails(&["create", "--index", "betree", "--epsilon", "0"]);
-    assert_eq!(code, 1, "{err}");
+    assert_eq!(code, 64, "{err}");
     assert!(err.contains("epsilon"), "{err}");
+}
+
+#[test]
+fn every_command_line_mistake_exits_64_and_creates_nothing() {
+    let db = TestDb::created(&[]);
+    db.ok(&["put", "1", "2"]);
+    for args in [
+        &["get", "abc"][..],
+        &["get", "-1"],
+        &["get", "18446744073709551616"],
+        &["put", "1", "-5"],
+        &["put", "x", "1"],
+        &["del", "1.5"],
+        &["scan", "--from", "a"],
+        &["count", "--from", "0", "--to", "z"],
+        &["sample", "--from", "0", "--to", "9", "-k", "-1"],
+        &["load", "--records", "10", "--batch", "0"],
+        &["load", "--records", "ten"],
+    ] {
+        let (code, err) = db.fails(args);
+        assert_eq!(code, 64, "{args:?}: {err}");
+    }
+    let out = strata(&["get", "1"]);
+    assert_eq!(out.status.code(), Some(64), "no --db");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--db"));
+    for args in [
+        &["create", "--page-size", "1000"][..],
+        &["create", "--page-size", "3000"],
+        &["create", "--page-size", "8MiB"],
+        &["create", "--index", "btree", "--page-size", "128KiB"],
+        &["create", "--index", "betree", "--epsilon", "0"],
+        &["create", "--index", "betree", "--epsilon", "1.5"],
+        &["create", "--index", "betree", "--epsilon", "NaN"],
+        &["create", "--index", "betree", "--merge-operator", "concat"],
+        &["create", "--index", "dynamized", "--key", "bytes"],
+    ] {
+        let fresh = TestDb::new();
+        let (code, err) = fresh.fails(args);
+        assert_eq!(code, 64, "{args:?}: {err}");
+        assert!(!fresh.path.exists(), "{args:?} left a directory");
+    }
+    // Engine errors keep status 1, damage 2.
+    let missing = TestDb::new();
+    assert_eq!(missing.fails(&["get", "1"]).0, 1);
+    assert_eq!(db.fails(&["get", "7"]).0, 1, "absent key");
+    assert_eq!(db.ok(&["get", "1"]), "2\n");
+}
+
+#[test]
+fn the_issues_meta_slot_repro_is_caught_and_repair_reports_the_loss() {
+    // create; load 1000; put 5 555; flip the epoch byte of meta slot 1; check; get 5.
+    let db = TestDb::created(&["--index", "btree"]);
+    db.ok(&["load", "--records", "1000"]);
+    db.ok(&["put", "5", "555"]);
+    let pages = db.path.join("data.pages");
+    let mut bytes = std::fs::read(&pages).unwrap();
+    bytes[4136] ^= 0xff;
+    std::fs::write(&pages, &bytes).unwrap();
+    let (code, err) = db.fails(&["check"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("data.pages") && err.contains("offset 4096"),
+        "{err}"
+    );
+    let (code, err) = db.fails(&["get", "5"]);
+    assert_eq!(code, 2, "{err}");
+    let out = db.ok(&["repair"]);
+    assert!(out.contains("dropped:") && out.contains("lost"), "{out}");
+    assert_eq!(
+        db.ok(&["get", "5"]),
+        "5\n",
+        "the older state, explicitly accepted"
+    );
+    db.ok(&["check"]);
+}
+
+#[test]
+fn read_commands_change_no_file() {
+    let db = TestDb::created(&[]);
+    db.ok(&["load", "--records", "100"]);
+    let before: Vec<(String, Vec<u8>)> = std::fs::read_dir(&db.path)
+        .unwrap()
+        .map(|e| {
+            let e = e.unwrap();
+            (
+                e.file_name().to_string_lossy().into_owned(),
+                std::fs::read(e.path()).unwrap(),
+            )
+        })
+        .collect();
+    for args in [
+        &["get", "5"][..],
+        &["scan", "--limit", "3"],
+        &["count", "--from", "0", "--to", "99"],
+        &[
+            "sample", "--from", "0", "--to", "99", "-k", "3", "--seed", "1",
+        ],
+        &["check"],
+        &["stats"],
+    ] {
+        db.ok(args);
+    }
+    let mut after: Vec<(String, Vec<u8>)> = std::fs::read_dir(&db.path)
+        .unwrap()
+        .map(|e| {
+            let e = e.unwrap();
+            (
+                e.file_name().to_string_lossy().into_owned(),
+                std::fs::read(e.path()).unwrap(),
+            )
+        })
+        .collect();
+    let mut before = before;
+    before.sort();
+    after.sort();
+    assert!(before == after, "a read command changed a file");
+}
+
+#[test]
+fn an_overflowing_merge_is_refused_and_the_key_keeps_its_value() {
+    let db = TestDb::created(&["--index", "betree", "--merge-operator", "u64-add"]);
+    db.ok(&["put", "7", "7"]);
+    let (code, err) = db.fails(&["merge", "7", "18446744073709551615"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("overflow"), "{err}");
+    assert_eq!(db.ok(&["get", "7"]), "7\n");
+    db.ok(&["merge", "7", "3"]);
+    assert_eq!(db.ok(&["get", "7"]), "10\n");
+    let sat = TestDb::created(&[
+        "--index",
+        "betree",
+        "--merge-operator",
+        "u64-add-saturating",
+    ]);
+    sat.ok(&["put", "7", "7"]);
+    sat.ok(&["merge", "7", "18446744073709551615"]);
+    assert_eq!(sat.ok(&["get", "7"]), "18446744073709551615\n");
 }

@@ -259,3 +259,73 @@ fn betree_limits_and_merges_are_checked_before_logging() {
     assert!(matches!(err, Error::InvalidArgument(_)), "{err}");
     btree.insert(&1, &2).unwrap();
 }
+
+#[test]
+fn an_overflowing_u64_add_merge_is_refused_and_the_saturating_operator_saturates() {
+    use strata::index::WriteOp;
+    use strata::index::betree::BeTreeOptions;
+    let tmp = tempfile::tempdir().unwrap();
+    let v = |x: u64| x.to_be_bytes().to_vec();
+    let k = v(7);
+    let merge = |operand: u64| WriteOp::Merge {
+        key: k.clone(),
+        operand: v(operand),
+    };
+    for (name, op) in [("checked", "u64-add"), ("saturating", "u64-add-saturating")] {
+        let dir = tmp.path().join(name);
+        let config = Config {
+            index: strata::IndexKind::BeTree,
+            betree: BeTreeOptions {
+                merge_operator: Some(op.into()),
+                ..BeTreeOptions::default()
+            },
+            ..Config::default()
+        };
+        let db = RawDb::create(&dir, &config, &Options::default()).unwrap();
+        db.insert(&k, &v(7)).unwrap();
+        let one = db.write(&[merge(u64::MAX)], None);
+        // Two merges that overflow only together, and a put in between that makes the batch fine.
+        let two = db.write(&[merge(u64::MAX / 2), merge(u64::MAX / 2)], None);
+        if op == "u64-add" {
+            let e = one.unwrap_err();
+            assert!(matches!(e, Error::InvalidArgument(_)), "{e}");
+            assert!(e.to_string().contains("overflow"), "{e}");
+            assert!(matches!(two, Err(Error::InvalidArgument(_))));
+            assert_eq!(
+                db.get(&k).unwrap(),
+                Some(v(7)),
+                "refused merges change nothing"
+            );
+            db.write(
+                &[
+                    merge(u64::MAX / 2),
+                    WriteOp::Put {
+                        key: k.clone(),
+                        value: v(1),
+                    },
+                    merge(u64::MAX - 1),
+                ],
+                None,
+            )
+            .unwrap();
+            assert_eq!(db.get(&k).unwrap(), Some(v(u64::MAX)));
+            // A merge of an absent key starts from 0.
+            db.write(
+                &[WriteOp::Merge {
+                    key: v(8),
+                    operand: v(u64::MAX),
+                }],
+                None,
+            )
+            .unwrap();
+        } else {
+            one.unwrap();
+            two.unwrap();
+            assert_eq!(db.get(&k).unwrap(), Some(v(u64::MAX)));
+        }
+        db.close().unwrap();
+        let db = RawDb::open(&dir, &Options::default()).unwrap();
+        assert_eq!(db.get(&k).unwrap(), Some(v(u64::MAX)), "{op}");
+        db.check().unwrap();
+    }
+}

@@ -478,3 +478,57 @@ fn readers_and_a_writer_exclude_each_other() {
     drop((r1, r2));
     RawDb::open(&dir, &Options::default()).unwrap();
 }
+
+/// Shard files in the directory and the shard count the index reports.
+fn shard_files(mem: &MemVfs) -> usize {
+    mem.file_paths()
+        .iter()
+        .filter(|p| p.to_string_lossy().contains("/shard-"))
+        .count()
+}
+
+#[test]
+fn recovery_of_a_dynamized_index_leaves_no_orphan_shard_files_and_persists() {
+    for budget in [0u64, 16 << 10] {
+        let mut c = config(IndexKind::Dynamized, TypeKind::U64);
+        c.dynamized.buffer_capacity = 16;
+        c.dynamized.memory_budget = budget;
+        let mem = Arc::new(MemVfs::new());
+        let mut model = Model::new();
+        RawDb::create(DIR, &c, &options(mem.clone()))
+            .unwrap()
+            .close()
+            .unwrap();
+        // A writer that dies after many flushes and merges (shard files written, none listed yet).
+        let life = FaultVfs::new(mem.clone());
+        let db = RawDb::open(DIR, &options(Arc::new(life.clone()))).unwrap();
+        for i in 0..3000u64 {
+            let ops = [put(&c, (i * 7919) % 5000, i)];
+            db.write(&ops, Some(Durability::Sync)).unwrap();
+            apply(&mut model, &ops);
+        }
+        db.settle().unwrap();
+        std::mem::forget(db);
+        life.fail_after(0);
+        mem.crash();
+        let orphans = shard_files(&mem);
+        let db = RawDb::open(DIR, &options(mem.clone())).unwrap();
+        assert_eq!(db.recovery().replayed_records, 3000);
+        assert_eq!(contents(&db), model);
+        let listed = db.stats().unwrap().dynamized.unwrap().shards;
+        assert_eq!(
+            shard_files(&mem),
+            listed,
+            "budget {budget}: the directory holds exactly the listed shards (before: {orphans} files)"
+        );
+        db.close().unwrap();
+        let db = RawDb::open(DIR, &options(mem.clone())).unwrap();
+        assert_eq!(
+            db.recovery().replayed_records,
+            0,
+            "the recovery was persisted"
+        );
+        assert_eq!(contents(&db), model);
+        db.check().unwrap();
+    }
+}

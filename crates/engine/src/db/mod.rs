@@ -386,6 +386,9 @@ impl RawDb {
             // fresh checkpoint, as is everything replayed; then a new WAL replaces the old ones.
             let spare = index.spare_checkpoint_damage();
             if info.replayed_records > 0 || spare.is_some() || !info.repairs.is_empty() {
+                // Background work the replay started (a dynamized index's reconstructions) finishes first, so
+                // the checkpoint lists every shard file it wrote and no file of this recovery is left over.
+                index.settle()?;
                 index.checkpoint(rec.last_seqno)?;
             }
             info.spare_checkpoint_rewritten = spare.map(|d| d.to_string());
@@ -599,13 +602,15 @@ impl RawDb {
                 WriteOp::Merge { operand, .. } => self.validate_value(operand)?,
             }
         }
-        self.inner.index.validate_batch(ops)?;
         if ops.is_empty() {
             return Ok(());
         }
         let durability = durability.unwrap_or(self.inner.durability);
         let mut w = self.inner.writer.lock();
         self.check_poison()?;
+        // Under the writer lock: a family's check may read current values (checked merges), and no write
+        // may come between that read and this batch.
+        self.inner.index.validate_batch(ops)?;
         let seqno = w.next_seqno;
         let result = (|| {
             let w = &mut *w;
@@ -945,6 +950,8 @@ impl RawDb {
         self.check_poison()?;
         let mut w = self.inner.writer.lock();
         if w.dirty {
+            // Background work finishes first, so the last checkpoint lists every file it wrote.
+            self.inner.index.settle()?;
             self.checkpoint_locked(&mut w)?;
         } else if let Some(wal) = w.wal.as_mut() {
             wal.sync()?;
@@ -993,7 +1000,7 @@ impl Drop for DbInner {
         let mut w = self.writer.lock();
         // Best effort: `RawDb::close` reports these errors; recovery covers a failure here.
         let _ = if w.dirty {
-            self.checkpoint(&mut w)
+            self.index.settle().and_then(|()| self.checkpoint(&mut w))
         } else {
             w.wal.as_mut().map_or(Ok(()), LogWriter::sync)
         };

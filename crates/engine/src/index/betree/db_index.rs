@@ -9,8 +9,7 @@
 //! Readers share the lock; a batch takes it exclusively, so readers see all of a batch or none of it.
 
 use super::check;
-use super::merge_ops;
-use super::message::MergeOperator;
+use super::merge_ops::{self, Merge};
 use super::meta::TreeMeta;
 use super::node::NodeFormat;
 use super::tree::{BeTreeCore, FlushStats, messages_of, validate_epsilon};
@@ -48,7 +47,8 @@ pub struct BeTree {
     core: RwLock<BeTreeCore>,
     stats: Arc<IoStats>,
     seqno: AtomicU64,
-    merges: bool,
+    /// The merge operator, if the tree has one (its check runs when merges are validated).
+    merge: Option<Merge>,
     /// A write failed part-way: the tree in memory is not trusted any more (reads, writes and checkpoints
     /// fail until the database is reopened, which recovers from the checkpoint and the WAL).
     broken: AtomicBool,
@@ -70,25 +70,19 @@ impl BeTree {
     pub fn create(
         file: PageFile,
         format: NodeFormat,
-        merge: Option<MergeOperator>,
+        merge: Option<Merge>,
         epsilon: f64,
         cache_bytes: usize,
         stats: Arc<IoStats>,
     ) -> Result<BeTree> {
         validate_epsilon(epsilon)?;
-        let merges = merge.is_some();
         let pool = BufferPool::new(file, cache_bytes, None);
-        let core = BeTreeCore::create(
-            pool,
-            epsilon,
-            format,
-            merge.unwrap_or_else(merge_ops::refusing),
-        )?;
+        let core = BeTreeCore::create(pool, epsilon, format, operator_of(&merge))?;
         let tree = BeTree {
             core: RwLock::new(core),
             stats,
             seqno: AtomicU64::new(0),
-            merges,
+            merge,
             broken: AtomicBool::new(false),
         };
         tree.checkpoint(0)?;
@@ -100,7 +94,7 @@ impl BeTree {
     pub fn open(
         file: PageFile,
         format: NodeFormat,
-        merge: Option<MergeOperator>,
+        merge: Option<Merge>,
         cache_bytes: usize,
         stats: Arc<IoStats>,
     ) -> Result<BeTree> {
@@ -116,14 +110,13 @@ impl BeTree {
             meta.core.root,
             meta.core.height.into(),
         )?;
-        let merges = merge.is_some();
         let pool = BufferPool::new(file, cache_bytes, None);
-        let core = BeTreeCore::open(pool, meta.core, merge.unwrap_or_else(merge_ops::refusing))?;
+        let core = BeTreeCore::open(pool, meta.core, operator_of(&merge))?;
         Ok(BeTree {
             core: RwLock::new(core),
             stats,
             seqno: AtomicU64::new(meta.seqno),
-            merges,
+            merge,
             broken: AtomicBool::new(false),
         })
     }
@@ -156,6 +149,25 @@ impl BeTree {
     }
 }
 
+/// The operator the core applies: the tree's, or one that keeps the value (merges are then refused before
+/// they reach it).
+fn operator_of(merge: &Option<Merge>) -> super::message::MergeOperator {
+    merge
+        .as_ref()
+        .map_or_else(merge_ops::refusing, |m| m.operator.clone())
+}
+
+/// A key for an error message: `u64` keys in decimal, others as text or hex.
+fn show_key(key: &[u8]) -> String {
+    match <[u8; 8]>::try_from(key) {
+        Ok(b) => u64::from_be_bytes(b).to_string(),
+        Err(_) => match std::str::from_utf8(key) {
+            Ok(s) if !s.chars().any(char::is_control) => format!("{s:?}"),
+            _ => key.iter().map(|b| format!("{b:02x}")).collect(),
+        },
+    }
+}
+
 impl OrderedIndex for BeTree {
     fn get(&self, key: &[u8], out: &mut Vec<u8>) -> Result<bool> {
         match self.readable()?.get(key)? {
@@ -168,13 +180,47 @@ impl OrderedIndex for BeTree {
         }
     }
 
+    /// Besides sizes: merges need an operator, and a checked operator's merges are tried against the keys'
+    /// current values (read now, then carried through the batch in order), so that a merge that would give
+    /// an invalid value is refused before anything is logged. The shell calls this under its writer lock,
+    /// so no write comes between the check and the apply.
     fn validate_batch(&self, ops: &[WriteOp]) -> Result<()> {
-        if !self.merges && ops.iter().any(|op| matches!(op, WriteOp::Merge { .. })) {
-            return Err(Error::invalid(
-                "this Bε-tree has no merge operator (create it with one to use merges)",
-            ));
+        let merges = ops.iter().any(|op| matches!(op, WriteOp::Merge { .. }));
+        let Some(merge) = self.merge.as_ref().filter(|_| merges) else {
+            if merges {
+                return Err(Error::invalid(
+                    "this Bε-tree has no merge operator (create it with one to use merges)",
+                ));
+            }
+            return self.core.read().check_ops(ops);
+        };
+        let core = self.readable()?;
+        core.check_ops(ops)?;
+        let Some(check) = &merge.check else {
+            return Ok(());
+        };
+        let mut current: std::collections::HashMap<&[u8], Option<Vec<u8>>> =
+            std::collections::HashMap::new();
+        for op in ops {
+            let key = op.key();
+            if !current.contains_key(key) {
+                current.insert(key, core.get(key)?);
+            }
+            let value = current.get_mut(key).expect("just inserted");
+            match op {
+                WriteOp::Put { value: v, .. } | WriteOp::PutWeighted { value: v, .. } => {
+                    *value = Some(v.clone());
+                }
+                WriteOp::Delete { .. } => *value = None,
+                WriteOp::Merge { operand, .. } => {
+                    check(value.as_deref(), operand).map_err(|why| {
+                        Error::invalid(format!("merge refused on key {}: {why}", show_key(key)))
+                    })?;
+                    *value = (merge.operator)(key, value.as_deref(), operand);
+                }
+            }
         }
-        self.core.read().check_ops(ops)
+        Ok(())
     }
 
     fn apply(&self, ops: &[WriteOp]) -> Result<()> {
