@@ -406,8 +406,8 @@ fn bench_smoke_writes_json_lines_and_report() {
         ("fillrandom", "insert"),
         ("readrandom", "read"),
         ("scan", "scan"),
-        ("count+sample", "count"),
-        ("count+sample", "sample"),
+        ("range-count", "count"),
+        ("range-sample", "sample"),
     ] {
         assert!(
             pairs.contains(&(w.into(), o.into())),
@@ -1049,7 +1049,10 @@ fn read_commands_change_no_file() {
     ] {
         db.ok(args);
     }
-    assert!(before == dir_contents(&db.path), "a read command changed a file");
+    assert!(
+        before == dir_contents(&db.path),
+        "a read command changed a file"
+    );
 }
 
 #[test]

@@ -345,7 +345,7 @@ fn smoke_runs_on_the_dynamized_engine() {
         .map(|r| (r.workload.as_str(), r.op.as_str()))
         .collect();
     assert_eq!(ops.len(), 6, "{ops:?}");
-    assert!(ops.contains(&("count+sample", "sample")));
+    assert!(ops.contains(&("range-sample", "sample")));
     assert!(out.results.iter().all(|r| r.engine == "strata-dynamized"));
 }
 

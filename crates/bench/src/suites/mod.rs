@@ -514,8 +514,8 @@ mod tests {
                 ("fillrandom", "insert"),
                 ("readrandom", "read"),
                 ("scan", "scan"),
-                ("count+sample", "count"),
-                ("count+sample", "sample"),
+                ("range-count", "count"),
+                ("range-sample", "sample"),
             ]
         );
         for r in &out.results {

@@ -11,9 +11,9 @@
 //!    checkpoint; the database is closed and reopened for the read phases.
 //! 3. `readrandom`: N gets of uniformly random existing keys; each value must equal its key.
 //! 4. `scan`: one full forward scan; one op per record returned; keys must be exactly 0..N in order.
-//! 5. `count+sample`: 100 ranges of max(1, N/1000) keys (0.1%) at random positions; op `count` counts each
-//!    (must equal the width), op `sample` draws k = 1000 independent samples from each (every sample must lie
-//!    in its range and carry its key's value).
+//! 5. `range-count` and `range-sample`, two phases over the same 100 ranges of max(1, N/1000) keys (0.1%)
+//!    at random positions: op `count` counts each (must equal the width), op `sample` draws k = 1000
+//!    independent samples from each (every sample must lie in its range and carry its key's value).
 //!
 //! A wrong answer aborts the run with [`BenchError::Verify`].
 
@@ -29,7 +29,7 @@ use rand_chacha::ChaCha8Rng;
 pub const NAME: &str = "smoke";
 pub const DESCRIPTION: &str = "fillseq, fillrandom, readrandom, full scan, range count + sample on every index family (u64 keys and values)";
 pub const DEFAULT_RECORDS: u64 = 200_000;
-/// Range queries of the count+sample workload.
+/// Range queries of the range-count and range-sample workloads.
 const RANGE_QUERIES: u64 = 100;
 /// Samples per sample query.
 const SAMPLE_K: usize = 1000;
@@ -46,13 +46,13 @@ pub fn notes(cfg: &SuiteConfig) -> Vec<String> {
             cfg.records,
             cfg.durability.name()
         ),
-        "`readrandom`, `scan`, `count+sample` run on the `fillrandom` database after a close and reopen (empty \
+        "`readrandom`, `scan`, `range-count`, `range-sample` run on the `fillrandom` database after a close and reopen (empty \
          buffer pool; the OS page cache may still hold the file)."
             .into(),
         format!(
             "`readrandom`: {} gets of uniformly random existing keys. `scan`: one full forward scan, one op per \
-             record. `count+sample`: {RANGE_QUERIES} ranges of {width} keys (0.1%) at random positions; `count` \
-             is one range count, `sample` draws k = {SAMPLE_K} independent uniform samples. Every value, count \
+             record. `range-count`, `range-sample`: the same {RANGE_QUERIES} ranges of {width} keys (0.1%) at \
+             random positions; `count` is one range count, `sample` draws k = {SAMPLE_K} independent uniform samples. Every value, count \
              and sample is checked.",
             cfg.records
         ),
@@ -117,7 +117,7 @@ fn run_engine(ctx: &Ctx<'_>) -> Result<Vec<BenchResult>> {
         })
         .collect();
     if ctx.engine.capabilities().count {
-        let mut phase = ctx.phase(db, "count+sample", RANGE_QUERIES);
+        let mut phase = ctx.phase(db, "range-count", RANGE_QUERIES);
         let op = phase.op("count");
         for &(lo, hi) in &ranges {
             let c = phase.time(op, || db.count(lo, hi))?;
@@ -128,7 +128,7 @@ fn run_engine(ctx: &Ctx<'_>) -> Result<Vec<BenchResult>> {
         out.extend(phase.finish(&dir)?);
     }
     if ctx.engine.capabilities().sample {
-        let mut phase = ctx.phase(db, "count+sample", RANGE_QUERIES);
+        let mut phase = ctx.phase(db, "range-sample", RANGE_QUERIES);
         let op = phase.op("sample");
         for &(lo, hi) in &ranges {
             let s = phase.time(op, || db.sample(lo, hi, SAMPLE_K, &mut rng))?;
