@@ -1075,3 +1075,60 @@ fn an_overflowing_merge_is_refused_and_the_key_keeps_its_value() {
     sat.ok(&["merge", "7", "18446744073709551615"]);
     assert_eq!(sat.ok(&["get", "7"]), "18446744073709551615\n");
 }
+
+#[test]
+fn missing_short_and_damaged_files_exit_2_naming_the_file() {
+    let wal_of = |db: &TestDb| {
+        std::fs::read_dir(&db.path)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .find(|p| p.to_string_lossy().contains("wal-"))
+            .unwrap()
+    };
+    // The page file one byte short, deleted; the WAL truncated, deleted; the manifest deleted.
+    type Harm = fn(&std::path::Path);
+    let cases: [(&str, Harm, &str); 5] = [
+        (
+            "data.pages",
+            |p| {
+                let b = std::fs::read(p).unwrap();
+                std::fs::write(p, &b[..b.len() - 1]).unwrap();
+            },
+            "data.pages",
+        ),
+        (
+            "data.pages",
+            |p| std::fs::remove_file(p).unwrap(),
+            "data.pages",
+        ),
+        (
+            "wal",
+            |p| {
+                let b = std::fs::read(p).unwrap();
+                std::fs::write(p, &b[..b.len() / 2]).unwrap();
+            },
+            "wal-",
+        ),
+        (
+            "wal",
+            |p| std::fs::remove_file(p).unwrap(),
+            "write-ahead log",
+        ),
+        ("MANIFEST", |p| std::fs::remove_file(p).unwrap(), "MANIFEST"),
+    ];
+    for (file, harm, needle) in cases {
+        let db = TestDb::created(&[]);
+        db.ok(&["load", "--records", "500"]);
+        let path = if file == "wal" {
+            wal_of(&db)
+        } else {
+            db.path.join(file)
+        };
+        harm(&path);
+        for cmd in [&["check"][..], &["get", "1"], &["put", "1", "1"]] {
+            let (code, err) = db.fails(cmd);
+            assert_eq!(code, 2, "{file} {cmd:?}: {err}");
+            assert!(err.contains(needle), "{file} {cmd:?}: {err}");
+        }
+    }
+}
