@@ -12,8 +12,7 @@ use std::io::{BufWriter, Write};
 use std::ops::Bound;
 use std::path::Path;
 use strata::index::WriteOp;
-use strata::index::dynamized::DynOptions;
-use strata::{Config, Direction, IndexKind, KeyRange, Options, RawDb};
+use strata::{Config, Direction, KeyRange, Options, RawDb};
 
 /// Samples drawn per engine call by `sample`.
 const SAMPLE_CHUNK: usize = 1 << 16;
@@ -87,31 +86,6 @@ pub fn print_line(line: &str) -> CliResult {
     Ok(())
 }
 
-/// The dynamized options of a database, or `None` for other families.
-fn dyn_options(db: &RawDb) -> Option<&DynOptions> {
-    db.manifest().dynamized.as_ref()
-}
-
-/// `; tiering layout, scale factor 6, …` for a dynamized index.
-fn describe_dynamized(d: &DynOptions) -> String {
-    let budget = if d.memory_budget == 0 {
-        "unlimited".to_string()
-    } else {
-        format!("{} bytes", d.memory_budget)
-    };
-    format!(
-        "; {} layout, scale factor {}, buffer {}, {} deletes, max delete proportion {}, Bloom fpr {}, \
-         memory budget {budget}{}",
-        d.layout.name(),
-        d.growth(),
-        d.buffer_capacity,
-        d.delete_policy.name(),
-        d.max_delete_proportion,
-        d.bloom_fpr,
-        if d.weighted { ", weighted" } else { "" }
-    )
-}
-
 pub fn create(dir: &Path, config: &Config, options: &Options) -> CliResult {
     // Whatever `create` refuses as an invalid argument is a mistake in the options given (nothing was made).
     let db = RawDb::create(dir, config, options).map_err(|e| match e {
@@ -119,20 +93,21 @@ pub fn create(dir: &Path, config: &Config, options: &Options) -> CliResult {
         e => CliError::Engine(e),
     })?;
     db.close()?;
-    let structure = if config.index == IndexKind::Dynamized {
-        describe_dynamized(&config.dynamized)
-    } else {
-        String::new()
-    };
+    let options = config.index.describe();
     print_line(&format!(
-        "created a {} database in {} ({} keys, {} values, {}-byte pages, durability {}{}{structure})",
-        config.index.name(),
+        "created a {} database in {} ({} keys, {} values, {}-byte pages, durability {}{}{})",
+        config.index.kind().name(),
         dir.display(),
         config.key.name(),
         config.value.name(),
         config.page_size,
         config.durability.name(),
-        if config.direct_io { ", O_DIRECT" } else { "" }
+        if config.direct_io { ", O_DIRECT" } else { "" },
+        if options.is_empty() {
+            String::new()
+        } else {
+            format!("; {options}")
+        }
     ))
 }
 
@@ -158,12 +133,12 @@ pub fn put(
     match weight {
         None => db.insert(&k, &v)?,
         Some(weight) => {
-            if !dyn_options(&db).is_some_and(|d| d.weighted) {
+            if !db.capabilities().weighted {
                 return Err(CliError::Usage(format!(
-                    "--weight needs a weighted database, and {} is a {} database without weights \
-                     (create one with `strata create --index dynamized --weighted`)",
+                    "--weight needs a weighted database, and {} is a {} database without weights (create \
+                     one that keeps weights, e.g. `strata create --index dynamized --weighted`)",
                     dir.display(),
-                    db.manifest().index.name()
+                    db.manifest().index.kind().name()
                 )));
             }
             db.write(
@@ -285,21 +260,13 @@ pub fn check(dir: &Path, options: &Options) -> CliResult {
     for note in &report.notes {
         eprintln!("strata: note: {note}");
     }
-    if dyn_options(&db).is_some() {
-        return print_line(&format!(
-            "ok: {} records, {} levels, {} shard-file pages checked ({})",
-            report.records,
-            report.height,
-            report.pages_checked,
-            dir.display()
-        ));
-    }
     print_line(&format!(
-        "ok: {} records, height {}, {} pages checked, {} free pages ({})",
+        "ok: {} records, height {}, {} pages checked, {} free pages, {} WAL records ({})",
         report.records,
         report.height,
         report.pages_checked,
         report.free_pages,
+        report.wal_records,
         dir.display()
     ))
 }
@@ -324,13 +291,13 @@ pub fn repair(dir: &Path, options: &Options) -> CliResult {
     ))
 }
 
-/// What `stats` prints: the database's statistics, then (dynamized) the options it was created with.
+/// What `stats` prints: the database's statistics, then its index family's options and capabilities.
 #[derive(serde::Serialize)]
 struct StatsOutput<'a> {
     #[serde(flatten)]
     stats: &'a strata::DbStats,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    dynamized_options: Option<&'a DynOptions>,
+    index_options: serde_json::Value,
+    capabilities: strata::Capabilities,
 }
 
 pub fn stats(dir: &Path, options: &Options) -> CliResult {
@@ -338,7 +305,8 @@ pub fn stats(dir: &Path, options: &Options) -> CliResult {
     let stats = db.stats()?;
     let json = serde_json::to_string_pretty(&StatsOutput {
         stats: &stats,
-        dynamized_options: dyn_options(&db),
+        index_options: db.manifest().index.options_json(),
+        capabilities: db.capabilities(),
     })
     .map_err(|e| CliError::Refused(format!("cannot serialise statistics: {e}")))?;
     let mut out = stdout();

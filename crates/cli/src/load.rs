@@ -15,7 +15,7 @@ use std::io::IsTerminal;
 use std::path::Path;
 use std::time::Instant;
 use strata::index::WriteOp;
-use strata::{Durability, IndexKind, Options, RawDb, TypeKind};
+use strata::{Durability, Options, RawDb, TypeKind};
 
 /// What `strata load` was asked to do.
 #[derive(Debug, Clone)]
@@ -122,10 +122,10 @@ pub fn run(dir: &Path, options: &Options, args: &LoadArgs) -> CliResult {
         });
         db.bulk_load(&mut records).map_err(|e| match e {
             // A family without a bulk loader refuses it before taking any record.
-            strata::Error::InvalidArgument(m) if db.manifest().index != IndexKind::BTree => {
+            strata::Error::InvalidArgument(m) if !db.capabilities().bulk_load => {
                 CliError::Usage(format!(
                     "--bulk: {m}; load this {} database without --bulk",
-                    db.manifest().index.name()
+                    db.manifest().index.kind().name()
                 ))
             }
             e => CliError::Engine(e),

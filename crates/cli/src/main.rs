@@ -22,7 +22,9 @@ use clap::parser::ValueSource;
 use clap::{ArgMatches, Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
 use std::process::ExitCode;
+use strata::index::betree::BeTreeOptions;
 use strata::index::dynamized::{DeletePolicy, DynOptions, Layout};
+use strata::{IndexConfig, IndexKind};
 
 /// Exit status for damage found in a database.
 const EXIT_CORRUPTION: u8 = 2;
@@ -48,18 +50,6 @@ struct Cli {
 
     #[command(subcommand)]
     command: Command,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-enum IndexArg {
-    /// B+-tree with subtree counts (range counting and sampling).
-    Btree,
-    /// Dynamized index: a write buffer plus levels of immutable sorted shards (fast writes; range counting and
-    /// sampling with deletes, optionally weighted). u64 keys and values only.
-    Dynamized,
-    /// Bε-tree (fractal tree): buffered inner nodes for write-heavy data larger than memory; merges
-    /// (`merge` command) with a merge operator.
-    Betree,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -119,16 +109,6 @@ impl From<DurabilityArg> for strata::Durability {
             DurabilityArg::None => strata::Durability::None,
             DurabilityArg::Flush => strata::Durability::Flush,
             DurabilityArg::Sync => strata::Durability::Sync,
-        }
-    }
-}
-
-impl From<IndexArg> for strata::IndexKind {
-    fn from(i: IndexArg) -> Self {
-        match i {
-            IndexArg::Btree => strata::IndexKind::BTree,
-            IndexArg::Dynamized => strata::IndexKind::Dynamized,
-            IndexArg::Betree => strata::IndexKind::BeTree,
         }
     }
 }
@@ -206,6 +186,15 @@ struct DynArgs {
     weighted: bool,
 }
 
+impl BeTreeArgs {
+    fn options(&self) -> BeTreeOptions {
+        BeTreeOptions {
+            epsilon: self.epsilon,
+            merge_operator: self.merge_operator.clone(),
+        }
+    }
+}
+
 impl DynArgs {
     fn options(&self) -> DynOptions {
         DynOptions {
@@ -234,6 +223,27 @@ struct BeTreeArgs {
     /// at 18446744073709551615, without a read).
     #[arg(long, value_name = "NAME", value_parser = clap::builder::PossibleValuesParser::new(strata::index::betree::BUILTIN_MERGE_OPERATORS))]
     merge_operator: Option<String>,
+}
+
+/// The names of the index families of this build, with their summaries, for `--index`.
+fn index_names() -> clap::builder::PossibleValuesParser {
+    clap::builder::PossibleValuesParser::new(
+        IndexKind::ALL
+            .iter()
+            .map(|k| clap::builder::PossibleValue::new(k.name()).help(k.summary())),
+    )
+}
+
+/// Parses `KEY=VALUE` of `-o`: the value as JSON if it parses as JSON, else as a string.
+fn parse_key_value(text: &str) -> Result<(String, serde_json::Value), String> {
+    let (key, value) = text
+        .split_once('=')
+        .ok_or_else(|| format!("expected KEY=VALUE, got {text:?}"))?;
+    if key.is_empty() {
+        return Err(format!("expected KEY=VALUE, got {text:?}"));
+    }
+    let value = serde_json::from_str(value).unwrap_or_else(|_| serde_json::Value::from(value));
+    Ok((key.to_string(), value))
 }
 
 /// Parses a page size: a power of two from 4 KiB to 4 MiB.
@@ -274,9 +284,14 @@ fn parse_weight(text: &str) -> Result<f64, String> {
 enum Command {
     /// Create a database.
     Create {
-        /// Index family.
-        #[arg(long, value_enum, default_value = "btree")]
-        index: IndexArg,
+        /// Index family (the families of this build, from the engine's registry).
+        #[arg(long, default_value = "btree", value_parser = index_names())]
+        index: String,
+        /// An option of the index family by name, as KEY=VALUE (repeatable; VALUE is JSON when it parses as
+        /// JSON, else a string): e.g. `-o layout=leveling -o scale_factor=4`. Applied after the family's own
+        /// flags below. Any family's options can be set this way.
+        #[arg(short = 'o', long = "option", value_name = "KEY=VALUE", value_parser = parse_key_value)]
+        options: Vec<(String, serde_json::Value)>,
         /// Key type.
         #[arg(long, value_enum, default_value = "u64")]
         key: TypeArg,
@@ -525,35 +540,49 @@ fn refuse_given<G: Args>(create: &ArgMatches, what: &str, index: &str) -> CliRes
     ))
 }
 
-/// The dynamized options of `create`, checked against the index kind and the key and value types:
-/// `None` for other families (where giving any of them is an error).
-fn create_dyn_options(
+/// The index family and options of `create`: the family's defaults, then its flag group (flags of other
+/// families' groups are refused), then the `-o KEY=VALUE` settings. Options the family refuses are refused
+/// by `create` before anything is made (exit status 64).
+fn index_config(
     create: &ArgMatches,
-    index: IndexArg,
-    key: TypeArg,
-    value: TypeArg,
-    args: &DynArgs,
-) -> CliResult<Option<DynOptions>> {
-    if index != IndexArg::Dynamized {
-        refuse_given::<DynArgs>(create, "a dynamized index", "dynamized")?;
-        return Ok(None);
+    kind: IndexKind,
+    dynamized: &DynArgs,
+    betree: &BeTreeArgs,
+    sets: Vec<(String, serde_json::Value)>,
+) -> CliResult<IndexConfig> {
+    let mut json = kind.default_config().options_json();
+    let group = |family: &str, options: serde_json::Value, refuse: &dyn Fn() -> CliResult| {
+        if kind.name() == family {
+            Ok(Some(options))
+        } else {
+            refuse().map(|()| None)
+        }
+    };
+    let dyn_json = serde_json::to_value(dynamized.options()).expect("options serialize");
+    let betree_json = serde_json::to_value(betree.options()).expect("options serialize");
+    for options in [
+        group("dynamized", dyn_json, &|| {
+            refuse_given::<DynArgs>(create, "a dynamized index", "dynamized")
+        })?,
+        group("betree", betree_json, &|| {
+            refuse_given::<BeTreeArgs>(create, "a Bε-tree", "betree")
+        })?,
+    ]
+    .into_iter()
+    .flatten()
+    {
+        json = options;
     }
-    if key != TypeArg::U64 || value != TypeArg::U64 {
-        return Err(syntax_error(
-            "create",
-            ErrorKind::ArgumentConflict,
-            "a dynamized index stores u64 keys and u64 values; drop --key/--value bytes",
-        ));
+    let Some(object) = json.as_object_mut() else {
+        unreachable!("index options are a JSON object");
+    };
+    for (key, value) in sets {
+        object.insert(key, value);
     }
-    let opts = args.options();
-    if let Err(e) = opts.validate() {
-        let message = match e {
-            strata::Error::InvalidArgument(m) => m,
-            other => other.to_string(),
-        };
-        return Err(syntax_error("create", ErrorKind::ValueValidation, message));
-    }
-    Ok(Some(opts))
+    IndexConfig::from_json(kind, json).map_err(|e| match e {
+        strata::Error::InvalidArgument(m) => CliError::Usage(m),
+        e => CliError::Engine(e),
+    })
 }
 
 fn run(cli: Cli, matches: &ArgMatches) -> CliResult {
@@ -576,26 +605,19 @@ fn run(cli: Cli, matches: &ArgMatches) -> CliResult {
             direct_io,
             dynamized,
             betree,
+            options: sets,
         } => {
             let create = matches
                 .subcommand_matches("create")
                 .expect("the create subcommand was parsed");
-            let dyn_options = create_dyn_options(create, index, key, value, &dynamized)?;
-            if index != IndexArg::Betree {
-                refuse_given::<BeTreeArgs>(create, "a Bε-tree", "betree")?;
-            }
+            let kind: IndexKind = index.parse()?;
             let config = strata::Config {
-                index: index.into(),
+                index: index_config(create, kind, &dynamized, &betree, sets)?,
                 key: key.into(),
                 value: value.into(),
                 page_size,
                 durability: durability.into(),
                 direct_io,
-                dynamized: dyn_options.unwrap_or_default(),
-                betree: strata::index::betree::BeTreeOptions {
-                    epsilon: betree.epsilon,
-                    merge_operator: betree.merge_operator,
-                },
             };
             commands::create(&dir()?, &config, &options)
         }

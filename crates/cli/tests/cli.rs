@@ -621,7 +621,7 @@ fn dynamized_database_serves_every_command_across_processes() {
     // Check and stats.
     let out = db.ok(&["check"]);
     assert!(out.starts_with(&format!("ok: {live} records, ")), "{out}");
-    assert!(out.contains("levels"), "{out}");
+    assert!(out.contains("WAL records"), "{out}");
     let v: serde_json::Value = serde_json::from_str(&db.ok(&["stats"])).expect("stats prints JSON");
     assert_eq!(v["index"], "dynamized");
     assert_eq!(v["records"], live);
@@ -643,7 +643,7 @@ fn dynamized_database_serves_every_command_across_processes() {
         assert!(d[field].is_u64(), "{field} missing in {d}");
     }
     assert!(d["memory_bytes"].as_u64().unwrap() > 0);
-    let o = &v["dynamized_options"];
+    let o = &v["index_options"];
     assert_eq!(o["layout"], "tiering");
     assert_eq!(o["scale_factor"], 2);
     assert_eq!(o["buffer_capacity"], 64);
@@ -652,7 +652,10 @@ fn dynamized_database_serves_every_command_across_processes() {
     // A B+-tree's statistics have no dynamized part.
     let bt = TestDb::created(&[]);
     let v: serde_json::Value = serde_json::from_str(&bt.ok(&["stats"])).unwrap();
-    assert!(v.get("dynamized").is_none() && v.get("dynamized_options").is_none());
+    assert!(v.get("dynamized").is_none(), "{v}");
+    assert_eq!(v["index_options"], serde_json::json!({}));
+    assert_eq!(v["capabilities"]["sample"], true);
+    assert_eq!(v["capabilities"]["weighted"], false);
 }
 
 #[test]
@@ -703,7 +706,7 @@ fn dynamized_layouts_and_delete_policies() {
         assert_eq!(db.ok(&["scan"]).lines().count(), 1500, "{layout}/{delete}");
         assert!(db.ok(&["check"]).starts_with("ok: 1500 records"));
         let v: serde_json::Value = serde_json::from_str(&db.ok(&["stats"])).unwrap();
-        let o = &v["dynamized_options"];
+        let o = &v["index_options"];
         assert_eq!(o["layout"], layout);
         assert_eq!(o["delete_policy"], delete);
         assert_eq!(o["max_delete_proportion"], 0.2);
@@ -750,7 +753,8 @@ fn weighted_dynamized_sampling_follows_the_weights() {
     let out = db.ok(&["check"]);
     assert!(out.starts_with("ok: 303 records"), "{out}");
     let v: serde_json::Value = serde_json::from_str(&db.ok(&["stats"])).unwrap();
-    assert_eq!(v["dynamized_options"]["weighted"], true);
+    assert_eq!(v["index_options"]["weighted"], true);
+    assert_eq!(v["capabilities"]["weighted"], true);
 }
 
 #[test]
@@ -1130,5 +1134,49 @@ fn missing_short_and_damaged_files_exit_2_naming_the_file() {
             assert_eq!(code, 2, "{file} {cmd:?}: {err}");
             assert!(err.contains(needle), "{file} {cmd:?}: {err}");
         }
+    }
+}
+
+#[test]
+fn index_options_by_name_and_the_family_list_come_from_the_registry() {
+    let db = TestDb::created(&[
+        "--index",
+        "dynamized",
+        "-o",
+        "layout=leveling",
+        "-o",
+        "scale_factor=3",
+        "--buffer",
+        "100",
+    ]);
+    let v: serde_json::Value = serde_json::from_str(&db.ok(&["stats"])).unwrap();
+    assert_eq!(v["index_options"]["layout"], "leveling");
+    assert_eq!(v["index_options"]["scale_factor"], 3);
+    assert_eq!(v["index_options"]["buffer_capacity"], 100);
+    let be = TestDb::created(&["--index", "betree", "-o", "epsilon=0.25"]);
+    let v: serde_json::Value = serde_json::from_str(&be.ok(&["stats"])).unwrap();
+    assert_eq!(v["index_options"]["epsilon"], 0.25);
+    assert_eq!(v["capabilities"]["merge"], false);
+    for (args, needle) in [
+        (
+            &["--index", "dynamized", "-o", "layout=spiral"][..],
+            "spiral",
+        ),
+        (&["--index", "dynamized", "-o", "colour=blue"], "colour"),
+        (&["--index", "btree", "-o", "epsilon=0.5"], "epsilon"),
+        (&["--index", "dynamized", "-o", "noequals"], "KEY=VALUE"),
+        (&["--index", "hash-table"], "possible values"),
+    ] {
+        let fresh = TestDb::new();
+        let mut all = vec!["create"];
+        all.extend_from_slice(args);
+        let (code, err) = fresh.fails(&all);
+        assert_eq!(code, 64, "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+        assert!(!fresh.path.exists());
+    }
+    let help = String::from_utf8(strata(&["create", "--help"]).stdout).unwrap();
+    for name in ["btree", "dynamized", "betree"] {
+        assert!(help.contains(name), "{help}");
     }
 }

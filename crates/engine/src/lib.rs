@@ -16,7 +16,8 @@ pub mod index;
 pub mod storage;
 pub mod types;
 
-pub use db::{Batch, Config, Db, DbStats, IndexKind, Options, RawDb};
+pub use db::{Batch, Config, Db, DbStats, IndexConfig, IndexKind, Options, RawDb};
 pub use error::{Error, Result};
+pub use index::Capabilities;
 pub use index::{Direction, KeyRange};
 pub use types::{Durability, Key, TypeKind, Value};

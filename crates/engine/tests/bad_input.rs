@@ -3,7 +3,7 @@
 
 use std::path::Path;
 use strata::db::Config;
-use strata::{Db, Error, Options, RawDb, TypeKind};
+use strata::{Db, Error, IndexConfig, Options, RawDb, TypeKind};
 
 fn bytes_db(dir: &Path) -> Db<Vec<u8>, Vec<u8>> {
     Db::create(dir, &Config::default(), &Options::default()).unwrap()
@@ -204,7 +204,7 @@ fn betree_limits_and_merges_are_checked_before_logging() {
     use strata::index::betree::BeTreeOptions;
     let tmp = tempfile::tempdir().unwrap();
     let config = Config {
-        index: IndexKind::BeTree,
+        index: IndexKind::BeTree.default_config(),
         key: TypeKind::Bytes,
         value: TypeKind::Bytes,
         ..Config::default()
@@ -223,10 +223,10 @@ fn betree_limits_and_merges_are_checked_before_logging() {
 
     for (epsilon, merge) in [(0.0, None), (1.5, None), (0.5, Some("u64-add"))] {
         let bad = Config {
-            betree: BeTreeOptions {
+            index: IndexConfig::BeTree(BeTreeOptions {
                 epsilon,
                 merge_operator: merge.map(str::to_string),
-            },
+            }),
             ..config.clone()
         };
         let dir = tmp.path().join(format!("bad-{epsilon}"));
@@ -238,10 +238,10 @@ fn betree_limits_and_merges_are_checked_before_logging() {
     let counters = Config {
         key: TypeKind::U64,
         value: TypeKind::U64,
-        betree: BeTreeOptions {
+        index: IndexConfig::BeTree(BeTreeOptions {
             merge_operator: Some("u64-add".into()),
             ..BeTreeOptions::default()
-        },
+        }),
         ..config
     };
     let db: Db<u64, u64> =
@@ -273,14 +273,10 @@ fn an_overflowing_u64_add_merge_is_refused_and_the_saturating_operator_saturates
     };
     for (name, op) in [("checked", "u64-add"), ("saturating", "u64-add-saturating")] {
         let dir = tmp.path().join(name);
-        let config = Config {
-            index: strata::IndexKind::BeTree,
-            betree: BeTreeOptions {
-                merge_operator: Some(op.into()),
-                ..BeTreeOptions::default()
-            },
-            ..Config::default()
-        };
+        let config = Config::with_index(IndexConfig::BeTree(BeTreeOptions {
+            merge_operator: Some(op.into()),
+            ..BeTreeOptions::default()
+        }));
         let db = RawDb::create(&dir, &config, &Options::default()).unwrap();
         db.insert(&k, &v(7)).unwrap();
         let one = db.write(&[merge(u64::MAX)], None);

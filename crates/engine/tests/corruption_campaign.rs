@@ -16,9 +16,10 @@ use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use strata::db::Config;
+use strata::index::dynamized::DynOptions;
 use strata::index::{Direction, KeyRange, WriteOp};
 use strata::storage::{FaultVfs, MemVfs, Vfs};
-use strata::{Durability, Error, IndexKind, Options, RawDb, TypeKind};
+use strata::{Durability, Error, IndexConfig, IndexKind, Options, RawDb, TypeKind};
 
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 
@@ -39,16 +40,21 @@ struct Family {
 }
 
 fn families() -> Vec<Family> {
-    let base = |index, key| Config {
-        index,
+    let base = |index: IndexKind, key| Config {
+        index: index.default_config(),
         key,
         value: TypeKind::U64,
         ..Config::default()
     };
-    let mut dynamized = base(IndexKind::Dynamized, TypeKind::U64);
-    dynamized.dynamized.buffer_capacity = 128;
-    let mut dyn_disk = dynamized.clone();
-    dyn_disk.dynamized.memory_budget = 16 << 10;
+    let dyn_opts = DynOptions {
+        buffer_capacity: 128,
+        ..DynOptions::default()
+    };
+    let dynamized = Config::with_index(IndexConfig::Dynamized(dyn_opts.clone()));
+    let dyn_disk = Config::with_index(IndexConfig::Dynamized(DynOptions {
+        memory_budget: 16 << 10,
+        ..dyn_opts
+    }));
     vec![
         Family {
             name: "btree-u64",

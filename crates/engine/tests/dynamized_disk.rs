@@ -20,10 +20,10 @@ use strata::db::Config;
 use strata::index::WriteOp;
 use strata::index::dynamized::tiered::MemoryShard;
 use strata::index::dynamized::{
-    DeletePolicy, DynOptions, IsamShard, Layout, MemoryPlan, WirsShard,
+    DeletePolicy, DynOptions, DynStats, IsamShard, Layout, MemoryPlan, WirsShard,
 };
 use strata::storage::{FileKind, MemVfs, Vfs};
-use strata::{Db, Error, IndexKind, KeyRange, Options, RawDb};
+use strata::{Db, Error, IndexConfig, KeyRange, Options, RawDb};
 
 /// Upper quantile of chi-square with `df` degrees of freedom for a normal quantile `z` (Wilson–Hilferty).
 fn chi_square_critical(df: f64, z: f64) -> f64 {
@@ -68,11 +68,7 @@ fn options(vfs: Arc<dyn Vfs>) -> Options {
 }
 
 fn config(d: DynOptions) -> Config {
-    Config {
-        index: IndexKind::Dynamized,
-        dynamized: d,
-        ..Config::default()
-    }
+    Config::with_index(IndexConfig::Dynamized(d))
 }
 
 fn shard_reads(db: &Db<u64, u64>) -> u64 {
@@ -128,7 +124,7 @@ fn disk_levels_sample_uniformly_and_never_return_deleted_records() {
         load(&db);
         db.checkpoint().unwrap();
         let stats = db.stats().unwrap();
-        let d = stats.dynamized.as_ref().unwrap();
+        let d = &stats.family_stats::<DynStats>().unwrap();
         assert!(d.levels.len() >= 3, "{layout:?}: {:?}", d.levels);
         assert!(
             d.memory_bytes as u64 <= o.memory_budget,
@@ -193,7 +189,7 @@ fn tag_deletes_of_disk_resident_records_take_effect() {
     }
     db.raw().checkpoint().unwrap();
     // The deletes were tags (compactions under δ then drop tagged records, so fewer remain).
-    let d = db.stats().unwrap().dynamized.unwrap();
+    let d = db.stats().unwrap().family_stats::<DynStats>().unwrap();
     assert!(d.tagged > 0 && d.tombstones == 0, "{d:?}");
     let check = |db: &Db<u64, u64>| {
         assert_eq!(db.len(), 19_500);

@@ -17,7 +17,7 @@ use std::collections::BTreeSet;
 use std::path::Path;
 use strata::db::Config;
 use strata::index::dynamized::{DeletePolicy, DynOptions, Layout};
-use strata::{Batch, Db, Durability, IndexKind, Options};
+use strata::{Batch, Db, Durability, IndexConfig, Options};
 
 const CHILD_ENV: &str = "STRATA_DYN_KILL_CHILD_DIR";
 const VARIANT_ENV: &str = "STRATA_DYN_KILL_VARIANT";
@@ -31,13 +31,12 @@ fn child_options() -> Options {
 
 fn config(variant: u64) -> Config {
     Config {
-        index: IndexKind::Dynamized,
         durability: if variant.is_multiple_of(2) {
             Durability::Flush
         } else {
             Durability::Sync
         },
-        dynamized: DynOptions {
+        index: IndexConfig::Dynamized(DynOptions {
             layout: if variant % 4 < 2 {
                 Layout::Tiering
             } else {
@@ -53,7 +52,7 @@ fn config(variant: u64) -> Config {
             // One byte: every level lives on disk.
             memory_budget: 1,
             ..DynOptions::default()
-        },
+        }),
         ..Config::default()
     }
 }

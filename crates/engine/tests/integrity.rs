@@ -6,10 +6,10 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use strata::db::Config;
-use strata::index::betree::BeTreeOptions;
+use strata::index::dynamized::DynOptions;
 use strata::index::{Direction, KeyRange, WriteOp};
 use strata::storage::{FaultVfs, MemVfs, Vfs};
-use strata::{Durability, Error, IndexKind, Options, RawDb, TypeKind};
+use strata::{Durability, Error, IndexConfig, IndexKind, Options, RawDb, TypeKind};
 
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 
@@ -19,12 +19,18 @@ const PS: usize = 4096;
 
 fn config(index: IndexKind, key: TypeKind) -> Config {
     Config {
-        index,
+        index: index.default_config(),
         key,
         value: TypeKind::U64,
-        betree: BeTreeOptions::default(),
         ..Config::default()
     }
+}
+
+/// A dynamized configuration with `edit` applied to its options.
+fn dynamized(edit: impl FnOnce(&mut DynOptions)) -> Config {
+    let mut d = DynOptions::default();
+    edit(&mut d);
+    Config::with_index(IndexConfig::Dynamized(d))
 }
 
 /// The families and key types under test, with a page file (meta slots) or not.
@@ -33,11 +39,7 @@ fn families() -> Vec<(&'static str, Config)> {
         ("btree-u64", config(IndexKind::BTree, TypeKind::U64)),
         ("btree-bytes", config(IndexKind::BTree, TypeKind::Bytes)),
         ("betree", config(IndexKind::BeTree, TypeKind::U64)),
-        ("dynamized", {
-            let mut c = config(IndexKind::Dynamized, TypeKind::U64);
-            c.dynamized.buffer_capacity = 64;
-            c
-        }),
+        ("dynamized", { dynamized(|d| d.buffer_capacity = 64) }),
     ]
 }
 
@@ -490,9 +492,10 @@ fn shard_files(mem: &MemVfs) -> usize {
 #[test]
 fn recovery_of_a_dynamized_index_leaves_no_orphan_shard_files_and_persists() {
     for budget in [0u64, 16 << 10] {
-        let mut c = config(IndexKind::Dynamized, TypeKind::U64);
-        c.dynamized.buffer_capacity = 16;
-        c.dynamized.memory_budget = budget;
+        let c = dynamized(|d| {
+            d.buffer_capacity = 16;
+            d.memory_budget = budget;
+        });
         let mem = Arc::new(MemVfs::new());
         let mut model = Model::new();
         RawDb::create(DIR, &c, &options(mem.clone()))
@@ -515,7 +518,12 @@ fn recovery_of_a_dynamized_index_leaves_no_orphan_shard_files_and_persists() {
         let db = RawDb::open(DIR, &options(mem.clone())).unwrap();
         assert_eq!(db.recovery().replayed_records, 3000);
         assert_eq!(contents(&db), model);
-        let listed = db.stats().unwrap().dynamized.unwrap().shards;
+        let listed = db
+            .stats()
+            .unwrap()
+            .family_stats::<strata::index::dynamized::DynStats>()
+            .unwrap()
+            .shards;
         assert_eq!(
             shard_files(&mem),
             listed,

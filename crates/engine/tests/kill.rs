@@ -33,7 +33,10 @@ fn kill_child() {
     };
     let index = std::env::var(CHILD_INDEX_ENV).expect("index kind for the child");
     let config = Config {
-        index: index.parse().expect("index kind"),
+        index: index
+            .parse::<IndexKind>()
+            .expect("index kind")
+            .default_config(),
         durability: Durability::Flush,
         ..Config::default()
     };

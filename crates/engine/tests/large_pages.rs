@@ -12,7 +12,7 @@ use std::sync::Arc;
 use strata::db::Config;
 use strata::index::dynamized::{DeletePolicy, DynOptions, Layout};
 use strata::storage::{FileKind, MemVfs, Vfs};
-use strata::{Db, Error, IndexKind, Options};
+use strata::{Db, Error, IndexConfig, IndexKind, Options};
 
 const MIB: usize = 1 << 20;
 
@@ -28,9 +28,8 @@ fn a_dynamized_database_with_1_mib_pages_round_trips() {
     let mem = Arc::new(MemVfs::new());
     let vfs: Arc<dyn Vfs> = mem.clone();
     let config = Config {
-        index: IndexKind::Dynamized,
         page_size: MIB,
-        dynamized: DynOptions {
+        index: IndexConfig::Dynamized(DynOptions {
             layout: Layout::Leveling,
             delete_policy: DeletePolicy::Tombstone,
             buffer_capacity: 2_000,
@@ -39,7 +38,7 @@ fn a_dynamized_database_with_1_mib_pages_round_trips() {
             // Every level on disk.
             memory_budget: 1,
             ..DynOptions::default()
-        },
+        }),
         ..Config::default()
     };
     let db = Db::<u64, u64>::create("/big", &config, &options(vfs.clone())).unwrap();
@@ -83,7 +82,7 @@ fn a_btree_database_with_1_mib_pages_is_an_invalid_argument() {
     let vfs: Arc<dyn Vfs> = Arc::new(MemVfs::new());
     for page_size in [128 << 10, MIB, 4 * MIB] {
         let config = Config {
-            index: IndexKind::BTree,
+            index: IndexKind::BTree.default_config(),
             page_size,
             ..Config::default()
         };
@@ -125,7 +124,7 @@ fn betree_with_megabyte_pages_round_trips() {
             ..Options::default()
         };
         let config = Config {
-            index: IndexKind::BeTree,
+            index: IndexKind::BeTree.default_config(),
             page_size,
             ..Config::default()
         };

@@ -14,7 +14,9 @@ use strata::db::Config;
 use strata::index::betree::BeTreeOptions;
 use strata::index::dynamized::{DeletePolicy, DynOptions, Layout, RuntimeOptions};
 use strata::storage::{FaultVfs, MemVfs, Vfs};
-use strata::{Direction, Durability, Error, IndexKind, KeyRange, Options, RawDb, TypeKind};
+use strata::{
+    Direction, Durability, Error, IndexConfig, IndexKind, KeyRange, Options, RawDb, TypeKind,
+};
 
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 
@@ -157,48 +159,35 @@ fn options(vfs: Arc<dyn Vfs>) -> Options {
     }
 }
 
-/// Which index family a case runs on, with its structure.
+/// Which index family a case runs on, with its options (from the engine's registry), and whether a
+/// dynamized index reconstructs in the background.
 #[derive(Debug, Clone)]
-enum Family {
-    BTree,
-    /// A dynamized index with tiny buffers so that flushes, merges and compactions run all the time.
-    Dynamized(DynOptions, bool),
-    /// A Bε-tree with this ε and the `u64-add` merge operator.
-    BeTree(f64),
+struct Family {
+    index: IndexConfig,
+    background: bool,
+}
+
+impl Family {
+    fn of(index: IndexConfig) -> Family {
+        Family {
+            index,
+            background: true,
+        }
+    }
 }
 
 fn config(family: &Family, key: TypeKind, value: TypeKind) -> Config {
-    match family {
-        Family::BTree => Config {
-            key,
-            value,
-            ..Config::default()
-        },
-        Family::Dynamized(d, _) => Config {
-            index: IndexKind::Dynamized,
-            key,
-            value,
-            dynamized: d.clone(),
-            ..Config::default()
-        },
-        Family::BeTree(epsilon) => Config {
-            index: IndexKind::BeTree,
-            key,
-            value,
-            betree: BeTreeOptions {
-                epsilon: *epsilon,
-                merge_operator: (value == TypeKind::U64).then(|| "u64-add".to_string()),
-            },
-            ..Config::default()
-        },
+    Config {
+        index: family.index.clone(),
+        key,
+        value,
+        ..Config::default()
     }
 }
 
 fn family_options(family: &Family, vfs: Arc<dyn Vfs>) -> Options {
     let mut o = options(vfs);
-    if let Family::Dynamized(_, background) = family {
-        o.dynamized.background = *background;
-    }
+    o.dynamized.background = family.background;
     o
 }
 
@@ -220,26 +209,35 @@ fn dynamized() -> impl Strategy<Value = Family> {
         prop_oneof![2 => Just(0u64), 1 => Just(1u64), 1 => 4_096u64..160_000],
     )
         .prop_map(
-            |(layout, delete_policy, buffer, scale, delta, background, memory_budget)| {
-                Family::Dynamized(
-                    DynOptions {
-                        layout,
-                        delete_policy,
-                        buffer_capacity: buffer,
-                        scale_factor: scale,
-                        max_delete_proportion: delta,
-                        memory_budget,
-                        ..DynOptions::default()
-                    },
-                    background,
-                )
+            |(layout, delete_policy, buffer, scale, delta, background, memory_budget)| Family {
+                index: IndexConfig::Dynamized(DynOptions {
+                    layout,
+                    delete_policy,
+                    buffer_capacity: buffer,
+                    scale_factor: scale,
+                    max_delete_proportion: delta,
+                    memory_budget,
+                    ..DynOptions::default()
+                }),
+                background,
             },
         )
 }
 
-/// ε from very write-optimized to B-tree-like; some bigger (u64) values become merges.
-fn betree() -> impl Strategy<Value = Family> {
-    prop_oneof![Just(0.3), Just(0.5), Just(0.8), Just(1.0)].prop_map(Family::BeTree)
+/// ε from very write-optimized to B-tree-like, with the `u64-add` merge operator if `merges`.
+fn betree(merges: bool) -> impl Strategy<Value = Family> {
+    prop_oneof![Just(0.3), Just(0.5), Just(0.8), Just(1.0)].prop_map(move |epsilon| {
+        Family::of(IndexConfig::BeTree(BeTreeOptions {
+            epsilon,
+            merge_operator: merges.then(|| "u64-add".to_string()),
+        }))
+    })
+}
+
+/// Every family of the registry with its default options (a family added to the engine is tested here
+/// before it has tests of its own).
+fn registry_family() -> impl Strategy<Value = Family> {
+    proptest::sample::select(IndexKind::ALL.to_vec()).prop_map(|k| Family::of(k.default_config()))
 }
 
 /// Every third single put of `ops` as a merge of a small operand instead.
@@ -452,7 +450,12 @@ impl History {
 }
 
 fn run(key: TypeKind, value: TypeKind, ops: Vec<Op>) {
-    run_family(&Family::BTree, key, value, ops)
+    run_family(
+        &Family::of(IndexKind::BTree.default_config()),
+        key,
+        value,
+        ops,
+    )
 }
 
 fn run_family(family: &Family, key: TypeKind, value: TypeKind, ops: Vec<Op>) {
@@ -554,20 +557,27 @@ proptest! {
 
     /// The Bε-tree with u64 keys and values, merges, deep runs, reopen and power loss.
     #[test]
-    fn betree_u64_db_matches_model(family in betree(), ops in ops_with_runs(u64_key(), u64_value(), 200, 4, 20_000)) {
+    fn betree_u64_db_matches_model(family in betree(true), ops in ops_with_runs(u64_key(), u64_value(), 200, 4, 20_000)) {
         run_family(&family, TypeKind::U64, TypeKind::U64, with_merges(ops));
     }
 
     /// The Bε-tree with byte-string keys and values (variable-width nodes).
     #[test]
-    fn betree_bytes_db_matches_model(family in betree(), ops in ops(bytes_key(), betree_value(), 200)) {
+    fn betree_bytes_db_matches_model(family in betree(false), ops in ops(bytes_key(), betree_value(), 200)) {
         run_family(&family, TypeKind::Bytes, TypeKind::Bytes, ops);
+    }
+
+    /// Every family of the registry, default options, u64 keys and values, merges where it has them.
+    #[test]
+    fn every_registered_family_matches_model(family in registry_family(), ops in ops_with_runs(u64_key(), u64_value(), 200, 2, 3_000)) {
+        let ops = if family.index.capabilities().merge { with_merges(ops) } else { ops };
+        run_family(&family, TypeKind::U64, TypeKind::U64, ops);
     }
 
     /// Injected I/O errors on the Bε-tree.
     #[test]
     fn betree_injected_faults_never_return_wrong_data(
-        family in betree(),
+        family in betree(true),
         ops in ops_with_runs(u64_key(), u64_value(), 300, 2, 4_000),
         fail_after in 0u64..3000,
     ) {
@@ -591,7 +601,7 @@ proptest! {
         ops in ops_with_runs(u64_key(), u64_value(), 300, 2, 4_000),
         fail_after in 0u64..3000,
     ) {
-        faults(&Family::BTree, ops, fail_after)?;
+        faults(&Family::of(IndexKind::BTree.default_config()), ops, fail_after)?;
     }
 }
 

@@ -33,6 +33,7 @@ mod static_ideal;
 mod strata_betree;
 mod strata_btree;
 mod strata_dynamized;
+mod strata_family;
 mod weighted_abtree;
 
 #[cfg(feature = "fjall")]
@@ -47,6 +48,7 @@ pub use static_ideal::{StaticAlias, StaticIsam, StaticRecord};
 pub use strata_betree::StrataBeTree;
 pub use strata_btree::StrataBTree;
 pub use strata_dynamized::StrataDynamized;
+pub use strata_family::{StrataFamily, capabilities_of};
 pub use weighted_abtree::{
     WeightedAbTree, WeightedAbTreeDriver, WeightedBPlusTree, WeightedTreeError,
 };
@@ -322,14 +324,20 @@ impl std::ops::Sub for IoTotals {
     }
 }
 
-/// Every engine this build can measure: Strata's families first, then the peers compiled in.
+/// Every engine this build can measure: Strata's families first (those with a driver of their own, then
+/// every other family of the engine's registry as [`StrataFamily`]), then the peers compiled in.
 pub fn engines() -> Vec<Box<dyn Engine>> {
-    #[allow(unused_mut)]
     let mut all: Vec<Box<dyn Engine>> = vec![
         Box::new(StrataBTree),
         Box::new(StrataDynamized::default()),
         Box::new(StrataBeTree::default()),
     ];
+    for &kind in strata::IndexKind::ALL {
+        let generic = StrataFamily::new(kind);
+        if !all.iter().any(|e| e.name() == generic.name()) {
+            all.push(Box::new(generic));
+        }
+    }
     #[cfg(feature = "redb")]
     all.push(Box::new(Redb));
     #[cfg(feature = "fjall")]

@@ -14,7 +14,7 @@ use super::strata_btree::{open_tree, tree_settings};
 use super::{Driver, Engine, EngineOptions};
 use crate::error::Result;
 use std::path::Path;
-use strata::IndexKind;
+use strata::IndexConfig;
 use strata::db::Config;
 use strata::index::betree::BeTreeOptions;
 
@@ -46,7 +46,9 @@ impl Engine for StrataBeTree {
         env!("CARGO_PKG_VERSION").to_string()
     }
 
-    // Capabilities: the default, plain key-value (no range counts, no sampling).
+    fn capabilities(&self) -> super::Capabilities {
+        super::capabilities_of(&IndexConfig::BeTree(self.options.clone()))
+    }
 
     fn settings(&self, opts: &EngineOptions) -> String {
         let merge = self.options.merge_operator.as_deref().unwrap_or("none");
@@ -58,11 +60,7 @@ impl Engine for StrataBeTree {
     }
 
     fn open_dir(&self, dir: &Path, opts: &EngineOptions, create: bool) -> Result<Box<dyn Driver>> {
-        let family = Config {
-            index: IndexKind::BeTree,
-            betree: self.options.clone(),
-            ..Config::default()
-        };
+        let family = Config::with_index(IndexConfig::BeTree(self.options.clone()));
         open_tree(self, dir, opts, create, family)
     }
 }

@@ -15,7 +15,7 @@ use std::path::Path;
 use strata::db::Config;
 use strata::index::WriteOp;
 use strata::storage::{FileKind, IoSnapshot};
-use strata::{Direction, IndexKind, KeyRange, Options, RawDb, TypeKind};
+use strata::{Direction, KeyRange, Options, RawDb, TypeKind};
 
 /// The `strata-btree` engine.
 #[derive(Debug, Clone, Copy, Default)]
@@ -42,11 +42,7 @@ impl Engine for StrataBTree {
     }
 
     fn capabilities(&self) -> Capabilities {
-        Capabilities {
-            count: true,
-            sample: true,
-            byte_values: true,
-        }
+        super::capabilities_of(&strata::IndexKind::BTree.default_config())
     }
 
     fn settings(&self, opts: &EngineOptions) -> String {
@@ -120,15 +116,13 @@ pub struct StrataDriver {
 impl StrataDriver {
     /// A driver over `db` named after `engine` (and with its capabilities).
     pub(super) fn new(engine: &dyn Engine, db: RawDb) -> Self {
-        let manifest = db.manifest();
-        let weighted = manifest.dynamized.as_ref().is_some_and(|d| d.weighted);
-        let cheap_height = manifest.index != IndexKind::BeTree;
+        let index = db.capabilities();
         StrataDriver {
             name: engine.name(),
             db,
             caps: engine.capabilities(),
-            weighted,
-            cheap_height,
+            weighted: index.weighted,
+            cheap_height: index.cheap_len,
         }
     }
 }

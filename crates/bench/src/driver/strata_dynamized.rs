@@ -16,7 +16,7 @@ use crate::report::fmt_bytes;
 use std::path::Path;
 use strata::db::Config;
 use strata::index::dynamized::{DynOptions, RuntimeOptions};
-use strata::{IndexKind, RawDb, TypeKind};
+use strata::{IndexConfig, RawDb, TypeKind};
 
 /// The `strata-dynamized` engine with its structural and handle options.
 #[derive(Debug, Clone, Default)]
@@ -80,11 +80,7 @@ impl Engine for StrataDynamized {
     }
 
     fn capabilities(&self) -> Capabilities {
-        Capabilities {
-            count: true,
-            sample: true,
-            byte_values: false,
-        }
+        super::capabilities_of(&IndexConfig::Dynamized(self.dyn_opts.clone()))
     }
 
     fn settings(&self, opts: &EngineOptions) -> String {
@@ -114,14 +110,12 @@ impl Engine for StrataDynamized {
         handle.dynamized = self.runtime.clone();
         let db = if create {
             let config = Config {
-                index: IndexKind::Dynamized,
+                index: IndexConfig::Dynamized(self.dyn_opts.clone()),
                 key: TypeKind::U64,
                 value: TypeKind::U64,
                 page_size: opts.page_size,
                 durability: opts.durability,
                 direct_io: opts.direct_io,
-                dynamized: self.dyn_opts.clone(),
-                ..Config::default()
             };
             RawDb::create(dir, &config, &handle)?
         } else {

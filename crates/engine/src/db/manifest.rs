@@ -3,8 +3,8 @@
 //! File `MANIFEST`: magic `b"STRATAMF"`, body length u32 LE, xxh3-64 of the body u64 LE, body = JSON of
 //! [`Manifest`]. Written to `MANIFEST.tmp`, synced, renamed over `MANIFEST`, directory synced.
 
-use super::IndexKind;
 use crate::error::{Error, Result};
+use crate::index::family::{IndexConfig, IndexKind};
 use crate::storage::vfs::{read_exact_at, write_file_atomically};
 use crate::storage::{FileKind, IoStats, OpenOptions, Vfs};
 use crate::types::{Durability, TypeKind};
@@ -17,21 +17,69 @@ const MAGIC: &[u8; 8] = b"STRATAMF";
 pub const FORMAT_VERSION: u32 = 2;
 
 /// Everything fixed at creation.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Manifest {
     pub format_version: u32,
-    pub index: IndexKind,
+    /// The index family and its options.
+    pub index: IndexConfig,
     pub key: TypeKind,
     pub value: TypeKind,
     pub page_size: usize,
     pub durability: Durability,
     pub direct_io: bool,
-    /// Structure of a dynamized index (absent for other families).
+}
+
+/// The manifest's JSON: the family's name in `index` and its options in `options`. Manifests written before
+/// the family registry kept a family's options under the family's name (`"dynamized": {...}`,
+/// `"betree": {...}`); those still open.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Repr {
+    format_version: u32,
+    index: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub dynamized: Option<crate::index::dynamized::DynOptions>,
-    /// Options of a Bε-tree (absent for other families).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub betree: Option<crate::index::betree::BeTreeOptions>,
+    options: Option<serde_json::Value>,
+    key: TypeKind,
+    value: TypeKind,
+    page_size: usize,
+    durability: Durability,
+    direct_io: bool,
+    /// Fields of older manifests (read only).
+    #[serde(flatten)]
+    rest: std::collections::BTreeMap<String, serde_json::Value>,
+}
+
+impl Manifest {
+    fn to_repr(&self) -> Repr {
+        Repr {
+            format_version: self.format_version,
+            index: self.index.kind().name().to_string(),
+            options: Some(self.index.options_json()),
+            key: self.key,
+            value: self.value,
+            page_size: self.page_size,
+            durability: self.durability,
+            direct_io: self.direct_io,
+            rest: Default::default(),
+        }
+    }
+
+    fn from_repr(mut r: Repr) -> std::result::Result<Manifest, String> {
+        let kind: IndexKind = r.index.parse().map_err(|e: Error| e.to_string())?;
+        let options = r
+            .options
+            .or_else(|| r.rest.remove(kind.name()))
+            .unwrap_or_else(|| serde_json::json!({}));
+        let index = IndexConfig::from_json(kind, options).map_err(|e| e.to_string())?;
+        Ok(Manifest {
+            format_version: r.format_version,
+            index,
+            key: r.key,
+            value: r.value,
+            page_size: r.page_size,
+            durability: r.durability,
+            direct_io: r.direct_io,
+        })
+    }
 }
 
 /// True for the names of files a database directory holds besides the manifest and the lock.
@@ -43,8 +91,19 @@ fn is_database_file(name: &str) -> bool {
 }
 
 impl Manifest {
+    /// The manifest as the JSON the file holds.
+    pub fn to_json(&self) -> Vec<u8> {
+        serde_json::to_vec_pretty(&self.to_repr()).expect("manifest serializes")
+    }
+
+    /// A manifest from the JSON a file holds; `Err` says what is wrong.
+    pub fn from_json(body: &[u8]) -> std::result::Result<Manifest, String> {
+        let repr: Repr = serde_json::from_slice(body).map_err(|e| e.to_string())?;
+        Manifest::from_repr(repr)
+    }
+
     pub(crate) fn write(&self, vfs: &dyn Vfs, dir: &Path, stats: &IoStats) -> Result<()> {
-        let body = serde_json::to_vec_pretty(self).expect("manifest serializes");
+        let body = self.to_json();
         let mut bytes = Vec::with_capacity(20 + body.len());
         bytes.extend_from_slice(MAGIC);
         bytes.extend_from_slice(&(body.len() as u32).to_le_bytes());
@@ -104,7 +163,7 @@ impl Manifest {
         if xxhash_rust::xxh3::xxh3_64(body) != sum {
             return Err(Error::corruption(&path, 20, "manifest checksum mismatch"));
         }
-        let m: Manifest = serde_json::from_slice(body)
+        let m = Manifest::from_json(body)
             .map_err(|e| Error::corruption(&path, 20, format!("manifest does not parse: {e}")))?;
         if m.format_version != FORMAT_VERSION {
             return Err(Error::Incompatible(format!(
@@ -113,5 +172,75 @@ impl Manifest {
             )));
         }
         Ok(m)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::index::betree::BeTreeOptions;
+    use crate::index::dynamized::{DynOptions, Layout};
+
+    #[test]
+    fn manifests_round_trip_and_older_manifests_still_open() {
+        for &kind in IndexKind::ALL {
+            let m = Manifest {
+                format_version: FORMAT_VERSION,
+                index: kind.default_config(),
+                key: TypeKind::U64,
+                value: TypeKind::U64,
+                page_size: 8192,
+                durability: Durability::Sync,
+                direct_io: true,
+            };
+            assert_eq!(Manifest::from_json(&m.to_json()).unwrap(), m);
+        }
+        // Written before the family registry: a family's options under its name, or none for the B+-tree.
+        let old = |index: &str, extra: &str| {
+            format!(
+                r#"{{"format_version": 2, "index": "{index}", "key": "u64", "value": "u64", "page_size": 4096,
+                    "durability": "flush", "direct_io": false{extra}}}"#
+            )
+        };
+        let m = Manifest::from_json(
+            old(
+                "dynamized",
+                r#", "dynamized": {"layout": "leveling", "scale_factor": 4, "buffer_capacity": 100}"#,
+            )
+            .as_bytes(),
+        )
+        .unwrap();
+        assert_eq!(
+            m.index,
+            IndexConfig::Dynamized(DynOptions {
+                layout: Layout::Leveling,
+                scale_factor: 4,
+                buffer_capacity: 100,
+                ..DynOptions::default()
+            })
+        );
+        let m = Manifest::from_json(
+            old(
+                "betree",
+                r#", "betree": {"epsilon": 0.25, "merge_operator": "u64-add"}"#,
+            )
+            .as_bytes(),
+        )
+        .unwrap();
+        assert_eq!(
+            m.index,
+            IndexConfig::BeTree(BeTreeOptions {
+                epsilon: 0.25,
+                merge_operator: Some("u64-add".into())
+            })
+        );
+        let m = Manifest::from_json(old("btree", "").as_bytes()).unwrap();
+        assert_eq!(m.index, IndexKind::BTree.default_config());
+        // Unknown families and bad options are errors, not defaults.
+        assert!(Manifest::from_json(old("hash", "").as_bytes()).is_err());
+        assert!(
+            Manifest::from_json(old("dynamized", r#", "options": {"layout": 7}"#).as_bytes())
+                .is_err()
+        );
     }
 }

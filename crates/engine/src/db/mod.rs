@@ -39,16 +39,13 @@ pub use manifest::{FORMAT_VERSION, Manifest};
 pub use typed::{Batch, Db, Iter};
 
 use crate::error::{Error, Result};
-use crate::index::betree::{BeTree, BeTreeOptions};
-use crate::index::btree::BTree;
-use crate::index::dynamized::db_index::{DynFiles, DynamizedIndex, ShardStore, WholeStore};
-use crate::index::dynamized::{
-    DynOptions, IsamShard, RuntimeOptions, Shard, TieredStore, WirsShard,
-};
+use crate::index::dynamized::RuntimeOptions;
+use crate::index::family::IndexContext;
+pub use crate::index::family::{IndexConfig, IndexKind};
 use crate::index::{CheckReport, Direction, IndexStats, KeyRange, OrderedIndex, WriteOp};
 use crate::storage::{
-    IoSnapshot, IoStats, LogHeader, LogWriter, OpenOptions, PageFile, PageFileOptions, RecoverMode,
-    StdVfs, Vfs, VfsLock, recover_log,
+    IoSnapshot, IoStats, LogHeader, LogWriter, OpenOptions, RecoverMode, StdVfs, Vfs, VfsLock,
+    recover_log,
 };
 use crate::types::{Durability, MAX_VALUE_LEN, TypeKind};
 use parking_lot::Mutex;
@@ -57,53 +54,17 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-const PAGES: &str = "data.pages";
 const LOCK: &str = "LOCK";
 /// Largest number of samples one `sample_range` call returns (bounds the memory a call can ask for).
 pub const MAX_SAMPLES_PER_CALL: usize = 1 << 24;
 /// A `Durability::None` WAL buffer is written out when it grows past this.
 const WAL_BUFFER_LIMIT: usize = 1 << 20;
 
-/// Which index family a database uses.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum IndexKind {
-    /// B+-tree with subtree counts (`index::btree`).
-    BTree,
-    /// Dynamized ISAM shards: buffer + levels, sampling with deletes (`index::dynamized`).
-    Dynamized,
-    /// Bε-tree (fractal tree): write-optimized, larger than memory, merges (`index::betree`).
-    BeTree,
-}
-
-impl IndexKind {
-    pub fn name(self) -> &'static str {
-        match self {
-            IndexKind::BTree => "btree",
-            IndexKind::Dynamized => "dynamized",
-            IndexKind::BeTree => "betree",
-        }
-    }
-}
-
-impl std::str::FromStr for IndexKind {
-    type Err = Error;
-    fn from_str(s: &str) -> Result<Self> {
-        match s {
-            "btree" => Ok(IndexKind::BTree),
-            "dynamized" => Ok(IndexKind::Dynamized),
-            "betree" => Ok(IndexKind::BeTree),
-            other => Err(Error::invalid(format!(
-                "unknown index kind {other:?} (available: btree, dynamized, betree)"
-            ))),
-        }
-    }
-}
-
 /// Settings fixed when a database is created (recorded in its manifest).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Config {
-    pub index: IndexKind,
+    /// The index family and its options (see `index::family`; default: a B+-tree).
+    pub index: IndexConfig,
     pub key: TypeKind,
     pub value: TypeKind,
     /// Page size in bytes: a power of two from 4096 to 4194304 (4 MiB); the B+-tree index takes pages up to
@@ -113,23 +74,27 @@ pub struct Config {
     pub durability: Durability,
     /// Read and write pages with O_DIRECT, bypassing the OS page cache.
     pub direct_io: bool,
-    /// Structure of a dynamized index (used when `index` is `Dynamized`; keys and values must be `u64`).
-    pub dynamized: DynOptions,
-    /// ε and merge operator of a Bε-tree (used when `index` is `BeTree`).
-    pub betree: BeTreeOptions,
 }
 
 impl Default for Config {
     fn default() -> Self {
         Config {
-            index: IndexKind::BTree,
+            index: IndexConfig::default(),
             key: TypeKind::U64,
             value: TypeKind::U64,
             page_size: 4096,
             durability: Durability::Flush,
             direct_io: false,
-            dynamized: DynOptions::default(),
-            betree: BeTreeOptions::default(),
+        }
+    }
+}
+
+impl Config {
+    /// The default configuration with `index` as its index family and options.
+    pub fn with_index(index: IndexConfig) -> Config {
+        Config {
+            index,
+            ..Config::default()
         }
     }
 }
@@ -190,9 +155,19 @@ pub struct DbStats {
     pub wal_bytes: u64,
     pub disk_bytes: u64,
     pub recovery: RecoveryInfo,
-    /// The structure of a dynamized index (absent for other families).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub dynamized: Option<crate::index::dynamized::DynStats>,
+    /// The family's own statistics, under its name (e.g. `"dynamized"`: levels, shards, deleted entries,
+    /// memory, counters); empty for families without any.
+    #[serde(flatten)]
+    pub family: std::collections::BTreeMap<String, serde_json::Value>,
+}
+
+impl DbStats {
+    /// The family's own statistics as `T` (e.g. `index::dynamized::DynStats`); `None` if the family has none
+    /// or they are not a `T`.
+    pub fn family_stats<T: serde::de::DeserializeOwned>(&self) -> Option<T> {
+        let value = self.family.get(self.index)?;
+        serde_json::from_value(value.clone()).ok()
+    }
 }
 
 struct Writer {
@@ -247,15 +222,10 @@ impl RawDb {
     /// removes what it made (the directory too, if it made it).
     pub fn create(dir: impl AsRef<Path>, config: &Config, options: &Options) -> Result<RawDb> {
         let dir = dir.as_ref();
-        crate::storage::page::validate_page_size(config.page_size)?;
-        if config.index == IndexKind::BTree {
-            // Refused before any file is made.
-            crate::index::btree::node::Layout::try_new(
-                config.page_size,
-                config.key.fixed_width(),
-                config.value.fixed_width(),
-            )?;
-        }
+        // Everything the family would refuse is refused before any file is made.
+        config
+            .index
+            .check(config.key, config.value, config.page_size)?;
         let vfs = options.vfs.clone();
         let existed = vfs.exists(dir);
         if existed && vfs.exists(&dir.join(manifest::MANIFEST)) {
@@ -299,14 +269,12 @@ impl RawDb {
         let stats = Arc::new(IoStats::new());
         let m = Manifest {
             format_version: FORMAT_VERSION,
-            index: config.index,
+            index: config.index.clone(),
             key: config.key,
             value: config.value,
             page_size: config.page_size,
             durability: config.durability,
             direct_io: config.direct_io,
-            dynamized: (config.index == IndexKind::Dynamized).then(|| config.dynamized.clone()),
-            betree: (config.index == IndexKind::BeTree).then(|| config.betree.clone()),
         };
         let index = open_index(&vfs, dir, &m, options, &stats, true)?;
         let wal = new_wal(&vfs, dir, 1, 0, &stats)?;
@@ -429,7 +397,7 @@ impl RawDb {
         let dir = dir.as_ref();
         if options.vfs.exists(&dir.join(manifest::MANIFEST)) {
             let db = Self::open(dir, options)?;
-            db.expect_types(config.index, config.key, config.value)?;
+            db.expect_types(config.index.kind(), config.key, config.value)?;
             Ok(db)
         } else {
             Self::create(dir, config, options)
@@ -485,11 +453,11 @@ impl RawDb {
     /// Fails with `Error::Incompatible` unless the database has this index kind and these types.
     pub fn expect_types(&self, index: IndexKind, key: TypeKind, value: TypeKind) -> Result<()> {
         let m = &self.inner.manifest;
-        if m.index != index || m.key != key || m.value != value {
+        if m.index.kind() != index || m.key != key || m.value != value {
             return Err(Error::Incompatible(format!(
                 "database at {} is a {} index with {} keys and {} values; asked for a {} index with {} keys and {} values",
                 self.inner.dir.display(),
-                m.index.name(),
+                m.index.kind().name(),
                 m.key.name(),
                 m.value.name(),
                 index.name(),
@@ -498,6 +466,11 @@ impl RawDb {
             )));
         }
         Ok(())
+    }
+
+    /// What the database's index can do (range counts, sampling, weights, merges, bulk loads).
+    pub fn capabilities(&self) -> crate::index::Capabilities {
+        self.inner.manifest.index.capabilities()
     }
 
     /// The manifest (index kind, types, page size, options).
@@ -585,10 +558,10 @@ impl RawDb {
                 WriteOp::Put { value, .. } => self.validate_value(value)?,
                 WriteOp::PutWeighted { value, weight, .. } => {
                     self.validate_value(value)?;
-                    if !self.inner.index.weighted() {
+                    if !self.capabilities().weighted {
                         return Err(Error::invalid(format!(
                             "the {} index of {} has no weights (create it with weights to use them)",
-                            self.inner.manifest.index.name(),
+                            self.inner.manifest.index.kind().name(),
                             self.inner.dir.display()
                         )));
                     }
@@ -722,7 +695,7 @@ impl RawDb {
         self.inner.index.as_sampling().ok_or_else(|| {
             Error::invalid(format!(
                 "the {} index does not support sampling",
-                self.inner.manifest.index.name()
+                self.inner.manifest.index.kind().name()
             ))
         })
     }
@@ -927,7 +900,7 @@ impl RawDb {
             }
         }
         Ok(DbStats {
-            index: m.index.name(),
+            index: m.index.kind().name(),
             key: m.key.name(),
             value: m.value.name(),
             records: self.len(),
@@ -936,7 +909,13 @@ impl RawDb {
             wal_bytes,
             disk_bytes,
             recovery: self.inner.recovery.clone(),
-            dynamized: self.inner.index.dynamized_stats(),
+            family: self
+                .inner
+                .index
+                .family_stats()
+                .map(|v| (m.index.kind().name().to_string(), v))
+                .into_iter()
+                .collect(),
         })
     }
 
@@ -1070,7 +1049,7 @@ fn remove_created(vfs: &dyn Vfs, dir: &Path, existed: bool, before: &[String]) {
     }
 }
 
-/// Creates or opens the index family named by the manifest.
+/// Creates or opens the index the manifest names, through the family registry.
 fn open_index(
     vfs: &Arc<dyn Vfs>,
     dir: &Path,
@@ -1079,130 +1058,17 @@ fn open_index(
     stats: &Arc<IoStats>,
     create: bool,
 ) -> Result<Box<dyn OrderedIndex>> {
-    if m.index == IndexKind::Dynamized {
-        return open_dynamized(vfs, dir, m, options, stats, create);
-    }
-    let path = dir.join(PAGES);
-    let page_options = PageFileOptions {
+    let ctx = IndexContext {
+        vfs,
+        dir,
+        stats,
+        key: m.key,
+        value: m.value,
         page_size: m.page_size,
-        direct: m.direct_io,
+        direct_io: m.direct_io,
+        options,
     };
-    let file = if create {
-        PageFile::create(vfs, &path, page_options, stats.clone())?
-    } else {
-        PageFile::open(vfs, &path, page_options, stats.clone())?
-    };
-    let (key_width, value_width) = (m.key.fixed_width(), m.value.fixed_width());
-    if m.index == IndexKind::BeTree {
-        return open_betree(file, m, options, stats, create);
-    }
-    let open = if create { BTree::create } else { BTree::open };
-    Ok(Box::new(open(
-        file,
-        key_width,
-        value_width,
-        options.cache_bytes,
-        stats.clone(),
-    )?))
-}
-
-/// The Bε-tree family: any key and value types, ε and the merge operator from the manifest.
-fn open_betree(
-    file: PageFile,
-    m: &Manifest,
-    options: &Options,
-    stats: &Arc<IoStats>,
-    create: bool,
-) -> Result<Box<dyn OrderedIndex>> {
-    let opts = m.betree.clone().ok_or_else(|| {
-        Error::corruption(
-            file.path().with_file_name(manifest::MANIFEST),
-            0,
-            "a Bε-tree database's manifest has no Bε-tree options",
-        )
-    })?;
-    let format = crate::index::betree::node::NodeFormat {
-        key_width: m.key.fixed_width(),
-        value_width: m.value.fixed_width(),
-    };
-    let merge = opts
-        .merge_operator
-        .as_deref()
-        .map(|name| crate::index::betree::merge_ops::builtin(name, m.value))
-        .transpose()?;
-    Ok(Box::new(if create {
-        BeTree::create(
-            file,
-            format,
-            merge,
-            opts.epsilon,
-            options.cache_bytes,
-            stats.clone(),
-        )?
-    } else {
-        BeTree::open(file, format, merge, options.cache_bytes, stats.clone())?
-    }))
-}
-
-/// The dynamized family: `u64` keys and values, shard files and a state file in the directory.
-fn open_dynamized(
-    vfs: &Arc<dyn Vfs>,
-    dir: &Path,
-    m: &Manifest,
-    options: &Options,
-    stats: &Arc<IoStats>,
-    create: bool,
-) -> Result<Box<dyn OrderedIndex>> {
-    if m.key != TypeKind::U64 || m.value != TypeKind::U64 {
-        return Err(Error::invalid(format!(
-            "a dynamized index stores u64 keys and u64 values, not {} keys and {} values",
-            m.key.name(),
-            m.value.name()
-        )));
-    }
-    let opts = m.dynamized.clone().ok_or_else(|| {
-        Error::corruption(
-            dir.join(manifest::MANIFEST),
-            0,
-            "a dynamized database's manifest has no dynamized options",
-        )
-    })?;
-    let files = DynFiles {
-        vfs: vfs.clone(),
-        dir: dir.to_path_buf(),
-        stats: stats.clone(),
-        page_size: m.page_size,
-        direct: m.direct_io,
-    };
-    let rt = options.dynamized.clone();
-    // Weighted indexes keep alias-augmented trees (O(log n) weighted range draws); unweighted ones ISAM
-    // shards (uniform draws in O(1)). With a memory budget, the levels beyond it hold disk shards (weighted
-    // ones keep per-page weight sums for their draws).
-    fn make<S: Shard>(
-        files: DynFiles,
-        opts: DynOptions,
-        rt: RuntimeOptions,
-        store: Arc<dyn ShardStore<S>>,
-        create: bool,
-    ) -> Result<Box<dyn OrderedIndex>> {
-        Ok(if create {
-            Box::new(DynamizedIndex::create(files, opts, rt, store)?)
-        } else {
-            Box::new(DynamizedIndex::open(files, opts, rt, store)?)
-        })
-    }
-    match (opts.weighted, opts.memory_budget > 0) {
-        (false, false) => make::<IsamShard>(files, opts, rt, Arc::new(WholeStore), create),
-        (true, false) => make::<WirsShard>(files, opts, rt, Arc::new(WholeStore), create),
-        (false, true) => {
-            let store = Arc::new(TieredStore::<IsamShard>::new(files.clone(), &opts, &rt));
-            make(files, opts, rt, store, create)
-        }
-        (true, true) => {
-            let store = Arc::new(TieredStore::<WirsShard>::new(files.clone(), &opts, &rt));
-            make(files, opts, rt, store, create)
-        }
-    }
+    m.index.instantiate(&ctx, create)
 }
 
 /// Chunk size of iterators.

@@ -82,7 +82,7 @@ impl<K: Key, V: Value> Db<K, V> {
 
     /// Wraps an untyped handle, checking its types.
     pub fn from_raw(raw: RawDb) -> Result<Self> {
-        raw.expect_types(raw.manifest().index, K::KIND, V::KIND)?;
+        raw.expect_types(raw.manifest().index.kind(), K::KIND, V::KIND)?;
         Ok(Db {
             raw,
             _types: PhantomData,

@@ -17,6 +17,9 @@
 pub mod betree;
 pub mod btree;
 pub mod dynamized;
+pub mod family;
+
+pub use family::{Capabilities, IndexConfig, IndexContext, IndexFamily, IndexKind};
 
 use crate::error::Result;
 use crate::storage::IoSnapshot;
@@ -190,10 +193,6 @@ pub trait OrderedIndex: Send + Sync {
     }
     /// Largest key length this index accepts.
     fn max_key_len(&self) -> usize;
-    /// True if records carry sampling weights (`WriteOp::PutWeighted`).
-    fn weighted(&self) -> bool {
-        false
-    }
     /// Makes the state durable and records `seqno` as contained in it.
     fn checkpoint(&self, seqno: u64) -> Result<()>;
     /// The WAL sequence number contained in the last checkpoint.
@@ -230,9 +229,9 @@ pub trait OrderedIndex: Send + Sync {
     fn as_sampling(&self) -> Option<&dyn SamplingIndex> {
         None
     }
-    /// The shape of a dynamized index (levels, shards, deleted entries, memory, counters); `None` for other
-    /// families.
-    fn dynamized_stats(&self) -> Option<dynamized::DynStats> {
+    /// The family's own statistics (a dynamized index: levels, shards, deleted entries, memory, counters),
+    /// reported under the family's name by `RawDb::stats`; `None` if it has none beyond `stats`.
+    fn family_stats(&self) -> Option<serde_json::Value> {
         None
     }
 }

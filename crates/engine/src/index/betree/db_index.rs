@@ -24,6 +24,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// Options of a Bε-tree database, fixed at creation (recorded in the manifest).
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct BeTreeOptions {
     /// ε in (0, 1]: an inner node has about (B/8)^ε children, the rest of its page is buffer. 0.5 by default.
     pub epsilon: f64,

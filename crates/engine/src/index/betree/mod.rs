@@ -31,6 +31,7 @@
 pub mod bytes;
 mod check;
 mod db_index;
+pub mod family;
 pub mod merge_ops;
 pub mod message;
 mod meta;

@@ -31,6 +31,7 @@
 //! * scans: one descent per chunk plus one page read per leaf visited.
 
 mod check;
+pub mod family;
 mod meta;
 pub mod node;
 mod overflow;

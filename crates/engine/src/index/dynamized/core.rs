@@ -141,7 +141,7 @@ pub struct DynCounters {
 }
 
 /// A snapshot of [`DynCounters`] plus the structure's shape.
-#[derive(Debug, Clone, Default, serde::Serialize)]
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub struct DynStats {
     pub levels: Vec<Vec<u64>>,
     pub shards: usize,

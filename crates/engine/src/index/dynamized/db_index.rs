@@ -363,10 +363,6 @@ impl<S: Shard> OrderedIndex for DynamizedIndex<S> {
         8
     }
 
-    fn weighted(&self) -> bool {
-        self.core.options().weighted
-    }
-
     fn checkpoint(&self, seqno: u64) -> Result<()> {
         let _g = self.checkpoint_lock.lock();
         self.core.check_failed()?;
@@ -475,8 +471,8 @@ impl<S: Shard> OrderedIndex for DynamizedIndex<S> {
         Some(self)
     }
 
-    fn dynamized_stats(&self) -> Option<super::core::DynStats> {
-        Some(self.core.stats())
+    fn family_stats(&self) -> Option<serde_json::Value> {
+        Some(serde_json::to_value(self.core.stats()).expect("statistics serialize"))
     }
 
     fn settle(&self) -> Result<()> {

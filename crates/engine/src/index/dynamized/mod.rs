@@ -82,6 +82,7 @@ pub mod columns;
 pub mod core;
 pub mod db_index;
 pub mod disk_shard;
+pub mod family;
 pub mod isam_shard;
 pub mod layout;
 pub mod options;
