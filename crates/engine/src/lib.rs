@@ -12,6 +12,7 @@
 pub mod algo;
 pub mod db;
 pub mod error;
+pub mod files;
 pub mod index;
 pub mod storage;
 pub mod types;

@@ -14,6 +14,7 @@
 //! little-endian) for filters stored next to shards; decoding checks every length and parameter.
 
 use crate::error::{Error, Result};
+use crate::storage::codec::Reader;
 use xxhash_rust::xxh3::xxh3_128;
 
 /// Most probes per key.
@@ -247,14 +248,17 @@ impl BloomFilter {
     /// Decodes [`to_bytes`](Self::to_bytes); a description of what is wrong otherwise (the caller adds the
     /// file and offset).
     pub fn from_bytes(bytes: &[u8]) -> std::result::Result<BloomFilter, String> {
-        if bytes.len() < HEADER {
-            return Err(format!(
-                "Bloom filter of {} bytes is shorter than its header",
-                bytes.len()
-            ));
-        }
-        let m = u64::from_le_bytes(bytes[..8].try_into().expect("8 bytes"));
-        let k = u32::from_le_bytes(bytes[8..12].try_into().expect("4 bytes"));
+        let mut r = Reader::new(bytes);
+        let (m, k) = match (r.u64(), r.u32()) {
+            (Ok(m), Ok(k)) => (m, k),
+            _ => {
+                return Err(format!(
+                    "Bloom filter of {} bytes is shorter than its header",
+                    bytes.len()
+                ));
+            }
+        };
+        r.skip(HEADER - 12)?;
         if m == 0 || m > 1 << 40 || !m.is_multiple_of(BLOCK_BITS) || !(1..=MAX_HASHES).contains(&k)
         {
             return Err(format!(
@@ -269,10 +273,7 @@ impl BloomFilter {
                 bytes.len()
             ));
         }
-        let bits = bytes[HEADER..]
-            .chunks_exact(8)
-            .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")))
-            .collect();
+        let bits = (0..words).map(|_| r.u64()).collect::<Result<_, _>>()?;
         Ok(BloomFilter { bits, m, k })
     }
 }

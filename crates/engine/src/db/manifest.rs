@@ -1,16 +1,18 @@
 //! The manifest: what a database directory holds, fixed at creation.
 //!
-//! File `MANIFEST`: magic `b"STRATAMF"`, body length u32 LE, xxh3-64 of the body u64 LE, body = JSON of
-//! [`Manifest`]. Written to `MANIFEST.tmp`, synced, renamed over `MANIFEST`, directory synced.
+//! File `MANIFEST`: a sealed file (`storage::sealed`: magic `b"STRATAMF"`, body length, xxh3-64, body) whose
+//! body is the JSON of [`Manifest`], replaced atomically. Manifests written before the sealed framing (a
+//! `u32` body length) still open.
 
 use crate::error::{Error, Result};
 use crate::index::family::{IndexConfig, IndexKind};
-use crate::storage::vfs::{read_exact_at, write_file_atomically};
-use crate::storage::{FileKind, IoStats, OpenOptions, Vfs};
+use crate::storage::codec::Reader;
+use crate::storage::sealed::{read_whole, unseal, write_sealed};
+use crate::storage::{IoStats, Vfs};
 use crate::types::{Durability, TypeKind};
 use std::path::Path;
 
-pub(crate) const MANIFEST: &str = "MANIFEST";
+pub(crate) use crate::files::MANIFEST;
 const MAGIC: &[u8; 8] = b"STRATAMF";
 /// Version of the on-disk format this build writes and reads.
 /// Version 2: WAL files with a header (number, base checkpoint) in a preallocated file (`storage::log`).
@@ -82,12 +84,17 @@ impl Manifest {
     }
 }
 
-/// True for the names of files a database directory holds besides the manifest and the lock.
-fn is_database_file(name: &str) -> bool {
-    name == "data.pages"
-        || name == crate::index::dynamized::persist::STATE
-        || super::wal::parse_wal_name(name).is_some()
-        || crate::index::dynamized::shard_file::parse_shard_file_name(name).is_some()
+/// The body of a manifest in the framing used before sealed files (magic, body length `u32`, xxh3-64, body),
+/// if `bytes` is one whose checksum verifies.
+fn legacy_body(bytes: &[u8]) -> Option<&[u8]> {
+    let mut r = Reader::new(bytes);
+    if &r.array::<8>().ok()? != MAGIC {
+        return None;
+    }
+    let len = r.u32().ok()? as usize;
+    let sum = r.u64().ok()?;
+    let body = r.bytes(len).ok()?;
+    (r.remaining() == 0 && xxhash_rust::xxh3::xxh3_64(body) == sum).then_some(body)
 }
 
 impl Manifest {
@@ -103,20 +110,17 @@ impl Manifest {
     }
 
     pub(crate) fn write(&self, vfs: &dyn Vfs, dir: &Path, stats: &IoStats) -> Result<()> {
-        let body = self.to_json();
-        let mut bytes = Vec::with_capacity(20 + body.len());
-        bytes.extend_from_slice(MAGIC);
-        bytes.extend_from_slice(&(body.len() as u32).to_le_bytes());
-        bytes.extend_from_slice(&xxhash_rust::xxh3::xxh3_64(&body).to_le_bytes());
-        bytes.extend_from_slice(&body);
-        write_file_atomically(vfs, dir, MANIFEST, &bytes, stats)
+        write_sealed(vfs, dir, MANIFEST, MAGIC, &self.to_json(), stats)
     }
 
     pub(crate) fn read(vfs: &dyn Vfs, dir: &Path, stats: &IoStats) -> Result<Manifest> {
         let path = dir.join(MANIFEST);
         if !vfs.exists(&path) {
             let names = vfs.list_dir(dir)?;
-            let ours: Vec<&String> = names.iter().filter(|n| is_database_file(n)).collect();
+            let ours: Vec<&String> = names
+                .iter()
+                .filter(|n| crate::files::is_database_file(n))
+                .collect();
             if !ours.is_empty() {
                 return Err(Error::corruption(
                     &path,
@@ -136,35 +140,13 @@ impl Manifest {
                 dir.display()
             )));
         }
-        let file = vfs.open(&path, OpenOptions::default())?;
-        let len = file.len()?;
-        if len > 1 << 20 {
-            return Err(Error::corruption(
-                &path,
-                0,
-                format!("manifest is {len} bytes, far too large"),
-            ));
-        }
-        let mut bytes = vec![0u8; len as usize];
-        let n = read_exact_at(file.as_ref(), &mut bytes, 0)?;
-        stats.record_read(FileKind::Meta, n);
-        if n < 20 || &bytes[0..8] != MAGIC {
-            return Err(Error::corruption(
-                &path,
-                0,
-                "not a Strata manifest (bad magic)",
-            ));
-        }
-        let body_len = u32::from_le_bytes(bytes[8..12].try_into().expect("4 bytes")) as usize;
-        let sum = u64::from_le_bytes(bytes[12..20].try_into().expect("8 bytes"));
-        let body = bytes
-            .get(20..20 + body_len)
-            .ok_or_else(|| Error::corruption(&path, 8, "manifest body is truncated"))?;
-        if xxhash_rust::xxh3::xxh3_64(body) != sum {
-            return Err(Error::corruption(&path, 20, "manifest checksum mismatch"));
-        }
+        let bytes = read_whole(vfs, &path, 1 << 20, stats)?;
+        let body = match unseal(&bytes, &path, MAGIC, "Strata manifest") {
+            Ok(body) => body,
+            Err(e) => legacy_body(&bytes).ok_or(e)?,
+        };
         let m = Manifest::from_json(body)
-            .map_err(|e| Error::corruption(&path, 20, format!("manifest does not parse: {e}")))?;
+            .map_err(|e| Error::corruption(&path, 24, format!("manifest does not parse: {e}")))?;
         if m.format_version != FORMAT_VERSION {
             return Err(Error::Incompatible(format!(
                 "database format version {} is not supported by this build (version {FORMAT_VERSION})",
@@ -180,6 +162,7 @@ mod tests {
     use super::*;
     use crate::index::betree::BeTreeOptions;
     use crate::index::dynamized::{DynOptions, Layout};
+    use crate::storage::codec::Writer;
 
     #[test]
     fn manifests_round_trip_and_older_manifests_still_open() {
@@ -236,6 +219,17 @@ mod tests {
         );
         let m = Manifest::from_json(old("btree", "").as_bytes()).unwrap();
         assert_eq!(m.index, IndexKind::BTree.default_config());
+        // The framing before sealed files (a u32 body length).
+        let body = m.to_json();
+        let mut legacy = Vec::new();
+        Writer::new(&mut legacy)
+            .bytes(MAGIC)
+            .u32(body.len() as u32)
+            .u64(xxhash_rust::xxh3::xxh3_64(&body))
+            .bytes(&body);
+        assert_eq!(legacy_body(&legacy), Some(&body[..]));
+        legacy[30] ^= 1;
+        assert_eq!(legacy_body(&legacy), None);
         // Unknown families and bad options are errors, not defaults.
         assert!(Manifest::from_json(old("hash", "").as_bytes()).is_err());
         assert!(

@@ -54,7 +54,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-const LOCK: &str = "LOCK";
+use crate::files::LOCK;
 /// Largest number of samples one `sample_range` call returns (bounds the memory a call can ask for).
 pub const MAX_SAMPLES_PER_CALL: usize = 1 << 24;
 /// A `Durability::None` WAL buffer is written out when it grows past this.
@@ -988,7 +988,7 @@ impl Drop for DbInner {
 
 /// Path of the `number`th WAL file of `dir`.
 pub(crate) fn wal_path(dir: &Path, number: u64) -> PathBuf {
-    dir.join(wal::wal_name(number))
+    dir.join(crate::files::wal_name(number))
 }
 
 /// Creates WAL `number` of `dir` whose records follow checkpoint `base_seqno` (synced; the caller syncs the

@@ -65,7 +65,7 @@ pub(crate) fn wal_numbers(vfs: &dyn Vfs, dir: &Path) -> Result<Vec<u64>> {
     let mut v: Vec<u64> = vfs
         .list_dir(dir)?
         .iter()
-        .filter_map(|n| wal::parse_wal_name(n))
+        .filter_map(|n| crate::files::parse_wal_name(n))
         .collect();
     v.sort_unstable();
     Ok(v)

@@ -12,6 +12,7 @@
 //! checkpoint its records follow (its first batch is base + 1).
 
 use crate::index::WriteOp;
+use crate::storage::codec::{Reader, Writer};
 
 const PUT: u8 = 1;
 const DELETE: u8 = 2;
@@ -33,146 +34,83 @@ pub(crate) enum WalRecord {
 /// Encodes a checkpoint intent for `seqno`.
 pub(crate) fn encode_intent(seqno: u64, out: &mut Vec<u8>) {
     out.clear();
-    out.push(KIND_INTENT);
-    out.extend_from_slice(&seqno.to_le_bytes());
-}
-
-/// Name of the `number`th WAL file.
-pub(crate) fn wal_name(number: u64) -> String {
-    format!("wal-{number:016}.log")
-}
-
-/// Parses a WAL file name back into its number.
-pub(crate) fn parse_wal_name(name: &str) -> Option<u64> {
-    let digits = name.strip_prefix("wal-")?.strip_suffix(".log")?;
-    if digits.len() != 16 {
-        return None;
-    }
-    digits.parse().ok()
+    Writer::new(out).u8(KIND_INTENT).u64(seqno);
 }
 
 pub(crate) fn encode(seqno: u64, ops: &[WriteOp], out: &mut Vec<u8>) {
     out.clear();
-    out.push(KIND_BATCH);
-    out.extend_from_slice(&seqno.to_le_bytes());
-    out.extend_from_slice(&(ops.len() as u32).to_le_bytes());
+    let mut w = Writer::new(out);
+    w.u8(KIND_BATCH).u64(seqno).u32(ops.len() as u32);
     for op in ops {
+        let (tag, key) = match op {
+            WriteOp::Put { key, .. } => (PUT, key),
+            WriteOp::Merge { key, .. } => (MERGE, key),
+            WriteOp::PutWeighted { key, .. } => (PUT_WEIGHTED, key),
+            WriteOp::Delete { key } => (DELETE, key),
+        };
+        w.u8(tag).u32(key.len() as u32).bytes(key);
         match op {
-            WriteOp::Put { key, value }
-            | WriteOp::Merge {
-                key,
-                operand: value,
-            } => {
-                out.push(if matches!(op, WriteOp::Put { .. }) {
-                    PUT
-                } else {
-                    MERGE
-                });
-                out.extend_from_slice(&(key.len() as u32).to_le_bytes());
-                out.extend_from_slice(key);
-                out.extend_from_slice(&(value.len() as u32).to_le_bytes());
-                out.extend_from_slice(value);
+            WriteOp::Put { value, .. }
+            | WriteOp::Merge { operand: value, .. }
+            | WriteOp::PutWeighted { value, .. } => {
+                w.u32(value.len() as u32).bytes(value);
             }
-            WriteOp::PutWeighted { key, value, weight } => {
-                out.push(PUT_WEIGHTED);
-                out.extend_from_slice(&(key.len() as u32).to_le_bytes());
-                out.extend_from_slice(key);
-                out.extend_from_slice(&(value.len() as u32).to_le_bytes());
-                out.extend_from_slice(value);
-                out.extend_from_slice(&weight.to_bits().to_le_bytes());
-            }
-            WriteOp::Delete { key } => {
-                out.push(DELETE);
-                out.extend_from_slice(&(key.len() as u32).to_le_bytes());
-                out.extend_from_slice(key);
-            }
+            WriteOp::Delete { .. } => {}
+        }
+        if let WriteOp::PutWeighted { weight, .. } = op {
+            w.f64(*weight);
         }
     }
 }
 
 /// Decodes a record; `Err` says what is malformed.
 pub(crate) fn decode(b: &[u8]) -> Result<WalRecord, String> {
-    let mut r = Reader { b, at: 0 };
-    let kind = r.take(1)?[0];
-    let seqno = u64::from_le_bytes(r.take(8)?.try_into().expect("8 bytes"));
+    let mut r = Reader::new(b);
+    let kind = r.u8()?;
+    let seqno = r.u64()?;
     match kind {
         KIND_BATCH => {}
         KIND_INTENT => {
-            if r.at != b.len() {
-                return Err(format!("{} trailing bytes", b.len() - r.at));
-            }
+            r.finish()?;
             return Ok(WalRecord::CheckpointIntent { seqno });
         }
         k => return Err(format!("unknown record kind {k}")),
     }
-    let n = r.u32()? as usize;
-    if n > b.len() {
-        return Err(format!("op count {n} exceeds the record size"));
-    }
+    let count = r.u32()?;
+    // Every op takes at least 5 bytes (tag and key length).
+    let n = r.count(u64::from(count), 5)?;
     let mut ops = Vec::with_capacity(n);
     for i in 0..n {
-        let tag = r.take(1)?[0];
+        let tag = r.u8()?;
         let klen = r.u32()? as usize;
-        let key = r.take(klen)?.to_vec();
+        let key = r.bytes(klen)?.to_vec();
+        let mut value = || -> Result<Vec<u8>, String> {
+            let len = r.u32()? as usize;
+            Ok(r.bytes(len)?.to_vec())
+        };
         ops.push(match tag {
-            PUT => {
-                let vlen = r.u32()? as usize;
-                WriteOp::Put {
-                    key,
-                    value: r.take(vlen)?.to_vec(),
-                }
-            }
+            PUT => WriteOp::Put {
+                key,
+                value: value()?,
+            },
             PUT_WEIGHTED => {
-                let vlen = r.u32()? as usize;
-                let value = r.take(vlen)?.to_vec();
-                let weight =
-                    f64::from_bits(u64::from_le_bytes(r.take(8)?.try_into().expect("8 bytes")));
+                let value = value()?;
+                let weight = r.f64()?;
                 if !(weight.is_finite() && weight >= 0.0) {
                     return Err(format!("op {i} has weight {weight}"));
                 }
                 WriteOp::PutWeighted { key, value, weight }
             }
             DELETE => WriteOp::Delete { key },
-            MERGE => {
-                let len = r.u32()? as usize;
-                WriteOp::Merge {
-                    key,
-                    operand: r.take(len)?.to_vec(),
-                }
-            }
+            MERGE => WriteOp::Merge {
+                key,
+                operand: value()?,
+            },
             t => return Err(format!("op {i} has unknown tag {t}")),
         });
     }
-    if r.at != b.len() {
-        return Err(format!("{} trailing bytes", b.len() - r.at));
-    }
+    r.finish()?;
     Ok(WalRecord::Batch { seqno, ops })
-}
-
-struct Reader<'a> {
-    b: &'a [u8],
-    at: usize,
-}
-
-impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize) -> Result<&'a [u8], String> {
-        let s = self
-            .b
-            .get(self.at..self.at.saturating_add(n))
-            .ok_or_else(|| {
-                format!(
-                    "record ends at byte {} but {n} more were expected",
-                    self.b.len()
-                )
-            })?;
-        self.at += n;
-        Ok(s)
-    }
-    fn u32(&mut self) -> Result<u32, String> {
-        Ok(u32::from_le_bytes(
-            self.take(4)?.try_into().expect("4 bytes"),
-        ))
-    }
 }
 
 #[cfg(test)]
@@ -215,12 +153,5 @@ mod tests {
         );
         buf.push(0);
         assert!(decode(&buf).is_err());
-    }
-
-    #[test]
-    fn wal_names_roundtrip() {
-        assert_eq!(parse_wal_name(&wal_name(42)), Some(42));
-        assert_eq!(parse_wal_name("wal-12.log"), None);
-        assert_eq!(parse_wal_name("MANIFEST"), None);
     }
 }

@@ -54,8 +54,7 @@ pub struct IndexContext<'a> {
     pub options: &'a Options,
 }
 
-/// Name of the page file of the families that keep their index in one.
-pub const PAGE_FILE: &str = "data.pages";
+pub use crate::files::PAGE_FILE;
 
 impl IndexContext<'_> {
     /// The database's page file (`data.pages`), created (`create`) or opened.

@@ -44,6 +44,7 @@
 //! once sequentially in 1 MiB chunks (a larger record in one piece), plus the zero tail backwards once.
 //! Counters: `FileKind::Wal` (one write per flush, one read per chunk, one sync per `fdatasync`).
 
+use super::codec::{Reader, Writer};
 use super::io_stats::{FileKind, IoStats};
 use super::vfs::{OpenOptions, Vfs, VfsFile, read_exact_at};
 use crate::error::{Error, Result};
@@ -91,43 +92,48 @@ struct Slot {
 }
 
 impl Slot {
-    fn encode(&self) -> [u8; SLOT_LEN] {
-        let mut b = [0u8; SLOT_LEN];
-        b[0..8].copy_from_slice(MAGIC);
-        b[8..12].copy_from_slice(&VERSION.to_le_bytes());
-        b[16..24].copy_from_slice(&self.generation.to_le_bytes());
-        b[24..32].copy_from_slice(&self.header.number.to_le_bytes());
-        b[32..40].copy_from_slice(&self.header.base_seqno.to_le_bytes());
-        b[40..48].copy_from_slice(&self.length.to_le_bytes());
-        let sum = xxh3_64(&b[..SLOT_BODY]);
-        b[SLOT_BODY..].copy_from_slice(&sum.to_le_bytes());
+    fn encode(&self) -> Vec<u8> {
+        let mut b = Vec::with_capacity(SLOT_LEN);
+        Writer::new(&mut b)
+            .bytes(MAGIC)
+            .u32(VERSION)
+            .u32(0)
+            .u64(self.generation)
+            .u64(self.header.number)
+            .u64(self.header.base_seqno)
+            .u64(self.length);
+        let sum = xxh3_64(&b);
+        Writer::new(&mut b).u64(sum);
         b
     }
 
     fn decode(b: &[u8]) -> std::result::Result<Slot, String> {
-        let u64_at = |o: usize| u64::from_le_bytes(b[o..o + 8].try_into().expect("8 bytes"));
-        if b.len() < SLOT_LEN || b[..SLOT_LEN].iter().all(|&x| x == 0) {
-            return Err("missing (zeros or short)".into());
+        let b = b.get(..SLOT_LEN).ok_or("missing (short)")?;
+        if b.iter().all(|&x| x == 0) {
+            return Err("missing (zeros)".into());
         }
-        if &b[0..8] != MAGIC {
+        let (body, sum) = b.split_at(SLOT_BODY);
+        let mut r = Reader::new(body);
+        if &r.array::<8>()? != MAGIC {
             return Err("bad magic".into());
         }
-        if xxh3_64(&b[..SLOT_BODY]) != u64_at(SLOT_BODY) {
+        if xxh3_64(body) != Reader::new(sum).u64()? {
             return Err("checksum mismatch".into());
         }
-        let version = u32::from_le_bytes(b[8..12].try_into().expect("4 bytes"));
+        let version = r.u32()?;
         if version != VERSION {
             return Err(format!(
                 "log format version {version}, this build reads {VERSION}"
             ));
         }
+        r.skip(4)?;
         let slot = Slot {
-            generation: u64_at(16),
+            generation: r.u64()?,
             header: LogHeader {
-                number: u64_at(24),
-                base_seqno: u64_at(32),
+                number: r.u64()?,
+                base_seqno: r.u64()?,
             },
-            length: u64_at(40),
+            length: r.u64()?,
         };
         if slot.length < LOG_DATA_START || !slot.length.is_multiple_of(LOG_GROWTH) {
             return Err(format!("impossible file length {}", slot.length));

@@ -40,6 +40,7 @@
 //! and two `fdatasync`s.
 
 pub mod buffer_pool;
+pub mod codec;
 pub mod fault_vfs;
 pub mod io_stats;
 pub mod log;
@@ -48,6 +49,7 @@ pub mod overlay_vfs;
 pub mod page;
 pub mod page_accounting;
 pub mod page_file;
+pub mod sealed;
 pub mod std_vfs;
 pub mod vfs;
 

@@ -42,6 +42,7 @@
 //! `page_size` bytes plus an xxh3 pass. `commit`: one write per free-list page (≈ `page_size / 8` ids each),
 //! one meta write, two `fdatasync`s, plus an O(n log n) sort of the free set.
 
+use super::codec::{Short, get, put};
 use super::io_stats::{FileKind, IoStats};
 use super::page::{
     self, PAGE_HEADER_LEN, PageBuf, PageId, PageType, page_epoch, page_type, set_page_epoch,
@@ -88,25 +89,6 @@ pub fn free_list_capacity(page_size: usize) -> usize {
     (page_size - OFF_FL_IDS) / 8
 }
 
-fn get_u16(b: &[u8], off: usize) -> u16 {
-    u16::from_le_bytes(b[off..off + 2].try_into().expect("2 bytes"))
-}
-fn get_u32(b: &[u8], off: usize) -> u32 {
-    u32::from_le_bytes(b[off..off + 4].try_into().expect("4 bytes"))
-}
-fn get_u64(b: &[u8], off: usize) -> u64 {
-    u64::from_le_bytes(b[off..off + 8].try_into().expect("8 bytes"))
-}
-fn put_u16(b: &mut [u8], off: usize, v: u16) {
-    b[off..off + 2].copy_from_slice(&v.to_le_bytes());
-}
-fn put_u32(b: &mut [u8], off: usize, v: u32) {
-    b[off..off + 4].copy_from_slice(&v.to_le_bytes());
-}
-fn put_u64(b: &mut [u8], off: usize, v: u64) {
-    b[off..off + 8].copy_from_slice(&v.to_le_bytes());
-}
-
 /// The contents of a meta slot.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Meta {
@@ -123,13 +105,13 @@ impl Meta {
         set_page_type(buf, PageType::Meta);
         set_page_epoch(buf, self.epoch);
         buf[OFF_MAGIC..OFF_MAGIC + 8].copy_from_slice(META_MAGIC);
-        put_u32(buf, OFF_VERSION, FORMAT_VERSION);
-        put_u32(buf, OFF_PAGE_SIZE, page_size as u32);
-        put_u64(buf, OFF_EPOCH, self.epoch);
-        put_u64(buf, OFF_PAGE_COUNT, self.page_count);
-        put_u64(buf, OFF_FL_HEAD, self.fl_head);
-        put_u64(buf, OFF_FL_LEN, self.fl_len);
-        put_u16(buf, OFF_ROOT_LEN, self.user_root.len() as u16);
+        put::<u32>(buf, OFF_VERSION, FORMAT_VERSION);
+        put::<u32>(buf, OFF_PAGE_SIZE, page_size as u32);
+        put::<u64>(buf, OFF_EPOCH, self.epoch);
+        put::<u64>(buf, OFF_PAGE_COUNT, self.page_count);
+        put::<u64>(buf, OFF_FL_HEAD, self.fl_head);
+        put::<u64>(buf, OFF_FL_LEN, self.fl_len);
+        put::<u16>(buf, OFF_ROOT_LEN, self.user_root.len() as u16);
         buf[OFF_ROOT..OFF_ROOT + self.user_root.len()].copy_from_slice(&self.user_root);
         stamp_checksum(buf, slot);
     }
@@ -144,63 +126,81 @@ enum SlotState {
 }
 
 fn decode_meta(buf: &[u8], slot: PageId, page_size: usize) -> SlotState {
+    decode_meta_fields(buf, slot, page_size)
+        .unwrap_or_else(|short| SlotState::Invalid(format!("meta page too short: {short}")))
+}
+
+fn decode_meta_fields(buf: &[u8], slot: PageId, page_size: usize) -> Result<SlotState, Short> {
     if !verify_checksum(buf, slot) {
-        return SlotState::Invalid("checksum mismatch".into());
+        return Ok(SlotState::Invalid("checksum mismatch".into()));
     }
-    if &buf[OFF_MAGIC..OFF_MAGIC + 8] != META_MAGIC {
-        return SlotState::Invalid("bad magic".into());
+    if buf.get(OFF_MAGIC..OFF_MAGIC + 8) != Some(&META_MAGIC[..]) {
+        return Ok(SlotState::Invalid("bad magic".into()));
     }
     if page_type(buf) != PageType::Meta as u8 {
-        return SlotState::Invalid(format!("page type {} is not a meta page", page_type(buf)));
+        return Ok(SlotState::Invalid(format!(
+            "page type {} is not a meta page",
+            page_type(buf)
+        )));
     }
-    let version = get_u32(buf, OFF_VERSION);
+    let version = get::<u32>(buf, OFF_VERSION)?;
     if version != FORMAT_VERSION {
-        return SlotState::Incompatible(format!(
+        return Ok(SlotState::Incompatible(format!(
             "page file format version {version}, this build reads version {FORMAT_VERSION}"
-        ));
+        )));
     }
-    let stored_size = get_u32(buf, OFF_PAGE_SIZE) as usize;
+    let stored_size = get::<u32>(buf, OFF_PAGE_SIZE)? as usize;
     if stored_size != page_size {
-        return SlotState::Incompatible(format!(
+        return Ok(SlotState::Incompatible(format!(
             "page file was created with page size {stored_size}, opened with page size {page_size}"
-        ));
+        )));
     }
     let meta = Meta {
-        epoch: get_u64(buf, OFF_EPOCH),
-        page_count: get_u64(buf, OFF_PAGE_COUNT),
-        fl_head: get_u64(buf, OFF_FL_HEAD),
-        fl_len: get_u64(buf, OFF_FL_LEN),
+        epoch: get::<u64>(buf, OFF_EPOCH)?,
+        page_count: get::<u64>(buf, OFF_PAGE_COUNT)?,
+        fl_head: get::<u64>(buf, OFF_FL_HEAD)?,
+        fl_len: get::<u64>(buf, OFF_FL_LEN)?,
         user_root: Vec::new(),
     };
     if meta.epoch != 0 && meta.epoch % 2 != slot {
-        return SlotState::Invalid(format!(
+        return Ok(SlotState::Invalid(format!(
             "epoch {} does not belong in slot {slot}",
             meta.epoch
-        ));
+        )));
     }
     if meta.page_count < 2 {
-        return SlotState::Invalid(format!("page count {} < 2", meta.page_count));
+        return Ok(SlotState::Invalid(format!(
+            "page count {} < 2",
+            meta.page_count
+        )));
     }
     if meta.fl_head != 0 && (meta.fl_head < 2 || meta.fl_head >= meta.page_count) {
-        return SlotState::Invalid(format!(
+        return Ok(SlotState::Invalid(format!(
             "free-list head {} outside the file ({} pages)",
             meta.fl_head, meta.page_count
-        ));
+        )));
     }
     if meta.fl_head == 0 && meta.fl_len != 0 {
-        return SlotState::Invalid(format!(
+        return Ok(SlotState::Invalid(format!(
             "free list of {} ids without a head page",
             meta.fl_len
-        ));
+        )));
     }
-    let root_len = get_u16(buf, OFF_ROOT_LEN) as usize;
+    let root_len = get::<u16>(buf, OFF_ROOT_LEN)? as usize;
     if root_len > MAX_USER_ROOT {
-        return SlotState::Invalid(format!("user root length {root_len} > {MAX_USER_ROOT}"));
+        return Ok(SlotState::Invalid(format!(
+            "user root length {root_len} > {MAX_USER_ROOT}"
+        )));
     }
-    SlotState::Valid(Meta {
-        user_root: buf[OFF_ROOT..OFF_ROOT + root_len].to_vec(),
-        ..meta
-    })
+    let user_root = buf
+        .get(OFF_ROOT..OFF_ROOT + root_len)
+        .ok_or(Short {
+            at: OFF_ROOT,
+            wanted: root_len,
+            len: buf.len(),
+        })?
+        .to_vec();
+    Ok(SlotState::Valid(Meta { user_root, ..meta }))
 }
 
 /// Allocation state, guarded by one mutex.
@@ -611,14 +611,14 @@ impl PageFile {
             buf.clear();
             set_page_type(&mut buf, PageType::FreeList);
             set_page_epoch(&mut buf, st.epoch);
-            put_u64(
+            put::<u64>(
                 &mut buf,
                 OFF_FL_NEXT,
                 chain_pages.get(i + 1).copied().unwrap_or(0),
             );
-            put_u32(&mut buf, OFF_FL_COUNT, ids.len() as u32);
+            put::<u32>(&mut buf, OFF_FL_COUNT, ids.len() as u32);
             for (j, &id) in ids.iter().enumerate() {
-                put_u64(&mut buf, OFF_FL_IDS + 8 * j, id);
+                put::<u64>(&mut buf, OFF_FL_IDS + 8 * j, id);
             }
             stamp_checksum(&mut buf, pid);
             self.write_raw(pid, &buf)?;
@@ -835,7 +835,14 @@ impl PageFile {
                     ),
                 ));
             }
-            let count = get_u32(&buf, OFF_FL_COUNT) as usize;
+            let field = |at: usize| {
+                get::<u64>(&buf, at).map_err(|e| {
+                    Error::corruption(&self.path, off, format!("free-list page {pid}: {e}"))
+                })
+            };
+            let count = get::<u32>(&buf, OFF_FL_COUNT).map_err(|e| {
+                Error::corruption(&self.path, off, format!("free-list page {pid}: {e}"))
+            })? as usize;
             if count > cap {
                 return Err(Error::corruption(
                     &self.path,
@@ -844,7 +851,7 @@ impl PageFile {
                 ));
             }
             for j in 0..count {
-                let id = get_u64(&buf, OFF_FL_IDS + 8 * j);
+                let id = field(OFF_FL_IDS + 8 * j)?;
                 if id < 2 || id >= meta.page_count {
                     return Err(Error::corruption(
                         &self.path,
@@ -866,7 +873,7 @@ impl PageFile {
             }
             chain.push(pid);
             prev_off = off;
-            next = get_u64(&buf, OFF_FL_NEXT);
+            next = field(OFF_FL_NEXT)?;
         }
         if ids.len() as u64 != meta.fl_len {
             return Err(Error::corruption(
@@ -903,10 +910,10 @@ fn read_meta_slot(
 fn probe_other_page_size(file: &dyn VfsFile, requested: usize) -> Option<String> {
     let mut head = PageBuf::new(page::MIN_PAGE_SIZE);
     let n = read_exact_at(file, &mut head, 0).ok()?;
-    if n < OFF_PAGE_SIZE + 4 || &head[OFF_MAGIC..OFF_MAGIC + 8] != META_MAGIC {
+    if head.get(OFF_MAGIC..OFF_MAGIC + 8) != Some(&META_MAGIC[..]) || n < OFF_PAGE_SIZE + 4 {
         return None;
     }
-    let stored = get_u32(&head, OFF_PAGE_SIZE) as usize;
+    let stored = get::<u32>(&head, OFF_PAGE_SIZE).ok()? as usize;
     if stored == requested || page::validate_page_size(stored).is_err() {
         return None;
     }

@@ -7,6 +7,7 @@
 
 use super::node::NodeFormat;
 use super::tree::CoreState;
+use crate::storage::codec::{Reader, Writer};
 
 const MAGIC: &[u8; 4] = b"SBE1";
 const BODY: usize = 4 + 8 + 2 + 8 + 2 + 2 + 8 + 8 + 8;
@@ -24,56 +25,55 @@ impl TreeMeta {
         let c = &self.core;
         let width = |w: Option<usize>| w.unwrap_or(0) as u16;
         let mut b = Vec::with_capacity(LEN);
-        b.extend_from_slice(MAGIC);
-        b.extend_from_slice(&c.root.to_le_bytes());
-        b.extend_from_slice(&c.height.to_le_bytes());
-        b.extend_from_slice(&c.epsilon.to_bits().to_le_bytes());
-        b.extend_from_slice(&width(c.format.key_width).to_le_bytes());
-        b.extend_from_slice(&width(c.format.value_width).to_le_bytes());
-        b.extend_from_slice(&c.next_msn.to_le_bytes());
-        b.extend_from_slice(&c.leaf_records.to_le_bytes());
-        b.extend_from_slice(&self.seqno.to_le_bytes());
+        Writer::new(&mut b)
+            .bytes(MAGIC)
+            .u64(c.root)
+            .u16(c.height)
+            .f64(c.epsilon)
+            .u16(width(c.format.key_width))
+            .u16(width(c.format.value_width))
+            .u64(c.next_msn)
+            .u64(c.leaf_records)
+            .u64(self.seqno);
         let sum = xxhash_rust::xxh3::xxh3_64(&b);
-        b.extend_from_slice(&sum.to_le_bytes());
+        Writer::new(&mut b).u64(sum);
         b
     }
 
     /// Decodes a record; `Err` says what is wrong with it. Values are checked for shape only (the caller
     /// checks the root against the file).
     pub fn decode(b: &[u8]) -> Result<TreeMeta, String> {
-        if b.len() != LEN || &b[0..4] != MAGIC {
+        if b.len() != LEN || b.get(..4) != Some(&MAGIC[..]) {
             return Err(format!(
                 "expected {LEN} bytes starting with SBE1, found {} bytes",
                 b.len()
             ));
         }
-        let u64_at = |o: usize| u64::from_le_bytes(b[o..o + 8].try_into().expect("8 bytes"));
-        let u16_at = |o: usize| u16::from_le_bytes(b[o..o + 2].try_into().expect("2 bytes"));
-        if xxhash_rust::xxh3::xxh3_64(&b[..BODY]) != u64_at(BODY) {
+        let (body, sum) = b.split_at(BODY);
+        if xxhash_rust::xxh3::xxh3_64(body) != Reader::new(sum).u64()? {
             return Err("checksum mismatch".into());
         }
+        let mut r = Reader::new(&body[4..]);
         let width = |w: u16| (w != 0).then_some(w as usize);
         let core = CoreState {
-            root: u64_at(4),
-            height: u16_at(12),
-            epsilon: f64::from_bits(u64_at(14)),
+            root: r.u64()?,
+            height: r.u16()?,
+            epsilon: r.f64()?,
             format: NodeFormat {
-                key_width: width(u16_at(22)),
-                value_width: width(u16_at(24)),
+                key_width: width(r.u16()?),
+                value_width: width(r.u16()?),
             },
-            next_msn: u64_at(26),
-            leaf_records: u64_at(34),
+            next_msn: r.u64()?,
+            leaf_records: r.u64()?,
         };
+        let seqno = r.u64()?;
         if core.height == 0 || core.height > 64 {
             return Err(format!("height {} is impossible", core.height));
         }
         if !(core.epsilon > 0.0 && core.epsilon <= 1.0) {
             return Err(format!("epsilon {} is outside (0, 1]", core.epsilon));
         }
-        Ok(TreeMeta {
-            core,
-            seqno: u64_at(42),
-        })
+        Ok(TreeMeta { core, seqno })
     }
 }
 

@@ -42,6 +42,7 @@
 pub use super::bytes::Record;
 use super::bytes::{Bytes, cmp_keys, key_lt};
 use super::message::{Message, MessageBuffer, MessageKind};
+use crate::storage::codec::{Reader, get};
 use crate::storage::page::{PAGE_HEADER_LEN, PageId, PageType, page_type, set_page_type};
 use std::cmp::Ordering;
 
@@ -308,56 +309,56 @@ impl Node {
             .checked_add(body)
             .filter(|&e| e <= page.len())
             .ok_or_else(|| format!("node body of {body} bytes overruns the page"))?;
-        let mut r = Reader {
-            bytes: &page[..end],
-            at: NODE_HEADER_END,
-        };
+        let mut r = Reader::new_at(&page[..end], NODE_HEADER_END)?;
         // The fewest bytes one key or value can take.
         let least = |w: Option<usize>| w.unwrap_or(LEN_PREFIX);
+        // The node, and where its entries end.
         let node = if level == 0 {
             if messages != 0 {
                 return Err(format!("a leaf claims {messages} buffered messages"));
             }
-            r.check_count(
+            check_count(
+                &r,
                 entries,
                 least(f.key_width) + least(f.value_width),
                 "records",
             )?;
             let mut records: Vec<Record> = Vec::with_capacity(entries);
             for i in 0..entries {
-                let key = r.item(f.key_width)?;
-                let value = r.item(f.value_width)?;
+                let key = item(&mut r, f.key_width)?;
+                let value = item(&mut r, f.value_width)?;
                 if records.last().is_some_and(|(prev, _)| !key_lt(prev, key)) {
                     return Err(format!("leaf record {i} is out of key order"));
                 }
                 records.push((Bytes::from(key), Bytes::from(value)));
             }
-            Node::Leaf(Leaf { max_msn, records })
+            (Node::Leaf(Leaf { max_msn, records }), r.position())
         } else {
             // One child is legal (the only child of a root about to collapse, or a node whose siblings'
             // keys were all deleted until a merge takes it); none is not.
             if entries == 0 {
                 return Err("an inner node has no children".into());
             }
-            r.check_count(entries, CHILD_ID_LEN, "children")?;
+            check_count(&r, entries, CHILD_ID_LEN, "children")?;
             let mut children = Vec::with_capacity(entries);
             for i in 0..entries {
-                let c = u64::from_le_bytes(r.bytes(8)?.try_into().expect("8 bytes"));
+                let c = r.u64()?;
                 if c < 2 {
                     return Err(format!("child {i} points at meta page {c}"));
                 }
                 children.push(c);
             }
-            r.check_count(entries - 1, least(f.key_width), "pivots")?;
+            check_count(&r, entries - 1, least(f.key_width), "pivots")?;
             let mut pivots: Vec<Bytes> = Vec::with_capacity(entries - 1);
             for i in 0..entries - 1 {
-                let key = r.item(f.key_width)?;
+                let key = item(&mut r, f.key_width)?;
                 if pivots.last().is_some_and(|prev| !key_lt(prev, key)) {
                     return Err(format!("pivot {i} is out of key order"));
                 }
                 pivots.push(Bytes::from(key));
             }
-            r.check_count(
+            check_count(
+                &r,
                 messages,
                 least(f.key_width) + least(f.value_width),
                 "messages",
@@ -365,21 +366,17 @@ impl Node {
             // Kinds first (they follow the messages): a delete's fixed-width value slot is skipped.
             let kinds_at = end
                 .checked_sub(kinds_len(messages))
-                .filter(|&k| k >= r.at)
+                .filter(|&k| k >= r.position())
                 .ok_or_else(|| format!("the kinds of {messages} messages overrun the node"))?;
             let kind_of = |i: usize| -> Result<MessageKind, String> {
                 let v = (page[kinds_at + i / 4] >> (2 * (i % 4))) & 3;
                 MessageKind::from_u8(v).ok_or_else(|| format!("message {i} has unknown kind {v}"))
             };
             let mut list = Vec::with_capacity(messages);
-            let body_reader = Reader {
-                bytes: &page[..kinds_at],
-                at: r.at,
-            };
-            r = body_reader;
+            let mut r = Reader::new_at(&page[..kinds_at], r.position())?;
             for i in 0..messages {
                 let kind = kind_of(i)?;
-                let key = Bytes::from(r.item(f.key_width)?);
+                let key = Bytes::from(item(&mut r, f.key_width)?);
                 let value = match (kind, f.value_width) {
                     (MessageKind::Delete, Some(vw)) => {
                         if r.bytes(vw)?.iter().any(|&b| b != 0) {
@@ -387,36 +384,37 @@ impl Node {
                         }
                         Bytes::new()
                     }
-                    (_, vw) => Bytes::from(r.item(vw)?),
+                    (_, vw) => Bytes::from(item(&mut r, vw)?),
                 };
                 if kind == MessageKind::Delete && !value.is_empty() {
                     return Err(format!("delete message {i} carries a value"));
                 }
                 list.push(Message { key, kind, value });
             }
-            if r.at != kinds_at {
+            if r.position() != kinds_at {
                 return Err(format!(
                     "node messages end at byte {} but the kinds start at {kinds_at}",
-                    r.at
+                    r.position()
                 ));
             }
             if (messages..kinds_len(messages) * 4).any(|i| kind_of(i).is_ok()) {
                 return Err("kind bits are set past the last message".into());
             }
-            r.at = end;
             let buffer = MessageBuffer::from_sorted(list)?;
-            Node::Inner(Inner {
+            let node = Node::Inner(Inner {
                 level,
                 max_msn,
                 pivots,
                 children,
                 buffer,
-            })
+            });
+            (node, end)
         };
-        if r.at != end {
+        let (node, entries_end) = node;
+        if entries_end != end {
             return Err(format!(
                 "node body is {body} bytes but its entries end after {}",
-                r.at - NODE_HEADER_END
+                entries_end - NODE_HEADER_END
             ));
         }
         Ok(node)
@@ -440,8 +438,7 @@ impl NodeHeader {
         if page.len() < NODE_HEADER_END {
             return Err(format!("a page of {} bytes cannot hold a node", page.len()));
         }
-        let u32_at =
-            |at: usize| u32::from_le_bytes(page[at..at + 4].try_into().expect("4 bytes")) as usize;
+        let u32_at = |at: usize| get::<u32>(page, at).map(|v| v as usize);
         let level = page_level(page);
         let expected = if level == 0 {
             PageType::BeLeaf
@@ -456,10 +453,10 @@ impl NodeHeader {
         }
         Ok(NodeHeader {
             level,
-            entries: u32_at(26),
-            messages: u32_at(30),
-            body: u32_at(34),
-            max_msn: u64::from_le_bytes(page[40..48].try_into().expect("8 bytes")),
+            entries: u32_at(26)?,
+            messages: u32_at(30)?,
+            body: u32_at(34)?,
+            max_msn: get::<u64>(page, 40)?,
         })
     }
 }
@@ -802,48 +799,24 @@ impl Writer<'_> {
     }
 }
 
-struct Reader<'a> {
-    bytes: &'a [u8],
-    at: usize,
+/// An item written by `Writer::item`: `width` bytes, or a `u32` length and that many bytes.
+fn item<'a>(r: &mut Reader<'a>, width: Option<usize>) -> Result<&'a [u8], String> {
+    let len = match width {
+        Some(w) => w,
+        None => r.u32()? as usize,
+    };
+    Ok(r.bytes(len)?)
 }
 
-impl<'a> Reader<'a> {
-    fn bytes(&mut self, n: usize) -> Result<&'a [u8], String> {
-        let end = self
-            .at
-            .checked_add(n)
-            .filter(|&e| e <= self.bytes.len())
-            .ok_or_else(|| {
-                format!(
-                    "an item of {n} bytes at byte {} overruns the node body",
-                    self.at
-                )
-            })?;
-        let b = &self.bytes[self.at..end];
-        self.at = end;
-        Ok(b)
+/// Fails unless `count` items of at least `each` bytes can fit in what is left (before allocating for them).
+fn check_count(r: &Reader<'_>, count: usize, each: usize, what: &str) -> Result<(), String> {
+    let left = r.remaining();
+    if count.saturating_mul(each) > left {
+        return Err(format!(
+            "{count} {what} cannot fit in the {left} bytes left of the node"
+        ));
     }
-    /// An item written by `Writer::item`.
-    fn item(&mut self, width: Option<usize>) -> Result<&'a [u8], String> {
-        let len = match width {
-            Some(w) => w,
-            None => {
-                u32::from_le_bytes(self.bytes(LEN_PREFIX)?.try_into().expect("4 bytes")) as usize
-            }
-        };
-        self.bytes(len)
-    }
-    /// Fails unless `count` items of at least `each` bytes can fit in what is left (before allocating for
-    /// them).
-    fn check_count(&self, count: usize, each: usize, what: &str) -> Result<(), String> {
-        let left = self.bytes.len() - self.at;
-        if count.saturating_mul(each) > left {
-            return Err(format!(
-                "{count} {what} cannot fit in the {left} bytes left of the node"
-            ));
-        }
-        Ok(())
-    }
+    Ok(())
 }
 
 #[cfg(test)]

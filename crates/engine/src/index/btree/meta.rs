@@ -4,6 +4,7 @@
 //! width u16 (0 = variable).
 
 use crate::storage::PageId;
+use crate::storage::codec::{Reader, Writer};
 
 const MAGIC: &[u8; 4] = b"SBT1";
 const LEN: usize = 4 + 8 + 4 + 8 + 8 + 2 + 2;
@@ -21,33 +22,33 @@ pub(super) struct TreeMeta {
 impl TreeMeta {
     pub fn encode(&self) -> Vec<u8> {
         let mut b = Vec::with_capacity(LEN);
-        b.extend_from_slice(MAGIC);
-        b.extend_from_slice(&self.root.to_le_bytes());
-        b.extend_from_slice(&self.height.to_le_bytes());
-        b.extend_from_slice(&self.len.to_le_bytes());
-        b.extend_from_slice(&self.seqno.to_le_bytes());
-        b.extend_from_slice(&(self.key_width.unwrap_or(0) as u16).to_le_bytes());
-        b.extend_from_slice(&(self.value_width.unwrap_or(0) as u16).to_le_bytes());
+        Writer::new(&mut b)
+            .bytes(MAGIC)
+            .u64(self.root)
+            .u32(self.height)
+            .u64(self.len)
+            .u64(self.seqno)
+            .u16(self.key_width.unwrap_or(0) as u16)
+            .u16(self.value_width.unwrap_or(0) as u16);
         b
     }
 
     pub fn decode(b: &[u8]) -> Result<TreeMeta, String> {
-        if b.len() != LEN || &b[0..4] != MAGIC {
+        if b.len() != LEN || b.get(..4) != Some(&MAGIC[..]) {
             return Err(format!(
                 "expected {LEN} bytes starting with SBT1, found {} bytes",
                 b.len()
             ));
         }
-        let u64_at = |o: usize| u64::from_le_bytes(b[o..o + 8].try_into().expect("8 bytes"));
-        let u16_at = |o: usize| u16::from_le_bytes(b[o..o + 2].try_into().expect("2 bytes"));
+        let mut r = Reader::new(&b[4..]);
         let width = |w: u16| (w != 0).then_some(w as usize);
         Ok(TreeMeta {
-            root: u64_at(4),
-            height: u32::from_le_bytes(b[12..16].try_into().expect("4 bytes")),
-            len: u64_at(16),
-            seqno: u64_at(24),
-            key_width: width(u16_at(32)),
-            value_width: width(u16_at(34)),
+            root: r.u64()?,
+            height: r.u32()?,
+            len: r.u64()?,
+            seqno: r.u64()?,
+            key_width: width(r.u16()?),
+            value_width: width(r.u16()?),
         })
     }
 }

@@ -32,6 +32,7 @@ use super::shard::Shard;
 use super::version::ShardSlot;
 use crate::algo::bloom::BloomFilter;
 use crate::error::{Error, Result};
+use crate::storage::codec::{Short, get};
 use crate::storage::vfs::read_exact_at;
 use crate::storage::{FileKind, IoStats, OpenOptions, PageBuf, Vfs, VfsFile};
 use std::path::{Path, PathBuf};
@@ -56,16 +57,7 @@ pub fn batch_pages(page_size: usize) -> usize {
 /// overflow whatever the bytes on disk say.
 const MAX_COUNT: u64 = 1 << 44;
 
-/// Name of shard `id`'s file.
-pub fn shard_file_name(id: u64) -> String {
-    format!("shard-{id:016}.dat")
-}
-
-/// Parses a shard file name back into its id.
-pub fn parse_shard_file_name(name: &str) -> Option<u64> {
-    let digits = name.strip_prefix("shard-")?.strip_suffix(".dat")?;
-    (digits.len() == 16).then(|| digits.parse().ok()).flatten()
-}
+pub use crate::files::{parse_shard_file_name, shard_file_name};
 
 /// What page 0 says.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -196,31 +188,32 @@ impl ShardHeader {
 
     fn decode(page: &[u8], path: &Path) -> Result<ShardHeader> {
         let bad = |d: String| Error::corruption(path, 0, d);
-        if &page[..8] != MAGIC {
+        if page.get(..8) != Some(&MAGIC[..]) {
             return Err(bad("not a shard file (bad magic)".into()));
         }
-        let u32_at = |o: usize| u32::from_le_bytes(page[o..o + 4].try_into().expect("4 bytes"));
-        let u64_at = |o: usize| u64::from_le_bytes(page[o..o + 8].try_into().expect("8 bytes"));
-        if u32_at(8) != FORMAT {
+        let short = |e: Short| bad(format!("header page: {e}"));
+        let u32_at = |o: usize| get::<u32>(page, o).map_err(short);
+        let u64_at = |o: usize| get::<u64>(page, o).map_err(short);
+        let format = u32_at(8)?;
+        if format != FORMAT {
             return Err(bad(format!(
-                "shard format {} (this build reads format {FORMAT})",
-                u32_at(8)
+                "shard format {format} (this build reads format {FORMAT})"
             )));
         }
-        let page_size = u32_at(12) as usize;
+        let page_size = u32_at(12)? as usize;
         if page_size != page.len() {
             return Err(bad(format!(
                 "header says {page_size}-byte pages, the file uses {}",
                 page.len()
             )));
         }
-        let weighted = match u64_at(40) {
+        let weighted = match u64_at(40)? {
             0 => false,
             1 => true,
             w => return Err(bad(format!("weighted flag {w}"))),
         };
-        let (records, tombstones) = (u64_at(24), u64_at(32));
-        let (key_filter_bytes, tomb_filter_bytes) = (u64_at(96), u64_at(104));
+        let (records, tombstones) = (u64_at(24)?, u64_at(32)?);
+        let (key_filter_bytes, tomb_filter_bytes) = (u64_at(96)?, u64_at(104)?);
         if [records, tombstones, key_filter_bytes, tomb_filter_bytes]
             .iter()
             .any(|&v| v > MAX_COUNT)
@@ -228,7 +221,7 @@ impl ShardHeader {
             return Err(bad("a count in the header is out of range".into()));
         }
         let h = ShardHeader::new(
-            u64_at(16),
+            u64_at(16)?,
             page_size,
             weighted,
             records,
@@ -237,12 +230,12 @@ impl ShardHeader {
             tomb_filter_bytes,
         );
         let stored = [
-            u64_at(48),
-            u64_at(56),
-            u64_at(64),
-            u64_at(72),
-            u64_at(80),
-            u64_at(88),
+            u64_at(48)?,
+            u64_at(56)?,
+            u64_at(64)?,
+            u64_at(72)?,
+            u64_at(80)?,
+            u64_at(88)?,
         ];
         let derived = [
             h.record_pages,
