@@ -14,6 +14,8 @@ pub mod db;
 pub mod error;
 pub mod files;
 pub mod index;
+#[doc(hidden)]
+pub mod lab;
 pub mod storage;
 pub mod types;
 

@@ -86,7 +86,7 @@ impl Manifest {
 
 /// The body of a manifest in the framing used before sealed files (magic, body length `u32`, xxh3-64, body),
 /// if `bytes` is one whose checksum verifies.
-fn legacy_body(bytes: &[u8]) -> Option<&[u8]> {
+pub(crate) fn legacy_body(bytes: &[u8]) -> Option<&[u8]> {
     let mut r = Reader::new(bytes);
     if &r.array::<8>().ok()? != MAGIC {
         return None;

@@ -30,10 +30,10 @@
 //! every later call returns [`Error::Poisoned`] and nothing wrong is ever served; reopening recovers the last
 //! durable state. A read that fails (e.g. a damaged page) is reported and the handle stays usable.
 
-mod manifest;
+pub(crate) mod manifest;
 mod recovery;
 mod typed;
-mod wal;
+pub(crate) mod wal;
 
 pub use manifest::{FORMAT_VERSION, Manifest};
 pub use typed::{Batch, Db, Iter};

@@ -168,9 +168,9 @@ fn decode_meta_fields(buf: &[u8], slot: PageId, page_size: usize) -> Result<Slot
             meta.epoch
         )));
     }
-    if meta.page_count < 2 {
+    if meta.page_count < 2 || meta.page_count.checked_mul(page_size as u64).is_none() {
         return Ok(SlotState::Invalid(format!(
-            "page count {} < 2",
+            "page count {} is impossible",
             meta.page_count
         )));
     }

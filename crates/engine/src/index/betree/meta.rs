@@ -15,7 +15,7 @@ const LEN: usize = BODY + 8;
 
 /// A checkpoint: the core's state and the last WAL sequence number it contains.
 #[derive(Debug, Clone, PartialEq)]
-pub(super) struct TreeMeta {
+pub(crate) struct TreeMeta {
     pub core: CoreState,
     pub seqno: u64,
 }

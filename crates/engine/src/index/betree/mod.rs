@@ -34,7 +34,7 @@ mod db_index;
 pub mod family;
 pub mod merge_ops;
 pub mod message;
-mod meta;
+pub(crate) mod meta;
 pub mod node;
 pub mod tree;
 

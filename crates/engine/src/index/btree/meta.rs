@@ -10,7 +10,7 @@ const MAGIC: &[u8; 4] = b"SBT1";
 const LEN: usize = 4 + 8 + 4 + 8 + 8 + 2 + 2;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct TreeMeta {
+pub(crate) struct TreeMeta {
     pub root: PageId,
     pub height: u32,
     pub len: u64,

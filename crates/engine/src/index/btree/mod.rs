@@ -32,7 +32,7 @@
 
 mod check;
 pub mod family;
-mod meta;
+pub(crate) mod meta;
 pub mod node;
 mod overflow;
 mod read;

@@ -79,7 +79,7 @@ impl State {
         b
     }
 
-    fn decode(body: &[u8]) -> std::result::Result<State, String> {
+    pub(crate) fn decode(body: &[u8]) -> std::result::Result<State, String> {
         // Counts come from disk: each is bounded by the bytes left before anything is allocated.
         let mut r = Reader::new(body);
         let seqno = r.u64()?;

@@ -186,7 +186,7 @@ impl ShardHeader {
         }
     }
 
-    fn decode(page: &[u8], path: &Path) -> Result<ShardHeader> {
+    pub(crate) fn decode(page: &[u8], path: &Path) -> Result<ShardHeader> {
         let bad = |d: String| Error::corruption(path, 0, d);
         if page.get(..8) != Some(&MAGIC[..]) {
             return Err(bad("not a shard file (bad magic)".into()));
