@@ -3,6 +3,8 @@
 //! counts and sampling must be refused exactly by the engines that do not have them. A short run at every
 //! durability level checks that each level's writes survive a close and reopen.
 
+#![allow(clippy::unwrap_used)] // tests unwrap: a failure is the test failing
+
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::collections::BTreeMap;

@@ -2,6 +2,8 @@
 //! temporary directory, checking stdout, stderr and exit status (including damage detection, user errors that
 //! must not panic, a closed stdout pipe, and the smoke benchmark's JSON output).
 
+#![allow(clippy::unwrap_used)] // tests unwrap: a failure is the test failing
+
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};

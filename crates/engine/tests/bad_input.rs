@@ -1,6 +1,8 @@
 //! Bad input: oversized keys, wrong value types, directories of garbage, damaged pages. Every case must give a
 //! clear typed error (never a panic) and lose nothing already stored.
 
+#![allow(clippy::unwrap_used)] // tests unwrap: a failure is the test failing
+
 use std::path::Path;
 use strata::db::Config;
 use strata::{Db, Error, IndexConfig, Options, RawDb, TypeKind};

@@ -7,6 +7,8 @@
 //! 3 page I/Os amortised (the child read, its write-back, and its share of splits). So a random insert costs
 //! at most 3 · (h − 1) · F / b page I/Os, amortised, against ~h for a B+-tree.
 
+#![allow(clippy::unwrap_used)] // tests unwrap: a failure is the test failing
+
 use rand::SeedableRng;
 use rand::seq::SliceRandom;
 use rand_chacha::ChaCha8Rng;

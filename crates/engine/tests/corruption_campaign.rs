@@ -9,6 +9,8 @@
 //! `STRATA_CAMPAIGN_TRIALS` sets the trials per family (default 200); the tally per family, file kind and
 //! outcome is printed (`--nocapture`).
 
+#![allow(clippy::unwrap_used)] // tests unwrap: a failure is the test failing
+
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::collections::BTreeMap;

@@ -2,6 +2,8 @@
 //! directory's file system; where that file system refuses O_DIRECT, creation must fail with a clear
 //! `InvalidArgument` instead.
 
+#![allow(clippy::unwrap_used)] // tests unwrap: a failure is the test failing
+
 use strata::db::Config;
 use strata::{Db, Error, Options};
 

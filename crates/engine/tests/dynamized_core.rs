@@ -12,6 +12,8 @@
 //!
 //! Cases: `PROPTEST_CASES` (default 24 per layout × policy × mode combination).
 
+#![allow(clippy::unwrap_used)] // tests unwrap: a failure is the test failing
+
 use proptest::prelude::*;
 use proptest::test_runner::{Config as PtConfig, TestCaseError, TestRunner};
 use rand::seq::SliceRandom;

@@ -11,6 +11,8 @@
 //! Each test makes at most ten chi-square checks at level 1e-7 (Wilson–Hilferty quantile), so a correct
 //! sampler fails a test with probability below 1e-6.
 
+#![allow(clippy::unwrap_used)] // tests unwrap: a failure is the test failing
+
 use rand::SeedableRng;
 use rand::seq::SliceRandom;
 use rand_chacha::ChaCha8Rng;

@@ -4,6 +4,8 @@
 //!
 //! `STRATA_FUZZ_SMOKE_ITERS` sets the inputs per target (default 3000).
 
+#![allow(clippy::unwrap_used)] // tests unwrap: a failure is the test failing
+
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use strata::lab::fuzz::{TARGETS, seeds};

@@ -2,6 +2,8 @@
 //! file), never a silent loss of acknowledged writes; a torn WAL tail is the only damage recovery accepts;
 //! `repair` drops what is damaged and says so; read-only handles never write.
 
+#![allow(clippy::unwrap_used)] // tests unwrap: a failure is the test failing
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -5,6 +5,8 @@
 //!
 //! Iterations: `STRATA_CRASH_ITERATIONS` (default 4).
 
+#![allow(clippy::unwrap_used)] // tests unwrap: a failure is the test failing
+
 mod common;
 
 use common::iterations;

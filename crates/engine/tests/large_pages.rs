@@ -6,6 +6,8 @@
 //!   to 64 KiB), leaves no database behind, and the directory can then hold one with a valid page size.
 //! * A Bε-tree database with 1 MiB and 4 MiB nodes round-trips and checks clean.
 
+#![allow(clippy::unwrap_used)] // tests unwrap: a failure is the test failing
+
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use std::sync::Arc;

@@ -5,6 +5,8 @@
 //!
 //! Cases: `PROPTEST_CASES` (default 32 per test).
 
+#![allow(clippy::unwrap_used)] // tests unwrap: a failure is the test failing
+
 use proptest::prelude::*;
 use std::collections::BTreeMap;
 use std::ops::Bound;

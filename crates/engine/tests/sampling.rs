@@ -4,6 +4,8 @@
 //! The chi-square threshold is the upper 1e-6 quantile of the chi-square distribution (Wilson–Hilferty
 //! approximation), so a correct sampler fails a given seed with probability below 1e-6.
 
+#![allow(clippy::unwrap_used)] // tests unwrap: a failure is the test failing
+
 use rand::SeedableRng;
 use rand::seq::SliceRandom;
 use rand_chacha::ChaCha8Rng;

@@ -4,6 +4,9 @@
 //! body is the JSON of [`Manifest`], replaced atomically. Manifests written before the sealed framing (a
 //! `u32` body length) still open.
 
+// A decoder of bytes read from disk: every index and slice is checked.
+#![deny(clippy::indexing_slicing)]
+
 use crate::error::{Error, Result};
 use crate::index::family::{IndexConfig, IndexKind};
 use crate::storage::codec::Reader;

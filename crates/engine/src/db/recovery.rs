@@ -23,6 +23,9 @@
 //!
 //! Cost: one header read per WAL file, one sequential read of the live WAL (see `storage::log`).
 
+// A decoder of bytes read from disk: every index and slice is checked.
+#![deny(clippy::indexing_slicing)]
+
 use super::wal::{self, WalRecord};
 use super::{RecoveryInfo, wal_path};
 use crate::error::{Damage, Error, Result};
@@ -80,10 +83,8 @@ fn holds_no_record(vfs: &Arc<dyn Vfs>, path: &Path) -> Result<bool> {
     }
     let mut bytes = vec![0u8; len as usize];
     let n = read_exact_at(&*file, &mut bytes, 0)?;
-    Ok(bytes[..n]
-        .iter()
-        .skip(LOG_DATA_START as usize)
-        .all(|&b| b == 0))
+    bytes.truncate(n);
+    Ok(bytes.iter().skip(LOG_DATA_START as usize).all(|&b| b == 0))
 }
 
 /// Finds the live WAL, checks it against the index's checkpoint and replays it into `index`.

@@ -11,6 +11,9 @@
 //! A WAL file's header (`storage::log::LogHeader`) carries the file's number and its base seqno: the
 //! checkpoint its records follow (its first batch is base + 1).
 
+// A decoder of bytes read from disk: every index and slice is checked.
+#![deny(clippy::indexing_slicing)]
+
 use crate::index::WriteOp;
 use crate::storage::codec::{Reader, Writer};
 

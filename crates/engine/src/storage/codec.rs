@@ -8,6 +8,9 @@
 //!
 //! Cost: each read is a bounds check and a copy of at most 8 bytes.
 
+// A decoder of bytes read from disk: every index and slice is checked.
+#![deny(clippy::indexing_slicing)]
+
 /// A read past the end of a buffer: `wanted` bytes at offset `at` of a `len`-byte buffer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Short {
@@ -211,6 +214,7 @@ pub fn get<T: Fixed>(b: &[u8], at: usize) -> Result<T, Short> {
 
 /// Stores `v` at offset `at` of `b`. Panics if `b` is too short: layouts are fixed by the encoder, whose
 /// buffers are sized for them (a bug, never input).
+#[allow(clippy::indexing_slicing)]
 pub fn put<T: Fixed>(b: &mut [u8], at: usize, v: T) {
     v.to_le(&mut b[at..at + T::WIDTH]);
 }

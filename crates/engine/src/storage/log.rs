@@ -44,6 +44,9 @@
 //! once sequentially in 1 MiB chunks (a larger record in one piece), plus the zero tail backwards once.
 //! Counters: `FileKind::Wal` (one write per flush, one read per chunk, one sync per `fdatasync`).
 
+// A decoder of bytes read from disk: every index and slice is checked.
+#![deny(clippy::indexing_slicing)]
+
 use super::codec::{Reader, Writer};
 use super::io_stats::{FileKind, IoStats};
 use super::vfs::{OpenOptions, Vfs, VfsFile, read_exact_at};
@@ -146,6 +149,14 @@ impl Slot {
     }
 }
 
+/// A frame whose bytes are not what `fill` promised (cannot happen; reported as an I/O error, not a panic).
+fn frame_error() -> Error {
+    Error::io(
+        Path::new("(log frame)"),
+        std::io::Error::other("log frame shorter than its fill"),
+    )
+}
+
 fn head_sum(len_bytes: [u8; 4]) -> u32 {
     xxh3_64(&len_bytes) as u32
 }
@@ -194,7 +205,9 @@ impl LogWriter {
                 length: LOG_GROWTH,
             };
             let at = Slot::offset(generation) as usize;
-            head[at..at + SLOT_LEN].copy_from_slice(&slot.encode());
+            if let Some(dst) = head.get_mut(at..at + SLOT_LEN) {
+                dst.copy_from_slice(&slot.encode());
+            }
         }
         file.write_all_at(&head, 0)?;
         stats.record_write(FileKind::Wal, head.len());
@@ -349,20 +362,22 @@ fn read_slots(
     let mut head = vec![0u8; LOG_DATA_START as usize];
     let n = read_exact_at(file, &mut head, 0)?;
     stats.record_read(FileKind::Wal, n);
-    let slots: Vec<std::result::Result<Slot, String>> = (0..2u64)
-        .map(|i| {
-            let at = (i * SLOT_STRIDE) as usize;
-            let s = Slot::decode(&head[at..n.max(at).min(at + SLOT_LEN)])?;
-            if Slot::offset(s.generation) != i * SLOT_STRIDE {
-                return Err(format!(
-                    "generation {} does not belong in slot {i}",
-                    s.generation
-                ));
-            }
-            Ok(s)
-        })
-        .collect();
-    match (&slots[0], &slots[1]) {
+    let slots: [std::result::Result<Slot, String>; 2] = [0u64, 1].map(|i| {
+        let at = (i * SLOT_STRIDE) as usize;
+        let s = Slot::decode(
+            head.get(at..n.max(at).min(at + SLOT_LEN))
+                .unwrap_or_default(),
+        )?;
+        if Slot::offset(s.generation) != i * SLOT_STRIDE {
+            return Err(format!(
+                "generation {} does not belong in slot {i}",
+                s.generation
+            ));
+        }
+        Ok(s)
+    });
+    let [first, second] = &slots;
+    match (first, second) {
         (Ok(a), Ok(b)) => {
             if a.header != b.header {
                 return Err(Error::corruption(
@@ -401,6 +416,8 @@ struct ChunkReader<'a> {
     start: u64,
 }
 
+// Windows are sliced only where `fill` made the bytes available (its contract).
+#[allow(clippy::indexing_slicing)]
 impl ChunkReader<'_> {
     /// Makes `need` bytes from file offset `at` (≥ `start`) available in the window, if the file has them.
     /// Returns how many bytes from `at` are available (< `need` only at the end of the file).
@@ -451,8 +468,11 @@ impl ChunkReader<'_> {
             return Ok(None);
         }
         let frame = self.bytes(at, whole);
-        let stored = u32::from_le_bytes(frame[8 + len..].try_into().expect("4 bytes"));
-        Ok((payload_sum(&frame[8..8 + len]) == stored).then_some(len))
+        let (Some(payload), Some(sum)) = (frame.get(8..8 + len), frame.get(8 + len..)) else {
+            return Ok(None);
+        };
+        let stored = u32::from_le_bytes(sum.try_into().map_err(|_| frame_error())?);
+        Ok((payload_sum(payload) == stored).then_some(len))
     }
 }
 
@@ -462,10 +482,15 @@ fn zero_tail_start(file: &dyn VfsFile, stats: &IoStats, from: u64, file_len: u64
     let mut buf = vec![0u8; RECOVERY_CHUNK];
     while end > from {
         let start = end.saturating_sub(RECOVERY_CHUNK as u64).max(from);
-        let chunk = &mut buf[..(end - start) as usize];
+        let chunk = buf.get_mut(..(end - start) as usize).unwrap_or_default();
         let n = read_exact_at(file, chunk, start)?;
         stats.record_read(FileKind::Wal, n);
-        if let Some(i) = chunk[..n].iter().rposition(|&b| b != 0) {
+        if let Some(i) = chunk
+            .get(..n)
+            .unwrap_or_default()
+            .iter()
+            .rposition(|&b| b != 0)
+        {
             return Ok(start + i as u64 + 1);
         }
         end = start;
@@ -517,7 +542,8 @@ pub fn recover_log(
     let mut pos = LOG_DATA_START;
     while pos < zeros_from {
         if let Some(len) = reader.valid_frame(pos)? {
-            let payload = &reader.bytes(pos, LOG_FRAME_OVERHEAD + len)[8..8 + len];
+            let frame = reader.bytes(pos, LOG_FRAME_OVERHEAD + len);
+            let payload = frame.get(8..8 + len).unwrap_or_default();
             on_record(payload, pos)?;
             rec.records += 1;
             pos += (LOG_FRAME_OVERHEAD + len) as u64;

@@ -7,6 +7,9 @@
 //!
 //! Cost: one write and two `fdatasync`s to seal; one read of the whole file and one xxh3 pass to open.
 
+// A decoder of bytes read from disk: every index and slice is checked.
+#![deny(clippy::indexing_slicing)]
+
 use super::codec::{Reader, Writer};
 use super::io_stats::{FileKind, IoStats};
 use super::vfs::{OpenOptions, Vfs, read_exact_at, write_file_atomically};

@@ -1,6 +1,8 @@
 //! Shared pieces of the process-kill tests: a child test process that writes and prints the index of every
 //! acknowledged write, killed with SIGKILL after a delay.
 
+#![allow(clippy::unwrap_used)] // tests unwrap: a failure is the test failing
+
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::Duration;

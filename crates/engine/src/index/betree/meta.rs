@@ -5,6 +5,9 @@
 //! preceding bytes u64. The page file checksums its meta slots too; the inner checksum makes a record of
 //! another format or a damaged field fail here with a precise message.
 
+// A decoder of bytes read from disk: every index and slice is checked.
+#![deny(clippy::indexing_slicing)]
+
 use super::node::NodeFormat;
 use super::tree::CoreState;
 use crate::storage::codec::{Reader, Writer};
@@ -53,7 +56,7 @@ impl TreeMeta {
         if xxhash_rust::xxh3::xxh3_64(body) != Reader::new(sum).u64()? {
             return Err("checksum mismatch".into());
         }
-        let mut r = Reader::new(&body[4..]);
+        let mut r = Reader::new_at(body, 4)?;
         let width = |w: u16| (w != 0).then_some(w as usize);
         let core = CoreState {
             root: r.u64()?,

@@ -3,6 +3,9 @@
 //! Layout (little endian): magic `b"SBT1"`, root u64, height u32, len u64, seqno u64, key width u16, value
 //! width u16 (0 = variable).
 
+// A decoder of bytes read from disk: every index and slice is checked.
+#![deny(clippy::indexing_slicing)]
+
 use crate::storage::PageId;
 use crate::storage::codec::{Reader, Writer};
 
@@ -40,7 +43,7 @@ impl TreeMeta {
                 b.len()
             ));
         }
-        let mut r = Reader::new(&b[4..]);
+        let mut r = Reader::new_at(b, 4)?;
         let width = |w: u16| (w != 0).then_some(w as usize);
         Ok(TreeMeta {
             root: r.u64()?,

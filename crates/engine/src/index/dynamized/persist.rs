@@ -13,6 +13,9 @@
 //! u64, tagged indexes u64…; then buffered op count u64, per op: kind u8 (1 put, 2 delete), key u64,
 //! value u64, weight bits u64.
 
+// A decoder of bytes read from disk: every index and slice is checked.
+#![deny(clippy::indexing_slicing)]
+
 use super::buffer::{BufferEntry, OpKind};
 use super::shard::Shard;
 use super::version::Version;
