@@ -9,7 +9,7 @@
 //! * [`measure`]: per-operation latency histograms (HdrHistogram, nanosecond resolution), phases that take
 //!   I/O counters, peak RSS and disk usage, and progress bars that only appear on a terminal.
 //! * [`result`]: [`BenchResult`], one JSON object per line per (suite, engine, workload, op, threads).
-//! * [`suites`]: the named suites (`default`, `ycsb`, `dbbench`, `smoke`, `btree-cost`, the sampling suites
+//! * [`mod@suites`]: the named suites (`default`, `ycsb`, `dbbench`, `smoke`, `btree-cost`, the sampling suites
 //!   `irs` and `wss`, and the Bε-tree's `betree-io` and `betree-wall`) and [`run`], which runs one into an
 //!   output directory.
 //! * [`report`]: the text table, `report.md` and the machine description ([`sysinfo`]).

@@ -13,7 +13,7 @@
 //!
 //! Suites with figures of their own (the sampling suites: [`crate::suites::irs`], [`crate::suites::wss`])
 //! draw them with the same pieces: grouped bar charts (linear or log scale, rates or latencies, optionally
-//! clustered) and line panels over evenly spaced categories ([`lines_figure`], [`bars_figure`]).
+//! clustered) and line panels over evenly spaced categories (`lines_figure`, `bars_figure`).
 //!
 //! Every engine keeps one colour in every figure (engines in order of first appearance in the results);
 //! the legend sits in its own column right of the plot so that it never hides data.

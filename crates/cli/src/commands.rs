@@ -11,7 +11,7 @@ use rand_chacha::ChaCha8Rng;
 use std::io::{BufWriter, Write};
 use std::ops::Bound;
 use std::path::Path;
-use strata::index::WriteOp;
+use strata::WriteOp;
 use strata::{Config, Direction, KeyRange, Options, RawDb};
 
 /// Samples drawn per engine call by `sample`.

@@ -14,7 +14,7 @@ use rand_chacha::ChaCha8Rng;
 use std::io::IsTerminal;
 use std::path::Path;
 use std::time::Instant;
-use strata::index::WriteOp;
+use strata::WriteOp;
 use strata::{Durability, Options, RawDb, TypeKind};
 
 /// What `strata load` was asked to do.

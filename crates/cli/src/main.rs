@@ -22,8 +22,8 @@ use clap::parser::ValueSource;
 use clap::{ArgMatches, Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
 use std::process::ExitCode;
-use strata::index::betree::BeTreeOptions;
-use strata::index::dynamized::{DeletePolicy, DynOptions, Layout};
+use strata::options::BeTreeOptions;
+use strata::options::{DeletePolicy, DynOptions, Layout};
 use strata::{IndexConfig, IndexKind};
 
 /// Exit status for damage found in a database.
@@ -221,7 +221,7 @@ struct BeTreeArgs {
     /// Bε-tree merge operator for the `merge` command: u64-add (add u64 operands to u64 values; a merge that
     /// would overflow is refused, at the cost of reading the key) or u64-add-saturating (the same, saturating
     /// at 18446744073709551615, without a read).
-    #[arg(long, value_name = "NAME", value_parser = clap::builder::PossibleValuesParser::new(strata::index::betree::BUILTIN_MERGE_OPERATORS))]
+    #[arg(long, value_name = "NAME", value_parser = clap::builder::PossibleValuesParser::new(strata::options::BUILTIN_MERGE_OPERATORS))]
     merge_operator: Option<String>,
 }
 
@@ -249,7 +249,7 @@ fn parse_key_value(text: &str) -> Result<(String, serde_json::Value), String> {
 /// Parses a page size: a power of two from 4 KiB to 4 MiB.
 fn parse_page_size(text: &str) -> Result<usize, String> {
     let size = codec::parse_size(text)?;
-    strata::storage::page::validate_page_size(size)
+    strata::lab::storage::page::validate_page_size(size)
         .map(|()| size)
         .map_err(|e| match e {
             strata::Error::InvalidArgument(m) => m,

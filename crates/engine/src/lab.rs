@@ -1,6 +1,31 @@
 //! Internals for the benchmark lab, the fuzz targets and tests; not part of the supported API (hidden from
 //! the documentation, free to change).
 
+/// Shared algorithms: alias tables, Bloom filters, static ISAM.
+pub mod algo {
+    pub use crate::algo::*;
+}
+
+/// The `Db` shell's internals (manifest, recovery information).
+pub mod db {
+    pub use crate::db::*;
+}
+
+/// The index families' internals and the family registry's traits.
+pub mod index {
+    pub use crate::index::*;
+}
+
+/// The storage layer: page files, buffer pool, log, codec, sealed files.
+pub mod storage {
+    pub use crate::storage::*;
+}
+
+/// Key and value types.
+pub mod types {
+    pub use crate::types::*;
+}
+
 /// Entry points of the fuzz targets (`fuzz/`): each decodes untrusted bytes with one decoder of on-disk data
 /// and must return without panicking, whatever the bytes. Checksums that gate a decoder are recomputed over
 /// the fuzzed bytes first, so the fuzzer reaches the decoder behind them. The engine's own test suite runs

@@ -4,7 +4,7 @@
 #![allow(clippy::unwrap_used)] // tests unwrap: a failure is the test failing
 
 use std::path::Path;
-use strata::db::Config;
+use strata::Config;
 use strata::{Db, Error, IndexConfig, Options, RawDb, TypeKind};
 
 fn bytes_db(dir: &Path) -> Db<Vec<u8>, Vec<u8>> {
@@ -203,7 +203,7 @@ fn the_typed_api_reports_types_from_the_manifest() {
 #[test]
 fn betree_limits_and_merges_are_checked_before_logging() {
     use strata::IndexKind;
-    use strata::index::betree::BeTreeOptions;
+    use strata::options::BeTreeOptions;
     let tmp = tempfile::tempdir().unwrap();
     let config = Config {
         index: IndexKind::BeTree.default_config(),
@@ -264,8 +264,8 @@ fn betree_limits_and_merges_are_checked_before_logging() {
 
 #[test]
 fn an_overflowing_u64_add_merge_is_refused_and_the_saturating_operator_saturates() {
-    use strata::index::WriteOp;
-    use strata::index::betree::BeTreeOptions;
+    use strata::WriteOp;
+    use strata::options::BeTreeOptions;
     let tmp = tempfile::tempdir().unwrap();
     let v = |x: u64| x.to_be_bytes().to_vec();
     let k = v(7);

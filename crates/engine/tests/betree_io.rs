@@ -14,10 +14,18 @@ use rand::seq::SliceRandom;
 use rand_chacha::ChaCha8Rng;
 use std::path::Path;
 use std::sync::Arc;
-use strata::index::betree::BeTree;
-use strata::index::betree::node::NodeFormat;
-use strata::index::{Direction, KeyRange, OrderedIndex, WriteOp};
-use strata::storage::{FileKind, IoStats, MemVfs, PageFile, PageFileOptions, Vfs};
+use strata::Direction;
+use strata::KeyRange;
+use strata::WriteOp;
+use strata::lab::index::OrderedIndex;
+use strata::lab::index::betree::BeTree;
+use strata::lab::index::betree::node::NodeFormat;
+use strata::lab::storage::IoStats;
+use strata::lab::storage::PageFile;
+use strata::lab::storage::PageFileOptions;
+use strata::vfs::FileKind;
+use strata::vfs::MemVfs;
+use strata::vfs::Vfs;
 
 const PAGE: usize = 4096;
 

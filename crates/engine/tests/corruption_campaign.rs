@@ -17,10 +17,14 @@ use std::collections::BTreeMap;
 use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use strata::db::Config;
-use strata::index::dynamized::DynOptions;
-use strata::index::{Direction, KeyRange, WriteOp};
-use strata::storage::{FaultVfs, MemVfs, Vfs};
+use strata::Config;
+use strata::Direction;
+use strata::KeyRange;
+use strata::WriteOp;
+use strata::options::DynOptions;
+use strata::vfs::FaultVfs;
+use strata::vfs::MemVfs;
+use strata::vfs::Vfs;
 use strata::{Durability, Error, IndexConfig, IndexKind, Options, RawDb, TypeKind};
 
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;

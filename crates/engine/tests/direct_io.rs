@@ -4,7 +4,7 @@
 
 #![allow(clippy::unwrap_used)] // tests unwrap: a failure is the test failing
 
-use strata::db::Config;
+use strata::Config;
 use strata::{Db, Error, Options};
 
 #[test]
@@ -32,7 +32,7 @@ fn a_direct_io_database_round_trips_through_eviction_and_reopen() {
         db.insert(&(k * 7919 % 12_000), &k).unwrap();
     }
     assert!(
-        db.io().kind(strata::storage::FileKind::Pages).writes > 0,
+        db.io().kind(strata::lab::storage::FileKind::Pages).writes > 0,
         "evictions wrote pages"
     );
     db.close().unwrap();

@@ -23,8 +23,8 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::Duration;
-use strata::index::Direction;
-use strata::index::dynamized::{
+use strata::Direction;
+use strata::lab::index::dynamized::{
     DeletePolicy, DynOptions, Dynamized, IsamShard, Layout, RangeSample, Record, RuntimeOptions,
     WeightedRangeSample,
 };
@@ -629,7 +629,7 @@ fn build_spread(
 
 /// How many sources (buffers and shards) hold entries with keys in `[lo, hi]`.
 fn sources_in_range(idx: &Idx, lo: u64, hi: u64) -> (usize, usize) {
-    use strata::index::dynamized::Shard;
+    use strata::lab::index::dynamized::Shard;
     let v = idx.version();
     let buffers = v
         .buffers

@@ -18,13 +18,15 @@ use rand::seq::SliceRandom;
 use rand_chacha::ChaCha8Rng;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
-use strata::db::Config;
-use strata::index::WriteOp;
-use strata::index::dynamized::tiered::MemoryShard;
-use strata::index::dynamized::{
+use strata::Config;
+use strata::WriteOp;
+use strata::lab::index::dynamized::tiered::MemoryShard;
+use strata::lab::index::dynamized::{
     DeletePolicy, DynOptions, DynStats, IsamShard, Layout, MemoryPlan, WirsShard,
 };
-use strata::storage::{FileKind, MemVfs, Vfs};
+use strata::vfs::FileKind;
+use strata::vfs::MemVfs;
+use strata::vfs::Vfs;
 use strata::{Db, Error, IndexConfig, KeyRange, Options, RawDb};
 
 /// Upper quantile of chi-square with `df` degrees of freedom for a normal quantile `z` (Wilson–Hilferty).

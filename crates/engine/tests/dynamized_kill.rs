@@ -17,8 +17,8 @@ use common::iterations;
 use rand::{Rng, SeedableRng};
 use std::collections::BTreeSet;
 use std::path::Path;
-use strata::db::Config;
-use strata::index::dynamized::{DeletePolicy, DynOptions, Layout};
+use strata::Config;
+use strata::options::{DeletePolicy, DynOptions, Layout};
 use strata::{Batch, Db, Durability, IndexConfig, Options};
 
 const CHILD_ENV: &str = "STRATA_DYN_KILL_CHILD_DIR";

@@ -7,10 +7,14 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use strata::db::Config;
-use strata::index::dynamized::DynOptions;
-use strata::index::{Direction, KeyRange, WriteOp};
-use strata::storage::{FaultVfs, MemVfs, Vfs};
+use strata::Config;
+use strata::Direction;
+use strata::KeyRange;
+use strata::WriteOp;
+use strata::options::DynOptions;
+use strata::vfs::FaultVfs;
+use strata::vfs::MemVfs;
+use strata::vfs::Vfs;
 use strata::{Durability, Error, IndexConfig, IndexKind, Options, RawDb, TypeKind};
 
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
@@ -523,7 +527,7 @@ fn recovery_of_a_dynamized_index_leaves_no_orphan_shard_files_and_persists() {
         let listed = db
             .stats()
             .unwrap()
-            .family_stats::<strata::index::dynamized::DynStats>()
+            .family_stats::<strata::options::DynStats>()
             .unwrap()
             .shards;
         assert_eq!(

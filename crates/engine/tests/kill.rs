@@ -12,7 +12,7 @@ mod common;
 use common::iterations;
 use rand::{Rng, SeedableRng};
 use std::path::Path;
-use strata::db::Config;
+use strata::Config;
 use strata::{Db, Durability, IndexKind, Options};
 
 const CHILD_ENV: &str = "STRATA_KILL_CHILD_DIR";

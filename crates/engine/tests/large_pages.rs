@@ -11,9 +11,11 @@
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use std::sync::Arc;
-use strata::db::Config;
-use strata::index::dynamized::{DeletePolicy, DynOptions, Layout};
-use strata::storage::{FileKind, MemVfs, Vfs};
+use strata::Config;
+use strata::options::{DeletePolicy, DynOptions, Layout};
+use strata::vfs::FileKind;
+use strata::vfs::MemVfs;
+use strata::vfs::Vfs;
 use strata::{Db, Error, IndexConfig, IndexKind, Options};
 
 const MIB: usize = 1 << 20;

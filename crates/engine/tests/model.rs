@@ -12,10 +12,12 @@ use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::path::Path;
 use std::sync::Arc;
-use strata::db::Config;
-use strata::index::betree::BeTreeOptions;
-use strata::index::dynamized::{DeletePolicy, DynOptions, Layout, RuntimeOptions};
-use strata::storage::{FaultVfs, MemVfs, Vfs};
+use strata::Config;
+use strata::options::BeTreeOptions;
+use strata::options::{DeletePolicy, DynOptions, Layout, RuntimeOptions};
+use strata::vfs::FaultVfs;
+use strata::vfs::MemVfs;
+use strata::vfs::Vfs;
 use strata::{
     Direction, Durability, Error, IndexConfig, IndexKind, KeyRange, Options, RawDb, TypeKind,
 };
@@ -312,7 +314,7 @@ fn is_sync(op: &Op) -> bool {
 }
 
 fn write(db: &RawDb, op: &Op) -> strata::Result<()> {
-    use strata::index::WriteOp;
+    use strata::WriteOp;
     match op {
         Op::Put(k, v, d) => db.write(
             &[WriteOp::Put {

@@ -11,8 +11,8 @@ use rand::seq::SliceRandom;
 use rand_chacha::ChaCha8Rng;
 use std::collections::HashMap;
 use std::sync::Arc;
-use strata::db::Config;
-use strata::storage::MemVfs;
+use strata::Config;
+use strata::vfs::MemVfs;
 use strata::{Db, Options};
 
 /// Upper quantile of chi-square with `df` degrees of freedom for a normal quantile `z` (Wilson–Hilferty).

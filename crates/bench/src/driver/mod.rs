@@ -18,7 +18,7 @@
 //!
 //! Drivers report I/O counters when the engine keeps them ([`IoTotals`]); peers return `None` and the lab
 //! falls back to `/proc/self/io`. Operations an engine cannot do (range counts and sampling on peers and on
-//! the Bε-tree) return [`BenchError::Usage`](crate::BenchError::Usage); suites consult [`Capabilities`]
+//! the Bε-tree) return [`BenchError::Usage`]; suites consult [`Capabilities`]
 //! first.
 
 #[cfg(feature = "fjall")]

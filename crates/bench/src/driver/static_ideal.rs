@@ -14,8 +14,8 @@
 
 use super::{Capabilities, Driver, Visit};
 use crate::error::{BenchError, Result};
-use strata::algo::alias::AliasTable;
-use strata::index::dynamized::{BuildOptions, IsamShard, Record, Shard, SortedRun};
+use strata::lab::algo::alias::AliasTable;
+use strata::lab::index::dynamized::{BuildOptions, IsamShard, Record, Shard, SortedRun};
 
 /// One record of a static structure: key, `u64` value, weight (1 when unweighted).
 #[derive(Debug, Clone, Copy, PartialEq)]

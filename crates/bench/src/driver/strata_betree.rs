@@ -14,9 +14,9 @@ use super::strata_btree::{open_tree, tree_settings};
 use super::{Driver, Engine, EngineOptions};
 use crate::error::Result;
 use std::path::Path;
+use strata::Config;
 use strata::IndexConfig;
-use strata::db::Config;
-use strata::index::betree::BeTreeOptions;
+use strata::options::BeTreeOptions;
 
 /// The `strata-betree` engine with the options of the databases it creates (ε 0.5 and no merge operator by
 /// default).

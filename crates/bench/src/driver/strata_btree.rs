@@ -12,9 +12,10 @@ use super::{
 };
 use crate::error::Result;
 use std::path::Path;
-use strata::db::Config;
-use strata::index::WriteOp;
-use strata::storage::{FileKind, IoSnapshot};
+use strata::Config;
+use strata::WriteOp;
+use strata::vfs::FileKind;
+use strata::vfs::IoSnapshot;
 use strata::{Direction, KeyRange, Options, RawDb, TypeKind};
 
 /// The `strata-btree` engine.

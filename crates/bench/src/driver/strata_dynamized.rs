@@ -14,8 +14,8 @@ use super::{Capabilities, Driver, Engine, EngineOptions, ValueFormat};
 use crate::error::{BenchError, Result};
 use crate::report::fmt_bytes;
 use std::path::Path;
-use strata::db::Config;
-use strata::index::dynamized::{DynOptions, RuntimeOptions};
+use strata::Config;
+use strata::options::{DynOptions, RuntimeOptions};
 use strata::{IndexConfig, RawDb, TypeKind};
 
 /// The `strata-dynamized` engine with its structural and handle options.

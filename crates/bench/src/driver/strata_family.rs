@@ -10,7 +10,7 @@ use super::strata_btree::{open_tree, tree_settings};
 use super::{Capabilities, Driver, Engine, EngineOptions};
 use crate::error::Result;
 use std::path::Path;
-use strata::db::Config;
+use strata::Config;
 use strata::{IndexConfig, IndexKind, TypeKind};
 
 /// The lab's capabilities of a Strata database with this index: counts and sampling as the family says,

@@ -35,11 +35,19 @@ use rand_chacha::ChaCha8Rng;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
-use strata::index::betree::BeTree;
-use strata::index::betree::node::NodeFormat;
-use strata::index::btree::BTree;
-use strata::index::{Direction, KeyRange, OrderedIndex, WriteOp};
-use strata::storage::{FileKind, IoStats, MemVfs, PageFile, PageFileOptions, Vfs};
+use strata::Direction;
+use strata::KeyRange;
+use strata::WriteOp;
+use strata::lab::index::OrderedIndex;
+use strata::lab::index::betree::BeTree;
+use strata::lab::index::betree::node::NodeFormat;
+use strata::lab::index::btree::BTree;
+use strata::lab::storage::IoStats;
+use strata::lab::storage::PageFile;
+use strata::lab::storage::PageFileOptions;
+use strata::vfs::FileKind;
+use strata::vfs::MemVfs;
+use strata::vfs::Vfs;
 
 pub const NAME: &str = "betree-io";
 pub const DESCRIPTION: &str = "the Froese report's experiment: page I/Os of the Bε-tree and the B+-tree (8-byte pairs, 4 KiB blocks, 32 KiB cache, 32 KiB to 32 MiB) for sequential and random inserts and searches and whole-data range queries, beside the report's predictions";
@@ -117,7 +125,7 @@ fn fresh_tree(engine: &str) -> Result<(Box<dyn OrderedIndex>, Arc<IoStats>)> {
 struct Measured<'a> {
     stats: &'a IoStats,
     start: Instant,
-    io0: strata::storage::IoCounts,
+    io0: strata::vfs::IoCounts,
     latency: Latency,
 }
 

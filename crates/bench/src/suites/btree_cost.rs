@@ -30,9 +30,9 @@ use crate::result::BenchResult;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use strata::index::btree::MAX_BTREE_PAGE_SIZE;
-use strata::index::btree::node::Layout;
-use strata::storage::page::MIN_PAGE_SIZE;
+use strata::lab::index::btree::MAX_BTREE_PAGE_SIZE;
+use strata::lab::index::btree::node::Layout;
+use strata::lab::storage::page::MIN_PAGE_SIZE;
 
 pub const NAME: &str = "btree-cost";
 pub const DESCRIPTION: &str = "B+-tree load (sequential, random) and random-get throughput; page I/Os per insert and per lookup with a pool of 1% of the data, next to the cost model";

@@ -4,7 +4,7 @@
 //! B+-tree family's `sample_range` over subtree counts, `strata-btree`, given at least the same memory) and a
 //! single static ISAM structure over the same records (`static-isam`, the query-latency ideal): Rumbaugh &
 //! Xie's IRS experiments at this machine's scale. Every load and query follows the protocol of
-//! [`super::sampling`]: random distinct `u64` keys, a 10% warm-up, then inserts with 5% deletes interleaved
+//! `suites::sampling`: random distinct `u64` keys, a 10% warm-up, then inserts with 5% deletes interleaved
 //! (throughput counts both), then queries of k = 1000 samples over 0.1% of the live records, every sample
 //! checked. N = `--records` (default 2 000 000), Q = `--ops` queries (default 1000).
 //!
@@ -39,7 +39,7 @@ use crate::report::{fmt_bytes, fmt_us};
 use crate::result::{BenchResult, first_seen};
 use std::fmt::Write as _;
 use std::path::Path;
-use strata::index::dynamized::{DynOptions, RuntimeOptions};
+use strata::options::{DynOptions, RuntimeOptions};
 
 pub const NAME: &str = "irs";
 pub const DESCRIPTION: &str = "independent range sampling (k = 1000, 0.1%): dynamized index vs the AB-tree and a static ISAM; insert throughput with 5% deletes in memory and on disk (O_DIRECT, memory 1/10 of the data), thread scaling, insert tails with and without throttling, N_b / s / δ sweeps";

@@ -360,7 +360,7 @@ fn weighted_puts_need_a_weighted_index() {
     ));
     bt.close().unwrap();
     let weighted = driver::StrataDynamized::new(
-        strata::index::dynamized::DynOptions {
+        strata::options::DynOptions {
             weighted: true,
             ..Default::default()
         },

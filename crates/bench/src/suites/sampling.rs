@@ -453,7 +453,7 @@ mod tests {
             .collect();
         assert!(check_samples("e", "w", &live, &all, &uniform).is_err());
         let weights: Vec<f64> = live.keys.iter().map(|&k| weight_of(k)).collect();
-        let alias = strata::algo::alias::AliasTable::new(&weights).unwrap();
+        let alias = strata::lab::algo::alias::AliasTable::new(&weights).unwrap();
         let mut rng = ChaCha8Rng::seed_from_u64(3);
         let weighted: Vec<u64> = (0..all.len() * K)
             .map(|_| live.keys[alias.sample(&mut rng)])

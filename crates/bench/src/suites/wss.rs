@@ -3,7 +3,7 @@
 //! Weighted sampling on the weighted dynamized index (`strata-dynamized` with `DynOptions { weighted: true
 //! }`, WIRS shards) against the paper's baseline, the weighted AB-tree (`weighted-ab-tree`), and static
 //! ideals: Rumbaugh & Xie's weighted experiments at this machine's scale. Each engine gets one load of N =
-//! `--records` (default 2 000 000) weighted records by the protocol of [`super::sampling`] (weights are
+//! `--records` (default 2 000 000) weighted records by the protocol of `suites::sampling` (weights are
 //! Pareto(α = 1.5) integers from 1 to 100 000; 10% warm-up; inserts with 5% deletes interleaved), then:
 //!
 //! 1. `wss`: the `insert` row of the load, and Q = `--ops` (default 1000) weighted set sampling queries of
@@ -39,7 +39,7 @@ use crate::plot::{self, Bars, Figure, Series, Unit};
 use crate::result::BenchResult;
 use std::fmt::Write as _;
 use std::path::Path;
-use strata::index::dynamized::{DynOptions, RuntimeOptions};
+use strata::options::{DynOptions, RuntimeOptions};
 
 pub const NAME: &str = "wss";
 pub const DESCRIPTION: &str = "weighted set sampling (k = 1000, whole set) and weighted range sampling (0.1%) on the weighted dynamized index vs the weighted AB-tree (aggregate B+-tree, Olken's method), a static alias table and a weighted static ISAM; insert throughput with 5% deletes against the weighted AB-tree";

@@ -13,7 +13,7 @@ use std::path::Path;
 ///
 /// ```
 /// # let dir = tempfile::tempdir().unwrap();
-/// use strata::{Db, db::Config, Options};
+/// use strata::{Config, Db, Options};
 /// let db = Db::<u64, u64>::create(dir.path().join("db"), &Config::default(), &Options::default()).unwrap();
 /// db.insert(&7, &70).unwrap();
 /// assert_eq!(db.get(&7).unwrap(), Some(70));

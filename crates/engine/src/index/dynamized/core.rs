@@ -71,7 +71,7 @@ pub trait ShardFactory<S: Shard>: Send + Sync {
         true
     }
 
-    /// Merges `inputs` (newest first; `bottom` as in [`merge_shards`]) into a shard with id `id` for
+    /// Merges `inputs` (newest first; `bottom` as in `merge_shards`) into a shard with id `id` for
     /// `level`, with filters false-positive rate `fpr`; `None` when everything cancelled out. The default
     /// merges into a run in memory, builds the filters over it and calls [`build`](Self::build); a factory
     /// that writes files may stream the merge into the file instead.

@@ -5,7 +5,7 @@
 //!    ([`SamplingQuery::shard_candidates`]); the buffers' slots in range are gathered with their weights
 //!    ([`SamplingQuery::buffer_weight`]) in one vectorised pass over their keys. The keys that can kill a
 //!    shard record of the range — buffered keys and tombstones in range — go into one small per-query hash
-//!    table ([`Killers`]) with the newest source holding each.
+//!    table (`Killers`) with the newest source holding each.
 //! 2. *Distribute*: a draw's source (the buffers or a shard). Under unit weights
 //!    ([`SamplingQuery::unit_weights`], e.g. IRS) one uniform word picks a candidate of the concatenated
 //!    intervals, source and position at once; otherwise an alias table over the per-source weights picks the
