@@ -80,6 +80,12 @@ impl<K: Key, V: Value> Db<K, V> {
         Self::from_raw(RawDb::open(dir, options)?)
     }
 
+    /// Opens an existing database for reading only (see [`RawDb::open_read_only`]): a shared lock, nothing
+    /// written, a crashed writer's WAL replayed in memory.
+    pub fn open_read_only(dir: impl AsRef<Path>, options: &Options) -> Result<Self> {
+        Self::from_raw(RawDb::open_read_only(dir, options)?)
+    }
+
     /// Wraps an untyped handle, checking its types.
     pub fn from_raw(raw: RawDb) -> Result<Self> {
         raw.expect_types(raw.manifest().index.kind(), K::KIND, V::KIND)?;
@@ -153,12 +159,31 @@ impl<K: Key, V: Value> Db<K, V> {
         self.raw.is_empty()
     }
 
+    /// Inserts or overwrites a record with a sampling weight (finite, ≥ 0): weighted databases only
+    /// ([`Capabilities::weighted`](crate::Capabilities)).
+    pub fn insert_weighted(&self, key: &K, value: &V, weight: f64) -> Result<()> {
+        self.raw.write(
+            &[WriteOp::PutWeighted {
+                key: enc(key),
+                value: enc(value),
+                weight,
+            }],
+            None,
+        )
+    }
+
+    /// What the database's index can do.
+    pub fn capabilities(&self) -> crate::Capabilities {
+        self.raw.capabilities()
+    }
+
     /// Number of records in a key range, in O(log n).
     pub fn count_range(&self, range: impl RangeBounds<K>) -> Result<u64> {
         self.raw.count_range(&key_range(range))
     }
 
-    /// `k` independent uniform samples (with replacement) of the records in `[lo, hi]`.
+    /// `k` independent samples (with replacement) of the records in `[lo, hi]`: uniform, or in proportion to
+    /// the records' weights in a weighted database.
     pub fn sample_range(
         &self,
         lo: &K,
