@@ -9,6 +9,11 @@
 //! | `data.pages`           | the index's page file (`storage::page_file`)                       |
 //! | `wal-NNNNNNNNNNNNNNNN.log` | write-ahead log, one record per batch (`wal`, `storage::log`)  |
 //!
+//! Parts: `config` (what a database is created and a handle opened with), `open` (create, open, repair,
+//! read-only handles), `recovery` (which WAL is live, rollback detection, replay), `wal` (record payloads),
+//! `manifest`, `stats`, `iter`, `typed` (the typed [`Db`]); this file holds the handle and its write and read
+//! paths.
+//!
 //! ## Write path and durability
 //! A batch is validated, gets the next sequence number, is appended to the WAL (buffered, written or synced
 //! as its [`Durability`] requires) and then applied to the index under the index's write lock, so readers see
@@ -30,145 +35,37 @@
 //! every later call returns [`Error::Poisoned`] and nothing wrong is ever served; reopening recovers the last
 //! durable state. A read that fails (e.g. a damaged page) is reported and the handle stays usable.
 
+mod config;
+mod iter;
 pub(crate) mod manifest;
+mod open;
 mod recovery;
+mod stats;
 mod typed;
 pub(crate) mod wal;
 
+pub use config::{Config, Options};
+pub use iter::RawIter;
 pub use manifest::{FORMAT_VERSION, Manifest};
+pub use stats::{DbStats, RecoveryInfo};
 pub use typed::{Batch, Db, Iter};
 
 use crate::error::{Error, Result};
-use crate::index::dynamized::RuntimeOptions;
-use crate::index::family::IndexContext;
 pub use crate::index::family::{IndexConfig, IndexKind};
-use crate::index::{CheckReport, Direction, IndexStats, KeyRange, OrderedIndex, WriteOp};
+use crate::index::{CheckReport, Direction, KeyRange, OrderedIndex, WriteOp};
 use crate::storage::{
-    IoSnapshot, IoStats, LogHeader, LogWriter, OpenOptions, RecoverMode, StdVfs, Vfs, VfsLock,
-    recover_log,
+    IoSnapshot, IoStats, LogWriter, OpenOptions, RecoverMode, Vfs, VfsLock, recover_log,
 };
 use crate::types::{Durability, MAX_VALUE_LEN, TypeKind};
 use parking_lot::Mutex;
-use recovery::OpenMode;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use crate::files::LOCK;
 /// Largest number of samples one `sample_range` call returns (bounds the memory a call can ask for).
 pub const MAX_SAMPLES_PER_CALL: usize = 1 << 24;
 /// A `Durability::None` WAL buffer is written out when it grows past this.
 const WAL_BUFFER_LIMIT: usize = 1 << 20;
-
-/// Settings fixed when a database is created (recorded in its manifest).
-#[derive(Debug, Clone, PartialEq)]
-pub struct Config {
-    /// The index family and its options (see `index::family`; default: a B+-tree).
-    pub index: IndexConfig,
-    pub key: TypeKind,
-    pub value: TypeKind,
-    /// Page size in bytes: a power of two from 4096 to 4194304 (4 MiB); the B+-tree index takes pages up to
-    /// 65536 (64 KiB).
-    pub page_size: usize,
-    /// Default durability of writes (overridable per handle and per batch).
-    pub durability: Durability,
-    /// Read and write pages with O_DIRECT, bypassing the OS page cache.
-    pub direct_io: bool,
-}
-
-impl Default for Config {
-    fn default() -> Self {
-        Config {
-            index: IndexConfig::default(),
-            key: TypeKind::U64,
-            value: TypeKind::U64,
-            page_size: 4096,
-            durability: Durability::Flush,
-            direct_io: false,
-        }
-    }
-}
-
-impl Config {
-    /// The default configuration with `index` as its index family and options.
-    pub fn with_index(index: IndexConfig) -> Config {
-        Config {
-            index,
-            ..Config::default()
-        }
-    }
-}
-
-/// Settings of one open handle (not recorded on disk).
-#[derive(Debug, Clone)]
-pub struct Options {
-    /// File system backend.
-    pub vfs: Arc<dyn Vfs>,
-    /// Buffer pool budget in bytes.
-    pub cache_bytes: usize,
-    /// Overrides the manifest's default durability for this handle.
-    pub durability: Option<Durability>,
-    /// Checkpoint when the WAL grows past this many bytes.
-    pub checkpoint_wal_bytes: u64,
-    /// Background work and throttling of a dynamized index.
-    pub dynamized: RuntimeOptions,
-}
-
-impl Default for Options {
-    fn default() -> Self {
-        Options {
-            vfs: Arc::new(StdVfs),
-            cache_bytes: 64 << 20,
-            durability: None,
-            checkpoint_wal_bytes: 64 << 20,
-            dynamized: RuntimeOptions::default(),
-        }
-    }
-}
-
-/// What recovery did when the handle was opened.
-#[derive(Debug, Clone, Default, serde::Serialize)]
-pub struct RecoveryInfo {
-    /// WAL records replayed on top of the checkpoint.
-    pub replayed_records: u64,
-    /// Bytes of a torn WAL tail: records written but never made durable before a crash (what survives is a
-    /// prefix of the acknowledged writes, as the durability levels promise).
-    pub torn_tail_bytes: u64,
-    /// The index's spare checkpoint slot was unusable (damage, or a checkpoint torn by a crash) and was
-    /// rewritten by a fresh checkpoint: what was wrong with it.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub spare_checkpoint_rewritten: Option<String>,
-    /// What [`RawDb::repair`] dropped or replaced (empty for a normal open).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub repairs: Vec<String>,
-}
-
-/// Statistics of a database.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct DbStats {
-    pub index: &'static str,
-    pub key: &'static str,
-    pub value: &'static str,
-    pub records: u64,
-    pub tree: IndexStats,
-    pub io: IoSnapshot,
-    pub wal_bytes: u64,
-    pub disk_bytes: u64,
-    pub recovery: RecoveryInfo,
-    /// The family's own statistics, under its name (e.g. `"dynamized"`: levels, shards, deleted entries,
-    /// memory, counters); empty for families without any.
-    #[serde(flatten)]
-    pub family: std::collections::BTreeMap<String, serde_json::Value>,
-}
-
-impl DbStats {
-    /// The family's own statistics as `T` (e.g. `index::dynamized::DynStats`); `None` if the family has none
-    /// or they are not a `T`.
-    pub fn family_stats<T: serde::de::DeserializeOwned>(&self) -> Option<T> {
-        let value = self.family.get(self.index)?;
-        serde_json::from_value(value.clone()).ok()
-    }
-}
 
 struct Writer {
     /// The live WAL; `None` for a read-only handle.
@@ -218,238 +115,6 @@ impl std::fmt::Debug for RawDb {
 }
 
 impl RawDb {
-    /// Creates a database in `dir` (created if missing; must not already hold a database). A create that fails
-    /// removes what it made (the directory too, if it made it).
-    pub fn create(dir: impl AsRef<Path>, config: &Config, options: &Options) -> Result<RawDb> {
-        let dir = dir.as_ref();
-        // Everything the family would refuse is refused before any file is made.
-        config
-            .index
-            .check(config.key, config.value, config.page_size)?;
-        let vfs = options.vfs.clone();
-        let existed = vfs.exists(dir);
-        if existed && vfs.exists(&dir.join(manifest::MANIFEST)) {
-            return Err(Error::invalid(format!(
-                "{} already holds a database",
-                dir.display()
-            )));
-        }
-        vfs.create_dir_all(dir)?;
-        let before = vfs.list_dir(dir)?;
-        let lock = match vfs.lock(&dir.join(LOCK)) {
-            Ok(lock) => lock,
-            Err(e) => {
-                remove_created(vfs.as_ref(), dir, existed, &before);
-                return Err(e);
-            }
-        };
-        match Self::create_locked(dir, config, options, lock) {
-            Ok(db) => Ok(db),
-            Err(e) => {
-                // The lock guard was dropped with the failed attempt.
-                remove_created(vfs.as_ref(), dir, existed, &before);
-                Err(e)
-            }
-        }
-    }
-
-    fn create_locked(
-        dir: &Path,
-        config: &Config,
-        options: &Options,
-        lock: Box<dyn VfsLock>,
-    ) -> Result<RawDb> {
-        let vfs = options.vfs.clone();
-        if vfs.exists(&dir.join(manifest::MANIFEST)) {
-            return Err(Error::invalid(format!(
-                "{} already holds a database",
-                dir.display()
-            )));
-        }
-        let stats = Arc::new(IoStats::new());
-        let m = Manifest {
-            format_version: FORMAT_VERSION,
-            index: config.index.clone(),
-            key: config.key,
-            value: config.value,
-            page_size: config.page_size,
-            durability: config.durability,
-            direct_io: config.direct_io,
-        };
-        let index = open_index(&vfs, dir, &m, options, &stats, true)?;
-        let wal = new_wal(&vfs, dir, 1, 0, &stats)?;
-        vfs.sync_dir(dir)?;
-        // The manifest is written last: a directory without one is not a database, so a crash during
-        // creation leaves nothing half-made that could be opened.
-        m.write(vfs.as_ref(), dir, &stats)?;
-        Ok(Self::start(
-            dir,
-            vfs,
-            m,
-            index,
-            stats,
-            Some(lock),
-            options,
-            Some(wal),
-            0,
-            RecoveryInfo::default(),
-        ))
-    }
-
-    /// Opens an existing database and recovers it: replays the WAL, checkpoints what it replayed and starts a
-    /// new WAL. Damage is `Error::Corruption` naming the file and offset (see [`RawDb::repair`]).
-    pub fn open(dir: impl AsRef<Path>, options: &Options) -> Result<RawDb> {
-        Self::open_mode(dir.as_ref(), options, OpenMode::ReadWrite)
-    }
-
-    /// Opens a database for reading only: takes a shared lock (read-only handles may run beside each other,
-    /// never beside a writer), replays the WAL in memory and never writes a byte, so it works on a read-only
-    /// file system and on a full disk. Writes, flushes, checkpoints and bulk loads through the handle are
-    /// `Error::InvalidArgument`. Memory: the index's work of replaying the WAL is kept in memory (as much as
-    /// the WAL holds).
-    pub fn open_read_only(dir: impl AsRef<Path>, options: &Options) -> Result<RawDb> {
-        Self::open_mode(dir.as_ref(), options, OpenMode::ReadOnly)
-    }
-
-    /// Opens a damaged database by dropping what cannot be recovered instead of refusing it: a WAL damaged in
-    /// the middle is cut at the damage, a missing or unreadable WAL is replaced, an index that fell back to an
-    /// older checkpoint is accepted as it is. Returns what was dropped (also in [`RawDb::recovery`]). Damage
-    /// inside the index itself (a page that fails its checksum) cannot be repaired this way: `check` still
-    /// reports it.
-    pub fn repair(dir: impl AsRef<Path>, options: &Options) -> Result<RecoveryInfo> {
-        let db = Self::open_mode(dir.as_ref(), options, OpenMode::Repair)?;
-        let info = db.recovery().clone();
-        db.close()?;
-        Ok(info)
-    }
-
-    fn open_mode(dir: &Path, options: &Options, mode: OpenMode) -> Result<RawDb> {
-        let base_vfs = options.vfs.clone();
-        if !base_vfs.exists(dir) {
-            return Err(Error::invalid(format!("{} does not exist", dir.display())));
-        }
-        let read_only = mode == OpenMode::ReadOnly;
-        let lock = if read_only {
-            read_only_lock(base_vfs.as_ref(), dir)?
-        } else {
-            Some(base_vfs.lock(&dir.join(LOCK))?)
-        };
-        // A read-only handle reaches the files through an overlay that keeps every change in memory.
-        let vfs = if read_only {
-            read_only_vfs(base_vfs)
-        } else {
-            base_vfs
-        };
-        let stats = Arc::new(IoStats::new());
-        let m = Manifest::read(vfs.as_ref(), dir, &stats)?;
-        let index = open_index(&vfs, dir, &m, options, &stats, false)
-            .map_err(|e| missing_file_is_damage(e, dir))?;
-        let rec = recovery::recover(&vfs, dir, &stats, index.as_ref(), mode)
-            .map_err(|e| missing_file_is_damage(e, dir))?;
-        let mut info = rec.info;
-        let wal = if read_only {
-            None
-        } else {
-            // A spare checkpoint slot that is unusable (damage, or a checkpoint a crash tore) is rewritten by a
-            // fresh checkpoint, as is everything replayed; then a new WAL replaces the old ones.
-            let spare = index.spare_checkpoint_damage();
-            if info.replayed_records > 0 || spare.is_some() || !info.repairs.is_empty() {
-                // Background work the replay started (a dynamized index's reconstructions) finishes first, so
-                // the checkpoint lists every shard file it wrote and no file of this recovery is left over.
-                index.settle()?;
-                index.checkpoint(rec.last_seqno)?;
-            }
-            info.spare_checkpoint_rewritten = spare.map(|d| d.to_string());
-            let number = rec.wal_numbers.last().map_or(1, |n| n + 1);
-            let wal = new_wal(&vfs, dir, number, rec.last_seqno, &stats)?;
-            vfs.sync_dir(dir)?;
-            for &old in &rec.wal_numbers {
-                vfs.remove_file(&wal_path(dir, old))?;
-            }
-            Some(wal)
-        };
-        let mut db = Self::start(
-            dir,
-            vfs,
-            m,
-            index,
-            stats,
-            lock,
-            options,
-            wal,
-            rec.last_seqno,
-            info,
-        );
-        if read_only {
-            let inner = Arc::get_mut(&mut db.inner).expect("the only handle");
-            inner.replayed_wal = rec.live_wal;
-            inner.checkpoint_interrupted = rec.checkpoint_interrupted;
-        }
-        Ok(db)
-    }
-
-    /// Creates the database if `dir` has no manifest, else opens it (the config must then match).
-    pub fn open_or_create(
-        dir: impl AsRef<Path>,
-        config: &Config,
-        options: &Options,
-    ) -> Result<RawDb> {
-        let dir = dir.as_ref();
-        if options.vfs.exists(&dir.join(manifest::MANIFEST)) {
-            let db = Self::open(dir, options)?;
-            db.expect_types(config.index.kind(), config.key, config.value)?;
-            Ok(db)
-        } else {
-            Self::create(dir, config, options)
-        }
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn start(
-        dir: &Path,
-        vfs: Arc<dyn Vfs>,
-        manifest: Manifest,
-        index: Box<dyn OrderedIndex>,
-        stats: Arc<IoStats>,
-        lock: Option<Box<dyn VfsLock>>,
-        options: &Options,
-        wal: Option<(LogWriter, u64)>,
-        last_seqno: u64,
-        recovery: RecoveryInfo,
-    ) -> RawDb {
-        let durability = options.durability.unwrap_or(manifest.durability);
-        let read_only = wal.is_none();
-        let (wal, wal_number) = match wal {
-            Some((w, n)) => (Some(w), n),
-            None => (None, 0),
-        };
-        RawDb {
-            inner: Arc::new(DbInner {
-                dir: dir.to_path_buf(),
-                vfs,
-                manifest,
-                index,
-                stats,
-                writer: Mutex::new(Writer {
-                    wal,
-                    wal_number,
-                    next_seqno: last_seqno + 1,
-                    dirty: false,
-                    scratch: Vec::new(),
-                }),
-                poisoned: AtomicBool::new(false),
-                poison_reason: Mutex::new(String::new()),
-                durability,
-                checkpoint_wal_bytes: options.checkpoint_wal_bytes,
-                recovery,
-                read_only,
-                replayed_wal: None,
-                checkpoint_interrupted: false,
-                _lock: lock,
-            }),
-        }
-    }
-
     /// Fails with `Error::Incompatible` unless the database has this index kind and these types.
     pub fn expect_types(&self, index: IndexKind, key: TypeKind, value: TypeKind) -> Result<()> {
         let m = &self.inner.manifest;
@@ -671,14 +336,7 @@ impl RawDb {
     /// made while it runs may or may not be seen, but every record it returns was live when read and keys are
     /// strictly ordered.
     pub fn range(&self, range: KeyRange, dir: Direction) -> RawIter {
-        RawIter {
-            db: self.clone(),
-            range,
-            dir,
-            buf: Vec::new(),
-            pos: 0,
-            done: false,
-        }
+        RawIter::new(self.clone(), range, dir)
     }
 
     /// Number of live records.
@@ -963,7 +621,7 @@ impl DbInner {
     /// the old WAL.
     fn rotate_wal(&self, w: &mut Writer, seqno: u64) -> Result<()> {
         let number = w.wal_number + 1;
-        let (wal, _) = new_wal(&self.vfs, &self.dir, number, seqno, &self.stats)?;
+        let (wal, _) = open::new_wal(&self.vfs, &self.dir, number, seqno, &self.stats)?;
         self.vfs.sync_dir(&self.dir)?;
         w.wal = Some(wal);
         let old = std::mem::replace(&mut w.wal_number, number);
@@ -989,137 +647,4 @@ impl Drop for DbInner {
 /// Path of the `number`th WAL file of `dir`.
 pub(crate) fn wal_path(dir: &Path, number: u64) -> PathBuf {
     dir.join(crate::files::wal_name(number))
-}
-
-/// Creates WAL `number` of `dir` whose records follow checkpoint `base_seqno` (synced; the caller syncs the
-/// directory).
-fn new_wal(
-    vfs: &Arc<dyn Vfs>,
-    dir: &Path,
-    number: u64,
-    base_seqno: u64,
-    stats: &Arc<IoStats>,
-) -> Result<(LogWriter, u64)> {
-    let header = LogHeader { number, base_seqno };
-    let wal = LogWriter::create(vfs, &wal_path(dir, number), header, stats.clone())?;
-    Ok((wal, number))
-}
-
-/// The shared lock of a read-only handle; none if the directory has no LOCK file (e.g. a copy on a read-only
-/// medium): no writer can run there either.
-fn read_only_lock(vfs: &dyn Vfs, dir: &Path) -> Result<Option<Box<dyn VfsLock>>> {
-    let path = dir.join(LOCK);
-    if !vfs.exists(&path) {
-        return Ok(None);
-    }
-    vfs.lock_shared(&path).map(Some)
-}
-
-/// The file system a read-only handle sees: the real files, with every change kept in memory.
-fn read_only_vfs(vfs: Arc<dyn Vfs>) -> Arc<dyn Vfs> {
-    Arc::new(crate::storage::OverlayVfs::new(vfs))
-}
-
-/// A file of the database that does not exist is damage, not an I/O error: the error names it.
-fn missing_file_is_damage(e: Error, dir: &Path) -> Error {
-    match e {
-        Error::Io { path, source }
-            if source.kind() == std::io::ErrorKind::NotFound && path.starts_with(dir) =>
-        {
-            Error::corruption(
-                &path,
-                0,
-                format!("the database's file is missing ({source})"),
-            )
-        }
-        e => e,
-    }
-}
-
-/// Best-effort clean-up of a failed create: removes the entries of `dir` that were not in `before`, and `dir`
-/// itself if it did not exist.
-fn remove_created(vfs: &dyn Vfs, dir: &Path, existed: bool, before: &[String]) {
-    if let Ok(names) = vfs.list_dir(dir) {
-        for name in names.iter().filter(|n| !before.contains(n)) {
-            let _ = vfs.remove_file(&dir.join(name));
-        }
-    }
-    if !existed {
-        let _ = vfs.remove_dir(dir);
-    }
-}
-
-/// Creates or opens the index the manifest names, through the family registry.
-fn open_index(
-    vfs: &Arc<dyn Vfs>,
-    dir: &Path,
-    m: &Manifest,
-    options: &Options,
-    stats: &Arc<IoStats>,
-    create: bool,
-) -> Result<Box<dyn OrderedIndex>> {
-    let ctx = IndexContext {
-        vfs,
-        dir,
-        stats,
-        key: m.key,
-        value: m.value,
-        page_size: m.page_size,
-        direct_io: m.direct_io,
-        options,
-    };
-    m.index.instantiate(&ctx, create)
-}
-
-/// Chunk size of iterators.
-const ITER_CHUNK: usize = 256;
-
-/// Ordered iterator over encoded records (see [`RawDb::range`]).
-pub struct RawIter {
-    db: RawDb,
-    range: KeyRange,
-    dir: Direction,
-    buf: Vec<(Vec<u8>, Vec<u8>)>,
-    pos: usize,
-    done: bool,
-}
-
-impl Iterator for RawIter {
-    type Item = Result<(Vec<u8>, Vec<u8>)>;
-    fn next(&mut self) -> Option<Self::Item> {
-        if self.pos == self.buf.len() {
-            if self.done {
-                return None;
-            }
-            if let Some((last, _)) = self.buf.last() {
-                let after = std::ops::Bound::Excluded(last.clone());
-                match self.dir {
-                    Direction::Forward => self.range.lo = after,
-                    Direction::Reverse => self.range.hi = after,
-                }
-            }
-            self.buf.clear();
-            self.pos = 0;
-            if let Err(e) = self
-                .db
-                .scan_into(&self.range, self.dir, ITER_CHUNK, &mut self.buf)
-            {
-                self.done = true;
-                return Some(Err(e));
-            }
-            if self.buf.len() < ITER_CHUNK {
-                self.done = true;
-            }
-            if self.buf.is_empty() {
-                return None;
-            }
-        }
-        let item = std::mem::take(&mut self.buf[self.pos]);
-        self.pos += 1;
-        if self.pos == self.buf.len() {
-            // Keep the last key for the next chunk's start.
-            self.buf[self.pos - 1].0 = item.0.clone();
-        }
-        Some(Ok(item))
-    }
 }
