@@ -99,6 +99,13 @@ pub(crate) fn recover(
     let numbers = wal_numbers(vfs.as_ref(), dir)?;
     let mut info = RecoveryInfo::default();
     let c = index.checkpointed_seqno();
+    if c == u64::MAX {
+        return Err(Error::corruption(
+            dir,
+            0,
+            "the index's checkpoint claims sequence number 2^64 - 1, which no database reaches",
+        ));
+    }
     let done = |info: RecoveryInfo, live_wal, last_seqno, checkpoint_interrupted| Recovered {
         last_seqno,
         info,
@@ -224,7 +231,7 @@ pub(crate) fn recover(
                 if seqno <= last {
                     return Ok(());
                 }
-                if seqno == last + 1 {
+                if last.checked_add(1) == Some(seqno) {
                     index.apply(&ops)?;
                     last = seqno;
                     info.replayed_records += 1;

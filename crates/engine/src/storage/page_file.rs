@@ -162,6 +162,9 @@ fn decode_meta_fields(buf: &[u8], slot: PageId, page_size: usize) -> Result<Slot
         fl_len: get::<u64>(buf, OFF_FL_LEN)?,
         user_root: Vec::new(),
     };
+    if meta.epoch == u64::MAX {
+        return Ok(SlotState::Invalid("epoch has no successor".into()));
+    }
     if meta.epoch != 0 && meta.epoch % 2 != slot {
         return Ok(SlotState::Invalid(format!(
             "epoch {} does not belong in slot {slot}",

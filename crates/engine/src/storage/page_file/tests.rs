@@ -604,3 +604,23 @@ fn large_free_list_spans_many_pages() {
     assert_eq!(pf.free_count(), n - chain_len);
     assert_eq!(pf.check().unwrap(), (n - chain_len) as u64);
 }
+
+/// Found by the `page_file` fuzz target: a checksummed meta slot claiming epoch 2^64 − 1 made the working
+/// epoch overflow. Such a slot is invalid, so open falls back to the other slot.
+#[test]
+fn meta_slot_with_the_last_epoch_is_invalid() {
+    let (mem, vfs, path, stats) = setup();
+    let pf = PageFile::create(&vfs, &path, OPTS, stats.clone()).unwrap();
+    pf.commit(b"root").unwrap();
+    assert_eq!(pf.committed_epoch(), 1);
+    drop(pf);
+    let mut bytes = mem.file_bytes(&path).unwrap();
+    let slot = &mut bytes[PS..2 * PS];
+    slot[OFF_EPOCH..OFF_EPOCH + 8].copy_from_slice(&u64::MAX.to_le_bytes());
+    set_page_epoch(slot, u64::MAX);
+    stamp_checksum(slot, 1);
+    mem.set_file_bytes(&path, bytes);
+    let pf = PageFile::open(&vfs, &path, OPTS, stats).unwrap();
+    assert_eq!(pf.committed_epoch(), 0);
+    assert_eq!(pf.epoch(), 1);
+}
