@@ -22,6 +22,9 @@
 //! * [`log`]: an append-only log of checksummed frames in a preallocated file with a two-slot header; recovery
 //!   tells a torn tail (never-durable last records, zeros from a sector boundary) from damage and truncation
 //!   (`Error::Corruption`), and never writes.
+//! * [`immutable_file`]: files written once front to back (page 0 last), synced, then only read, every page
+//!   sealed with an xxh3 checksum seeded by (file id, page number) — the dynamized index's shard files — and
+//!   [`extent_cache`], a small LRU cache of runs of their pages with read-ahead for sequential passes.
 //! * [`io_stats`]: read/write/byte/fsync counters per file kind, snapshotted and subtracted by anyone.
 //!
 //! ## Invariants
@@ -41,7 +44,9 @@
 
 pub mod buffer_pool;
 pub mod codec;
+pub mod extent_cache;
 pub mod fault_vfs;
+pub mod immutable_file;
 pub mod io_stats;
 pub mod log;
 pub mod mem_vfs;

@@ -24,7 +24,7 @@
 //! `ShardFile::check_record_page`), so damage is an `Error::Corruption` with the file and the page's offset.
 //!
 //! ## Cache
-//! Extents of consecutive pages, least recently used out, at most [`cache_limit_bytes`] in all. A miss reads one
+//! A `storage::extent_cache::ExtentCache`: extents of consecutive pages, least recently used out, at most [`cache_limit_bytes`] in all. A miss reads one
 //! page, or — when it continues an extent already cached, as merges and scans do — a read-ahead extent of
 //! [`READAHEAD_BYTES`] (clipped to the region), so sequential passes read 32 KiB per call. A hit copies the
 //! wanted bytes out under a mutex; a miss reads without holding it.
@@ -40,8 +40,7 @@ use super::shard::{BuildOptions, Shard, unit_f64};
 use super::shard_file::{ShardFile, ShardSummary, TRAILER, record_in, record_key, tomb_in};
 use crate::algo::bloom::BloomFilter;
 use crate::error::{Error, Result};
-use crate::storage::PageBuf;
-use parking_lot::Mutex;
+use crate::storage::extent_cache::ExtentCache;
 use rand::RngCore;
 
 /// Bytes of pages a disk shard caches at most.
@@ -52,26 +51,7 @@ pub const READAHEAD_BYTES: usize = 32 << 10;
 /// Bytes of pages a disk shard over `page_size`-byte pages caches at most: [`CACHE_BYTES`], but never fewer
 /// than two pages (the two end pages of a range), so 128 KiB for 64 KiB pages and 8 MiB for 4 MiB pages.
 pub fn cache_limit_bytes(page_size: usize) -> usize {
-    cache_pages(page_size) * page_size
-}
-
-fn cache_pages(page_size: usize) -> usize {
-    (CACHE_BYTES / page_size.max(1)).max(2)
-}
-
-/// Consecutive cached pages.
-struct Extent {
-    first: u64,
-    pages: u64,
-    buf: PageBuf,
-    used: u64,
-}
-
-#[derive(Default)]
-struct PageCache {
-    extents: Vec<Extent>,
-    pages: u64,
-    tick: u64,
+    ExtentCache::budget_pages(page_size, CACHE_BYTES) as usize * page_size
 }
 
 /// An on-disk ISAM shard.
@@ -86,9 +66,7 @@ pub struct DiskShard {
     tombs_per_page: usize,
     weighted: bool,
     page_size: usize,
-    cache_pages: u64,
-    readahead_pages: u64,
-    cache: Mutex<PageCache>,
+    cache: ExtentCache,
 }
 
 impl std::fmt::Debug for DiskShard {
@@ -139,7 +117,6 @@ impl DiskShard {
             }
         }
         let ps = h.page_size;
-        let cache_pages = cache_pages(ps) as u64;
         Ok(DiskShard {
             len: h.records as usize,
             tombstones: h.tombstones as usize,
@@ -147,12 +124,10 @@ impl DiskShard {
             tombs_per_page: h.tombs_per_page(),
             weighted: h.weighted,
             page_size: ps,
-            cache_pages,
-            readahead_pages: ((READAHEAD_BYTES / ps).max(1) as u64).min(cache_pages),
             summary,
             prefix,
             file,
-            cache: Mutex::new(PageCache::default()),
+            cache: ExtentCache::new(ps, CACHE_BYTES, READAHEAD_BYTES),
         })
     }
 
@@ -169,7 +144,7 @@ impl DiskShard {
 
     /// Bytes of cached pages now.
     pub fn cached_bytes(&self) -> usize {
-        self.cache.lock().pages as usize * self.page_size
+        self.cache.cached_bytes()
     }
 
     fn out_of_range(&self, what: &str, i: usize, n: usize) -> Error {
@@ -190,60 +165,19 @@ impl DiskShard {
         let page_no = base + r;
         let ps = self.page_size;
         let payload = ps - TRAILER;
-        let sequential = {
-            let mut c = self.cache.lock();
-            c.tick += 1;
-            let tick = c.tick;
-            if let Some(e) = c
-                .extents
-                .iter_mut()
-                .find(|e| (e.first..e.first + e.pages).contains(&page_no))
-            {
-                e.used = tick;
-                let at = (page_no - e.first) as usize * ps;
-                return Ok(f(&e.buf[at..at + payload]));
+        let load = |first: u64, buf: &mut [u8]| -> Result<()> {
+            self.file.read_pages(first, buf)?;
+            for (k, page) in buf.chunks(ps).enumerate() {
+                let (at, page) = (first - base + k as u64, &page[..payload]);
+                match region {
+                    Region::Records => self.file.check_record_page(&self.summary, at, page)?,
+                    Region::Tombstones => self.file.check_tomb_page(&self.summary, at, page)?,
+                }
             }
-            c.extents.iter().any(|e| e.first + e.pages == page_no)
+            Ok(())
         };
-        let n = if sequential {
-            self.readahead_pages.min(base + count - page_no)
-        } else {
-            1
-        };
-        let mut buf = PageBuf::new(n as usize * ps);
-        self.file.read_pages(page_no, &mut buf)?;
-        for k in 0..n {
-            let page = &buf[k as usize * ps..k as usize * ps + payload];
-            match region {
-                Region::Records => self.file.check_record_page(&self.summary, r + k, page)?,
-                Region::Tombstones => self.file.check_tomb_page(&self.summary, r + k, page)?,
-            }
-        }
-        let out = f(&buf[..payload]);
-        let mut c = self.cache.lock();
-        if !c
-            .extents
-            .iter()
-            .any(|e| (e.first..e.first + e.pages).contains(&page_no))
-        {
-            while c.pages + n > self.cache_pages {
-                let Some(lru) = (0..c.extents.len()).min_by_key(|&x| c.extents[x].used) else {
-                    break;
-                };
-                let e = c.extents.swap_remove(lru);
-                c.pages -= e.pages;
-            }
-            c.tick += 1;
-            let used = c.tick;
-            c.pages += n;
-            c.extents.push(Extent {
-                first: page_no,
-                pages: n,
-                buf,
-                used,
-            });
-        }
-        Ok(out)
+        self.cache
+            .with_page(page_no, base + count, load, |page| f(&page[..payload]))
     }
 
     /// Index of the first record whose key is ≥ `key` (`strict` = false) or > `key` (`strict` = true).

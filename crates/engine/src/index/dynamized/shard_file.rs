@@ -1,8 +1,9 @@
 //! The shard file: one immutable file per shard, `shard-<id>.dat`, written once and never changed.
 //!
-//! Layout, in pages of `page_size` bytes (a power of two ≥ 4096, so every read and write is O_DIRECT-aligned);
-//! the last 8 bytes of every page are its checksum, xxh3-64 of the rest seeded by (shard id, page number), so a
-//! page of another shard or another position never verifies:
+//! A shard file is a `storage::immutable_file` (file id = shard id): pages of `page_size` bytes (a power of
+//! two ≥ 4096, so every read and write is O_DIRECT-aligned), the last 8 bytes of every page its checksum,
+//! xxh3-64 of the rest seeded by (shard id, page number), so a page of another shard or another position never
+//! verifies; written front to back, header last, then synced. This module owns what the pages hold:
 //!
 //! | pages | content |
 //! |---|---|
@@ -33,26 +34,15 @@ use super::version::ShardSlot;
 use crate::algo::bloom::BloomFilter;
 use crate::error::{Error, Result};
 use crate::storage::codec::{Short, get};
-use crate::storage::vfs::read_exact_at;
-use crate::storage::{FileKind, IoStats, OpenOptions, PageBuf, Vfs, VfsFile};
+use crate::storage::immutable_file::{ImmutableFile, ImmutableFileWriter};
+pub use crate::storage::immutable_file::{TRAILER, batch_pages};
+use crate::storage::{FileKind, IoStats, PageBuf, Vfs};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 const MAGIC: &[u8; 8] = b"STRSHARD";
 /// Format 2 added the tombstone fences and the page weight sums to the blob.
 const FORMAT: u32 = 2;
-/// Bytes of the checksum trailer of every page.
-pub const TRAILER: usize = 8;
-/// Pages written (and read, when a whole shard is read) per call, for pages up to 64 KiB.
-pub const BATCH_PAGES: usize = 64;
-/// Most bytes per batched call (64 pages of 64 KiB): larger pages are batched fewer at a time.
-const BATCH_BYTES: usize = 4 << 20;
-
-/// Pages per batched write or read for `page_size`-byte pages: [`BATCH_PAGES`] up to 64 KiB pages, then as
-/// many as fit in 4 MiB (at least one), so a batch buffer never exceeds 4 MiB.
-pub fn batch_pages(page_size: usize) -> usize {
-    (BATCH_BYTES / page_size.max(1)).clamp(1, BATCH_PAGES)
-}
 /// Largest count a header may state (records, tombstones, filter bytes): keeps every derived size far from
 /// overflow whatever the bytes on disk say.
 const MAX_COUNT: u64 = 1 << 44;
@@ -259,24 +249,6 @@ fn record_size(weighted: bool) -> usize {
     if weighted { 24 } else { 16 }
 }
 
-/// Seeds a page checksum with the shard id and page number.
-fn page_seed(id: u64, page_no: u64) -> u64 {
-    id.rotate_left(32) ^ page_no ^ 0x5354_5253_4841_5244
-}
-
-fn stamp(page: &mut [u8], id: u64, page_no: u64) {
-    let n = page.len() - TRAILER;
-    let sum = xxhash_rust::xxh3::xxh3_64_with_seed(&page[..n], page_seed(id, page_no));
-    page[n..].copy_from_slice(&sum.to_le_bytes());
-}
-
-/// True if `page` carries the checksum of page `page_no` of shard `id`.
-pub fn verify(page: &[u8], id: u64, page_no: u64) -> bool {
-    let n = page.len() - TRAILER;
-    let sum = xxhash_rust::xxh3::xxh3_64_with_seed(&page[..n], page_seed(id, page_no));
-    page[n..] == sum.to_le_bytes()
-}
-
 #[inline]
 fn u64_in(bytes: &[u8], at: usize) -> u64 {
     u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes"))
@@ -336,21 +308,11 @@ pub struct WrittenShard {
 /// [`batch_pages`] pages as they come; tombstones are held until the records are done (their pages follow the
 /// record pages). Page 0, the header, is written last, then the file is synced.
 pub struct ShardWriter {
-    file: Box<dyn VfsFile>,
-    stats: Arc<IoStats>,
+    out: ImmutableFileWriter,
     id: u64,
     page_size: usize,
     weighted: bool,
     per_page: usize,
-    buf: PageBuf,
-    /// Pages `buf` holds.
-    batch: usize,
-    /// Pages filled in `buf`.
-    filled: usize,
-    /// Page number of `buf`'s first page.
-    base: u64,
-    /// Bytes used in the current page.
-    at: usize,
     records: u64,
     /// Records in the current record page, and their weight sum.
     in_page: usize,
@@ -371,28 +333,14 @@ impl ShardWriter {
         weighted: bool,
         direct: bool,
     ) -> Result<ShardWriter> {
-        crate::storage::page::validate_page_size(page_size)?;
-        let file = vfs.open(
-            path,
-            OpenOptions {
-                create: true,
-                truncate: true,
-                direct,
-                read_only: false,
-            },
-        )?;
+        let out =
+            ImmutableFileWriter::create(vfs, path, FileKind::Shards, stats, id, page_size, direct)?;
         Ok(ShardWriter {
-            file,
-            stats,
+            out,
             id,
             page_size,
             weighted,
             per_page: (page_size - TRAILER) / record_size(weighted),
-            buf: PageBuf::new(page_size * batch_pages(page_size)),
-            batch: batch_pages(page_size),
-            filled: 0,
-            base: 1,
-            at: 0,
             records: 0,
             in_page: 0,
             page_sum: 0.0,
@@ -400,61 +348,6 @@ impl ShardWriter {
             tombstones: Vec::new(),
             last_key: None,
         })
-    }
-
-    fn page(&mut self) -> &mut [u8] {
-        let ps = self.page_size;
-        &mut self.buf[self.filled * ps..(self.filled + 1) * ps]
-    }
-
-    /// Appends `bytes` to the current page, which must have room.
-    fn put(&mut self, bytes: &[u8]) {
-        let at = self.at;
-        self.page()[at..at + bytes.len()].copy_from_slice(bytes);
-        self.at += bytes.len();
-    }
-
-    fn room(&self) -> usize {
-        self.page_size - TRAILER - self.at
-    }
-
-    /// Seals the current page and starts the next.
-    fn end_page(&mut self) -> Result<()> {
-        let (id, no) = (self.id, self.base + self.filled as u64);
-        stamp(self.page(), id, no);
-        self.filled += 1;
-        self.at = 0;
-        if self.filled == self.batch {
-            self.write_out()?;
-        }
-        Ok(())
-    }
-
-    fn write_out(&mut self) -> Result<()> {
-        if self.filled == 0 {
-            return Ok(());
-        }
-        let bytes = self.filled * self.page_size;
-        self.file
-            .write_all_at(&self.buf[..bytes], self.base * self.page_size as u64)?;
-        self.stats.record_write(FileKind::Shards, bytes);
-        self.base += self.filled as u64;
-        self.filled = 0;
-        self.buf.clear();
-        Ok(())
-    }
-
-    /// Writes `bytes` as a stream over as many pages as it takes (the blob).
-    fn put_stream(&mut self, mut bytes: &[u8]) -> Result<()> {
-        while !bytes.is_empty() {
-            let n = self.room().min(bytes.len());
-            self.put(&bytes[..n]);
-            bytes = &bytes[n..];
-            if self.room() == 0 {
-                self.end_page()?;
-            }
-        }
-        Ok(())
     }
 
     /// Appends a record; keys must ascend strictly.
@@ -469,10 +362,10 @@ impl ShardWriter {
         if self.in_page == 0 {
             self.summary.fences.push(r.key);
         }
-        self.put(&r.key.to_le_bytes());
-        self.put(&r.value.to_le_bytes());
+        self.out.put(&r.key.to_le_bytes());
+        self.out.put(&r.value.to_le_bytes());
         if self.weighted {
-            self.put(&r.weight.to_le_bytes());
+            self.out.put(&r.weight.to_le_bytes());
             self.page_sum += r.weight;
         }
         self.records += 1;
@@ -495,7 +388,7 @@ impl ShardWriter {
         }
         self.page_sum = 0.0;
         self.in_page = 0;
-        self.end_page()
+        self.out.end_page()
     }
 
     /// Appends a tombstone; keys must ascend strictly.
@@ -536,9 +429,9 @@ impl ShardWriter {
             if j % tpp == 0 {
                 self.summary.tomb_fences.push(t);
             }
-            self.put(&t.to_le_bytes());
+            self.out.put(&t.to_le_bytes());
             if (j + 1) % tpp == 0 || j + 1 == tombstones.len() {
-                self.end_page()?;
+                self.out.end_page()?;
             }
         }
         let key_filter = key_filter.to_bytes();
@@ -560,23 +453,15 @@ impl ShardWriter {
         for w in &summary.page_weights {
             stream.extend_from_slice(&w.to_le_bytes());
         }
-        self.put_stream(&stream)?;
-        self.put_stream(&key_filter)?;
-        self.put_stream(&tomb_filter)?;
-        if self.at > 0 {
-            self.end_page()?;
-        }
-        self.write_out()?;
-        debug_assert_eq!(self.base, h.total_pages());
-        let mut page = PageBuf::new(self.page_size);
-        h.encode(&mut page);
-        stamp(&mut page, self.id, 0);
-        self.file.write_all_at(&page, 0)?;
-        self.stats.record_write(FileKind::Shards, self.page_size);
-        self.file.sync_data()?;
-        self.stats.record_sync(FileKind::Shards);
+        self.out.put_stream(&stream)?;
+        self.out.put_stream(&key_filter)?;
+        self.out.put_stream(&tomb_filter)?;
+        let mut header = PageBuf::new(self.page_size);
+        h.encode(&mut header);
+        let pages = self.out.finish(header)?;
+        debug_assert_eq!(pages, h.total_pages());
         Ok(WrittenShard {
-            bytes: h.total_pages() * self.page_size as u64,
+            bytes: pages * self.page_size as u64,
             summary,
         })
     }
@@ -639,8 +524,7 @@ pub fn write_run_file(
 pub struct ShardFile {
     pub path: PathBuf,
     pub header: ShardHeader,
-    file: Box<dyn VfsFile>,
-    stats: Arc<IoStats>,
+    file: ImmutableFile,
 }
 
 impl std::fmt::Debug for ShardFile {
@@ -662,33 +546,20 @@ impl ShardFile {
         direct: bool,
         stats: Arc<IoStats>,
     ) -> Result<ShardFile> {
-        crate::storage::page::validate_page_size(page_size)?;
-        let file = vfs.open(
-            path,
-            OpenOptions {
-                create: false,
-                truncate: false,
-                direct,
-                read_only: true,
-            },
-        )?;
-        let mut page = PageBuf::new(page_size);
-        let got = read_exact_at(file.as_ref(), &mut page, 0)?;
-        stats.record_read(FileKind::Shards, page_size);
-        if got < page_size {
-            return Err(Error::corruption(
-                path,
-                0,
-                format!("shard file has {got} bytes, less than its header page"),
-            ));
-        }
-        if !verify(&page, id, 0) {
-            return Err(Error::corruption(
-                path,
-                0,
-                format!("header page checksum mismatch (expected shard {id})"),
-            ));
-        }
+        let (file, page) =
+            ImmutableFile::open(vfs, path, FileKind::Shards, id, page_size, direct, stats)
+                .map_err(|e| match e {
+                    Error::Corruption {
+                        file,
+                        offset,
+                        detail,
+                    } => Error::Corruption {
+                        file,
+                        offset,
+                        detail: format!("shard {id}: {detail}"),
+                    },
+                    other => other,
+                })?;
         let header = ShardHeader::decode(&page, path)?;
         if header.id != id {
             return Err(Error::corruption(
@@ -697,48 +568,18 @@ impl ShardFile {
                 format!("file holds shard {}, expected {id}", header.id),
             ));
         }
-        let len = file.len()?;
-        let want = header.total_pages() * page_size as u64;
-        if len < want {
-            return Err(Error::corruption(
-                path,
-                len,
-                format!("shard file is {len} bytes, its header needs {want}"),
-            ));
-        }
+        file.require_pages(header.total_pages())?;
         Ok(ShardFile {
             path: path.to_path_buf(),
             header,
             file,
-            stats,
         })
     }
 
     /// Reads and verifies the checksums of pages `first..first + buf.len() / page_size` into `buf`
     /// (page-aligned).
     pub fn read_pages(&self, first: u64, buf: &mut [u8]) -> Result<()> {
-        let ps = self.header.page_size;
-        let offset = first * ps as u64;
-        let got = read_exact_at(self.file.as_ref(), buf, offset)?;
-        self.stats.record_read(FileKind::Shards, buf.len());
-        if got < buf.len() {
-            return Err(Error::corruption(
-                &self.path,
-                offset + got as u64,
-                "shard file ends early",
-            ));
-        }
-        for (n, page) in buf.chunks(ps).enumerate() {
-            let no = first + n as u64;
-            if !verify(page, self.header.id, no) {
-                return Err(Error::corruption(
-                    &self.path,
-                    no * ps as u64,
-                    format!("page {no} checksum mismatch"),
-                ));
-            }
-        }
-        Ok(())
+        self.file.read_pages(first, buf)
     }
 
     fn page_error(&self, page_no: u64, detail: String) -> Error {
