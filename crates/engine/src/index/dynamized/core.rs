@@ -9,14 +9,11 @@
 //! active buffer fills about when the flush ends: many tiny delays instead of one stall that lasts the rest
 //! of the flush (the thesis's probabilistic throttling, with the rate tied to reconstruction progress).
 //!
-//! ## Reconstruction (background, one at a time)
-//! The worker takes the oldest sealed buffer, waits until its last writers have published, and resolves it
-//! into a sorted run: the last operation per key. For each key it probes the shards (newest first, Bloom
-//! filtered) for a live older version; if there is one, the delete policy removes it — a tombstone in the new
-//! run, or a tag set in place. So at every moment each key has at most one live record, and each tombstone
-//! and each tag stands for exactly one dead record (exact counts follow). The run becomes a shard, the layout
-//! policy places it (see `layout`), δ is enforced, and the new version is swapped in atomically.
-//!
+//! ## Reconstruction
+//! One background worker (or the writer itself, without background work) turns sealed buffers into shards;
+//! see `reconstruction`. Shards are built through a `ShardFactory` (`factory`), the hook that lets deeper
+//! levels live on disk.
+
 //! ## Reads
 //! Readers load the current version (an `ArcSwap`, no lock) and keep it for the whole query: shards are
 //! immutable and tags only ever go from clear to set. Under tagging, the worker sets a flush's tags only once
@@ -31,10 +28,9 @@ use super::buffer::MutableBuffer;
 pub use super::buffer::{BufferEntry, OpKind};
 use super::layout;
 use super::options::{DeletePolicy, DynOptions, RuntimeOptions};
-use super::run::{MergeInput, Record, SortedRun, merge_shards_parallel};
+use super::run::{MergeInput, Record, SortedRun};
 use super::shard::{BuildOptions, Shard};
-use super::version::{Level, ShardSlot, Version, filters_for_run, filters_for_run_on};
-use crate::algo::bloom::BloomFilter;
+use super::version::{Level, ShardSlot, Version, filters_for_run};
 use crate::error::{Error, Result};
 use arc_swap::ArcSwap;
 use parking_lot::{Condvar, Mutex};
@@ -42,88 +38,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
-/// The Bloom filters of a shard: over its record keys, and over its tombstones if it has any.
-pub type Filters = (BloomFilter, Option<BloomFilter>);
+mod factory;
+mod reconstruction;
 
-/// Builds shards for a level: the hook that lets deeper levels live on disk.
-///
-/// Placement rule: a shard lands on a level only through this factory. A flush or merge builds for its
-/// *target* level; a lone shard that a layout would move down unchanged is moved only if [`keeps`]
-/// accepts it there, and is otherwise rebuilt for that level by [`build_merged`] (so an in-memory shard
-/// never silently lands on a level that lives on disk, nor the other way round).
-///
-/// [`keeps`]: ShardFactory::keeps
-/// [`build_merged`]: ShardFactory::build_merged
-pub trait ShardFactory<S: Shard>: Send + Sync {
-    /// Builds a shard with id `id` from `run` for level `level`; `filters` are the framework's filters over
-    /// the run (a factory that writes the shard to a file stores them there).
-    fn build(
-        &self,
-        id: u64,
-        run: SortedRun,
-        level: usize,
-        opts: BuildOptions,
-        filters: (&BloomFilter, Option<&BloomFilter>),
-    ) -> Result<S>;
-
-    /// True if `shard` may move to `level` as it is. The default: always.
-    fn keeps(&self, _shard: &S, _level: usize) -> bool {
-        true
-    }
-
-    /// Merges `inputs` (newest first; `bottom` as in `merge_shards`) into a shard with id `id` for
-    /// `level`, with filters false-positive rate `fpr`; `None` when everything cancelled out. The default
-    /// merges into a run in memory, builds the filters over it and calls [`build`](Self::build); a factory
-    /// that writes files may stream the merge into the file instead.
-    fn build_merged(
-        &self,
-        id: u64,
-        inputs: &[MergeInput<'_, S>],
-        bottom: bool,
-        level: usize,
-        opts: BuildOptions,
-        fpr: f64,
-    ) -> Result<Option<(S, Filters)>> {
-        merge_in_memory(self, id, inputs, bottom, level, opts, fpr)
-    }
-}
-
-/// The default [`ShardFactory::build_merged`]: merges `inputs` into a run in memory (on `opts.threads`
-/// threads when large), builds the filters over it, and builds the shard with `factory`'s
-/// [`build`](ShardFactory::build); `None` when everything cancelled out.
-pub fn merge_in_memory<S: Shard, F: ShardFactory<S> + ?Sized>(
-    factory: &F,
-    id: u64,
-    inputs: &[MergeInput<'_, S>],
-    bottom: bool,
-    level: usize,
-    opts: BuildOptions,
-    fpr: f64,
-) -> Result<Option<(S, Filters)>> {
-    let run = merge_shards_parallel(inputs, bottom, opts.threads)?;
-    if run.entries() == 0 {
-        return Ok(None);
-    }
-    let (key_filter, tomb_filter) = filters_for_run_on(&run, fpr, opts.threads)?;
-    let shard = factory.build(id, run, level, opts, (&key_filter, tomb_filter.as_ref()))?;
-    Ok(Some((shard, (key_filter, tomb_filter))))
-}
-
-/// The default factory: every shard built in memory by `S::build`.
-pub struct InMemory;
-
-impl<S: Shard> ShardFactory<S> for InMemory {
-    fn build(
-        &self,
-        _id: u64,
-        run: SortedRun,
-        _level: usize,
-        opts: BuildOptions,
-        _filters: (&BloomFilter, Option<&BloomFilter>),
-    ) -> Result<S> {
-        S::build(run, opts)
-    }
-}
+pub use factory::{Filters, InMemory, ShardFactory, merge_in_memory};
 
 /// Counters of the framework's work.
 #[derive(Debug, Default)]
@@ -674,227 +592,5 @@ impl<S: Shard> Shared<S> {
         } else {
             self.reconstruct_once()
         }
-    }
-
-    fn worker_loop(self: Arc<Self>) {
-        loop {
-            {
-                let mut st = self.work.lock();
-                loop {
-                    if st.shutdown {
-                        return;
-                    }
-                    if self.current.load().buffers.len() > 1 || st.compact_requested {
-                        break;
-                    }
-                    self.work_cv.wait(&mut st);
-                }
-            }
-            if let Err(e) = self.reconstruct_once() {
-                self.fail(&e);
-                return;
-            }
-            self.done_cv.notify_all();
-        }
-    }
-
-    fn set_busy(&self, busy: bool) {
-        self.work.lock().busy = busy;
-    }
-
-    /// One unit of reconstruction work: flush the oldest sealed buffer, or else a requested compaction.
-    fn reconstruct_once(&self) -> Result<()> {
-        let _r = self.recon.lock();
-        self.set_busy(true);
-        let r = (|| {
-            let v = self.current.load_full();
-            if v.buffers.len() > 1 {
-                let oldest = v.buffers.last().expect("a sealed buffer").clone();
-                drop(v);
-                self.flush(&oldest)
-            } else {
-                let requested = std::mem::take(&mut self.work.lock().compact_requested);
-                if requested {
-                    self.compact_worst()?;
-                }
-                Ok(())
-            }
-        })();
-        self.set_busy(false);
-        self.done_cv.notify_all();
-        r
-    }
-
-    fn build_slot(&self, run: SortedRun, level: usize) -> Result<Arc<ShardSlot<S>>> {
-        let id = self.next_shard_id.fetch_add(1, Ordering::AcqRel);
-        let opts = BuildOptions {
-            weighted: self.opts.weighted,
-            threads: self.rt.reconstruction_threads.max(1),
-        };
-        let (key_filter, tomb_filter) = filters_for_run(&run, self.opts.bloom_fpr)?;
-        let shard =
-            self.factory
-                .build(id, run, level, opts, (&key_filter, tomb_filter.as_ref()))?;
-        Ok(Arc::new(ShardSlot::from_parts(
-            id,
-            shard,
-            key_filter,
-            tomb_filter,
-        )))
-    }
-
-    /// The merge step the layout policies call. A lone input that would come out unchanged (not the
-    /// bottom merge of a shard with deleted entries) is moved as it is if the factory keeps it at `level`;
-    /// anything else is merged and built for `level` by the factory.
-    fn merge(
-        &self,
-        inputs: &[Arc<ShardSlot<S>>],
-        bottom: bool,
-        level: usize,
-    ) -> Result<Option<Arc<ShardSlot<S>>>> {
-        if let [only] = inputs
-            && !(bottom && only.deleted() > 0)
-            && self.factory.keeps(&only.shard, level)
-        {
-            return Ok(Some(only.clone()));
-        }
-        let views: Vec<MergeInput<'_, S>> = inputs
-            .iter()
-            .map(|s| MergeInput {
-                shard: &s.shard,
-                tags: &s.tags,
-            })
-            .collect();
-        let id = self.next_shard_id.fetch_add(1, Ordering::AcqRel);
-        let opts = BuildOptions {
-            weighted: self.opts.weighted,
-            threads: self.rt.reconstruction_threads.max(1),
-        };
-        let built =
-            self.factory
-                .build_merged(id, &views, bottom, level, opts, self.opts.bloom_fpr)?;
-        self.counters.merges.fetch_add(1, Ordering::Relaxed);
-        let Some((shard, (key_filter, tomb_filter))) = built else {
-            return Ok(None);
-        };
-        self.counters.merged_entries.fetch_add(
-            (shard.len() + shard.tombstone_count()) as u64,
-            Ordering::Relaxed,
-        );
-        Ok(Some(Arc::new(ShardSlot::from_parts(
-            id,
-            shard,
-            key_filter,
-            tomb_filter,
-        ))))
-    }
-
-    /// Flushes a sealed buffer into the levels.
-    fn flush(&self, buffer: &Arc<MutableBuffer>) -> Result<()> {
-        let t = &self.throttling;
-        let began = self.epoch.elapsed().as_nanos() as u64;
-        t.flush_started.store(began.max(1), Ordering::Release);
-        let r = self.flush_buffer(buffer);
-        t.flush_started.store(0, Ordering::Release);
-        let took = (self.epoch.elapsed().as_nanos() as u64).saturating_sub(began);
-        let old = t.flush_nanos.load(Ordering::Relaxed);
-        t.flush_nanos.store(
-            if old == 0 { took } else { (old * 3 + took) / 4 },
-            Ordering::Relaxed,
-        );
-        r
-    }
-
-    fn flush_buffer(&self, buffer: &Arc<MutableBuffer>) -> Result<()> {
-        buffer.settle();
-        let ops = buffer.resolved();
-        let base = self.current.load_full();
-        // Resolve against the shards (only this worker changes them, so `base.levels` stays current).
-        let mut run = SortedRun {
-            records: Vec::with_capacity(ops.len()),
-            tombstones: Vec::new(),
-        };
-        let mut to_tag: Vec<(Arc<ShardSlot<S>>, usize)> = Vec::new();
-        let keys: Vec<u64> = ops.iter().map(|e| e.key).collect();
-        let older = base.lookup_shards_many(&keys)?;
-        for (e, older) in ops.iter().zip(older) {
-            if let Some((slot, i)) = older {
-                match self.opts.delete_policy {
-                    DeletePolicy::Tombstone => run.tombstones.push(e.key),
-                    DeletePolicy::Tagging => to_tag.push((slot.clone(), i)),
-                }
-            }
-            if e.kind == OpKind::Put {
-                run.records.push(Record {
-                    key: e.key,
-                    value: e.value,
-                    weight: if self.opts.weighted { e.weight } else { 1.0 },
-                });
-            }
-        }
-        let mut levels = base.levels.clone();
-        drop(base);
-        if !to_tag.is_empty() {
-            // No reader may see a tag without the buffer operation that explains it.
-            self.wait_for_earlier_readers();
-            for (slot, i) in &to_tag {
-                slot.tags.set(*i);
-            }
-        }
-        if run.entries() > 0 {
-            let slot = self.build_slot(run, 0)?;
-            layout::place(
-                &mut levels,
-                slot,
-                &self.opts,
-                &mut |inputs, bottom, level| self.merge(inputs, bottom, level),
-            )?;
-        }
-        let compactions =
-            layout::enforce_delete_bound(&mut levels, &self.opts, &mut |inputs, bottom, level| {
-                self.merge(inputs, bottom, level)
-            })?;
-        self.counters
-            .compactions
-            .fetch_add(compactions as u64, Ordering::Relaxed);
-        self.counters.flushes.fetch_add(1, Ordering::Relaxed);
-        let st = self.work.lock();
-        let cur = self.current.load_full();
-        let buffers = cur
-            .buffers
-            .iter()
-            .filter(|b| !Arc::ptr_eq(b, buffer))
-            .cloned()
-            .collect();
-        self.publish(Version {
-            seq: cur.seq + 1,
-            buffers,
-            levels,
-        });
-        drop(st);
-        Ok(())
-    }
-
-    /// Compacts the level with the largest share of deleted entries. Returns whether it did anything.
-    fn compact_worst(&self) -> Result<bool> {
-        let base = self.current.load_full();
-        let Some(i) = layout::most_deleted_level(&base.levels) else {
-            return Ok(false);
-        };
-        let mut levels = base.levels.clone();
-        drop(base);
-        let mut merge =
-            |inputs: &[Arc<ShardSlot<S>>], bottom, level| self.merge(inputs, bottom, level);
-        layout::compact_level(&mut levels, i, &self.opts, &mut merge)?;
-        layout::enforce_delete_bound(&mut levels, &self.opts, &mut merge)?;
-        self.counters.compactions.fetch_add(1, Ordering::Relaxed);
-        let _st = self.work.lock();
-        let cur = self.current.load_full();
-        self.publish(Version {
-            seq: cur.seq + 1,
-            buffers: cur.buffers.clone(),
-            levels,
-        });
-        Ok(true)
     }
 }
