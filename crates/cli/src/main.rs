@@ -16,6 +16,7 @@ mod bench;
 mod codec;
 mod commands;
 mod load;
+mod serve;
 
 use clap::error::ErrorKind;
 use clap::parser::ValueSource;
@@ -414,6 +415,9 @@ enum Command {
     Stats,
     /// Run a benchmark suite.
     Bench(bench::BenchArgs),
+    /// Serve the database directory over the Redis protocol (RESP2/RESP3): partitions in DIR/p<i>, GET/SET
+    /// and friends, SCAN, and the ordered RANGE, COUNT and SAMPLE commands.
+    Serve(Box<serve::ServeArgs>),
 }
 
 /// Everything that ends a command unsuccessfully.
@@ -667,5 +671,6 @@ fn run(cli: Cli, matches: &ArgMatches) -> CliResult {
         Command::Repair => commands::repair(&dir()?, &options),
         Command::Stats => commands::stats(&dir()?, &options),
         Command::Bench(args) => bench::run(&args, cache),
+        Command::Serve(args) => serve::run(&dir()?, cache, *args),
     }
 }

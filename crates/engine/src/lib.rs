@@ -45,7 +45,7 @@ pub use db::{
 pub use error::{Damage, Error, Result};
 pub use index::family::{Capabilities, IndexConfig, IndexKind};
 pub use index::{CheckReport, Direction, IndexStats, KeyRange, WriteOp};
-pub use types::{Durability, Key, TypeKind, Value};
+pub use types::{Durability, Key, MAX_VALUE_LEN, TypeKind, Value};
 
 /// The options of each index family (fields of [`IndexConfig`]'s variants) and of a handle's background
 /// work.

@@ -1,0 +1,130 @@
+//! `strata serve`: the Redis-protocol server (crate `strata-server`) over the partitions in `--db DIR`.
+
+use crate::{CliError, CliResult, DurabilityArg};
+use clap::{Args, ValueEnum};
+use std::path::Path;
+use std::time::Duration;
+use strata::{IndexConfig, IndexKind};
+use strata_server::{Partitioning, ServerConfig, ServerSettings, StoreConfig};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PartitioningArg {
+    /// A hash of the key picks the partition: balanced; every range touches every partition.
+    Hash,
+    /// Key ranges (even splits of the first 8 key bytes, or --split-keys): ranges stay local.
+    Range,
+}
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Address to listen on (127.0.0.1 by default: this machine only).
+    #[arg(long, default_value = "127.0.0.1")]
+    bind: String,
+    /// TCP port (0: any free port, printed at start).
+    #[arg(long, default_value_t = 6379)]
+    port: u16,
+    /// Partitions, each its own database in DIR/p<i> with its own worker thread.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    partitions: u32,
+    /// How keys are spread over the partitions.
+    #[arg(long, value_enum, default_value = "hash")]
+    partitioning: PartitioningArg,
+    /// Range partitioning: the N − 1 keys where partitions 1..N start, comma-separated, ascending.
+    #[arg(long, value_delimiter = ',', value_name = "KEY,KEY,...")]
+    split_keys: Vec<String>,
+    /// Index family of the partitions (btree and betree store any bytes; dynamized stores decimal u64 keys
+    /// and values).
+    #[arg(long, default_value = "btree", value_parser = crate::index_names())]
+    index: String,
+    /// An option of the index family, as KEY=VALUE (as for `create`).
+    #[arg(short = 'o', long = "option", value_name = "KEY=VALUE", value_parser = crate::parse_key_value)]
+    options: Vec<(String, serde_json::Value)>,
+    /// When a write is acknowledged: none (in memory), flush (handed to the OS: survives kill -9), sync
+    /// (fdatasync'ed: survives power loss). Writes waiting at the same time share one flush or sync.
+    #[arg(long, value_enum, default_value = "flush")]
+    durability: DurabilityArg,
+    /// Password clients must give with AUTH (or HELLO ... AUTH default PASSWORD).
+    #[arg(long)]
+    requirepass: Option<String>,
+    /// Most connections at once.
+    #[arg(long, default_value_t = 10_000)]
+    maxclients: usize,
+    /// Close connections idle this many seconds (0: never).
+    #[arg(long, default_value_t = 0)]
+    timeout: u64,
+    /// Network threads (0: one per core).
+    #[arg(long, default_value_t = 0)]
+    io_threads: usize,
+}
+
+/// Starts the server and serves until SIGINT or SIGTERM, then closes the partitions cleanly.
+pub fn run(dir: &Path, cache: usize, args: ServeArgs) -> CliResult {
+    let kind: IndexKind = args.index.parse()?;
+    let mut json = kind.default_config().options_json();
+    if let Some(object) = json.as_object_mut() {
+        for (key, value) in args.options {
+            object.insert(key, value);
+        }
+    }
+    let index = IndexConfig::from_json(kind, json).map_err(|e| match e {
+        strata::Error::InvalidArgument(m) => CliError::Usage(m),
+        e => CliError::Engine(e),
+    })?;
+    let partitioning = match args.partitioning {
+        PartitioningArg::Hash if !args.split_keys.is_empty() => {
+            return Err(CliError::Usage(
+                "--split-keys needs --partitioning range".into(),
+            ));
+        }
+        PartitioningArg::Hash => Partitioning::Hash,
+        PartitioningArg::Range => {
+            let mode = strata_server::store::KeyMode::for_index(kind);
+            let splits = args
+                .split_keys
+                .iter()
+                .map(|k| {
+                    mode.encode(k.as_bytes()).ok_or_else(|| {
+                        CliError::Usage(format!("split key {k:?} is not a key of the {kind} index"))
+                    })
+                })
+                .collect::<CliResult<Vec<_>>>()?;
+            Partitioning::Range { splits }
+        }
+    };
+    let config = ServerConfig {
+        settings: ServerSettings {
+            bind: args.bind,
+            port: args.port,
+            requirepass: args.requirepass,
+            max_clients: args.maxclients,
+            idle_timeout: (args.timeout > 0).then(|| Duration::from_secs(args.timeout)),
+            ..ServerSettings::default()
+        },
+        store: StoreConfig {
+            dir: dir.to_path_buf(),
+            partitions: args.partitions as usize,
+            partitioning,
+            index,
+            durability: args.durability.into(),
+            cache_bytes: cache,
+        },
+        io_threads: args.io_threads,
+    };
+    let server = strata_server::start(config).map_err(server_error)?;
+    println!("strata serve: listening on {}", server.addr());
+    eprintln!(
+        "strata serve: {} partition(s) in {}; stop with Ctrl-C or SIGTERM",
+        args.partitions,
+        dir.display()
+    );
+    strata_server::wait_for_signal().map_err(server_error)?;
+    eprintln!("strata serve: stopping");
+    server.shutdown().map_err(server_error)
+}
+
+fn server_error(e: strata_server::ServerError) -> CliError {
+    match e {
+        strata_server::ServerError::Usage(m) => CliError::Usage(m),
+        e => CliError::Refused(e.to_string()),
+    }
+}

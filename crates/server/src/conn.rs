@@ -1,0 +1,196 @@
+//! One client connection: read, parse every complete command, run them as one pipeline, write the replies.
+//!
+//! Bounds: the query buffer holds at most `max_query_buffer` bytes (a longer incomplete command is a
+//! protocol error and the connection closes); a pipeline runs at most [`MAX_PIPELINE`] commands before its
+//! replies are written, so the reply buffer of one connection stays bounded by what those commands return;
+//! an idle connection closes after the idle timeout.
+
+use crate::command::{self, Plan, Session, Shared};
+use crate::resp::{Limits, Parsed, Protocol, Reply, parse_request};
+use crate::store::{Job, OpResult};
+use bytes::{Bytes, BytesMut};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// Most commands run as one pipeline step.
+pub const MAX_PIPELINE: usize = 1024;
+
+/// Serves one connection until the client closes it, QUIT, a protocol error or the idle timeout.
+pub async fn serve(shared: Arc<Shared>, mut stream: TcpStream, peer: String) {
+    let _ = stream.set_nodelay(true);
+    let id = shared.next_client_id.fetch_add(1, Ordering::Relaxed);
+    let mut session = Session {
+        id,
+        proto: Protocol::Resp2,
+        name: None,
+        authenticated: shared.settings.requirepass.is_none(),
+        quit: false,
+        peer,
+    };
+    let limits = shared.settings.limits;
+    let max_query = shared.settings.max_query_buffer;
+    let idle = shared.settings.idle_timeout;
+    let mut input = BytesMut::with_capacity(16 << 10);
+    let mut output = BytesMut::with_capacity(16 << 10);
+    loop {
+        let read = match idle {
+            Some(t) => match tokio::time::timeout(t, stream.read_buf(&mut input)).await {
+                Ok(r) => r,
+                Err(_) => break,
+            },
+            None => stream.read_buf(&mut input).await,
+        };
+        match read {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {}
+        }
+        loop {
+            let (commands, error) = take_commands(&mut input, &limits);
+            if !commands.is_empty() {
+                run_pipeline(&shared, &mut session, commands, &mut output).await;
+            }
+            let overflow = error.is_none() && input.len() > max_query;
+            if let Some(e) = &error {
+                Reply::err(e).encode(session.proto, &mut output);
+            } else if overflow {
+                Reply::err("Protocol error: the query buffer is over its limit")
+                    .encode(session.proto, &mut output);
+            }
+            if !output.is_empty() {
+                if stream.write_all(&output).await.is_err() {
+                    return;
+                }
+                output.clear();
+            }
+            if error.is_some() || overflow || session.quit {
+                let _ = stream.shutdown().await;
+                return;
+            }
+            // More complete commands than one pipeline step takes: go on without reading.
+            if !has_complete_command(&input, &limits) {
+                break;
+            }
+        }
+        if input.capacity() > 4 * max_query.max(1 << 20) && input.is_empty() {
+            input = BytesMut::with_capacity(16 << 10);
+        }
+    }
+}
+
+fn has_complete_command(input: &BytesMut, limits: &Limits) -> bool {
+    matches!(
+        parse_request(input, limits),
+        Ok(Parsed::Command { .. } | Parsed::Nothing { .. })
+    )
+}
+
+/// Takes up to [`MAX_PIPELINE`] complete commands from the front of `input`, and the protocol error that
+/// stopped parsing, if any.
+fn take_commands(input: &mut BytesMut, limits: &Limits) -> (Vec<Vec<Bytes>>, Option<String>) {
+    let mut commands = Vec::new();
+    while commands.len() < MAX_PIPELINE {
+        match parse_request(input, limits) {
+            Ok(Parsed::Incomplete) => break,
+            Ok(Parsed::Nothing { consumed }) => {
+                let _ = input.split_to(consumed);
+            }
+            Ok(Parsed::Command { args, consumed }) => {
+                let frame = input.split_to(consumed).freeze();
+                commands.push(args.into_iter().map(|r| frame.slice(r)).collect());
+            }
+            Err(e) => return (commands, Some(e.to_string())),
+        }
+    }
+    (commands, None)
+}
+
+/// A plan whose operations went to the partitions: how many, and how to finish.
+enum Planned {
+    Now(Reply),
+    Routed(usize, command::Finish),
+}
+
+/// Runs a pipeline: plans every command, sends one job per partition touched, then finishes the commands
+/// in order and encodes their replies.
+async fn run_pipeline(
+    shared: &Arc<Shared>,
+    session: &mut Session,
+    commands: Vec<Vec<Bytes>>,
+    output: &mut BytesMut,
+) {
+    shared
+        .total_commands
+        .fetch_add(commands.len() as u64, Ordering::Relaxed);
+    let parts = shared.store.partitions();
+    let mut plans = Vec::with_capacity(commands.len());
+    // Per partition: its operations, and for each, (plan index, index among the plan's operations).
+    let mut per_part: Vec<Vec<crate::store::Op>> = vec![Vec::new(); parts];
+    let mut slots: Vec<Vec<(usize, usize)>> = vec![Vec::new(); parts];
+    for args in &commands {
+        // After QUIT, nothing more of this pipeline runs.
+        if session.quit {
+            break;
+        }
+        let plan = match command::plan(shared, session, args) {
+            Plan::Now(reply) => Planned::Now(reply),
+            Plan::Routed { ops, finish } => {
+                let n = ops.len();
+                for (j, (p, op)) in ops.into_iter().enumerate() {
+                    per_part[p].push(op);
+                    slots[p].push((plans.len(), j));
+                }
+                Planned::Routed(n, finish)
+            }
+        };
+        plans.push(plan);
+    }
+    // Results of every routed plan, by plan then by operation.
+    let mut results: Vec<Vec<Option<OpResult>>> = plans
+        .iter()
+        .map(|p| match p {
+            Planned::Routed(n, _) => vec![None; *n],
+            Planned::Now(_) => Vec::new(),
+        })
+        .collect();
+    let mut waiting = Vec::new();
+    for (p, ops) in per_part.into_iter().enumerate() {
+        if ops.is_empty() {
+            continue;
+        }
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        match shared.store.submit(p, Job { ops, reply: tx }) {
+            Ok(()) => waiting.push((p, rx)),
+            Err(e) => {
+                for &(i, j) in &slots[p] {
+                    results[i][j] = Some(OpResult::Error(format!("ERR {e}")));
+                }
+            }
+        }
+    }
+    for (p, rx) in waiting {
+        let answers = rx.await.unwrap_or_default();
+        let mut answers = answers.into_iter();
+        for &(i, j) in &slots[p] {
+            results[i][j] = Some(
+                answers
+                    .next()
+                    .unwrap_or_else(|| OpResult::Error(format!("ERR partition {p} stopped"))),
+            );
+        }
+    }
+    for (plan, res) in plans.into_iter().zip(results) {
+        let reply = match plan {
+            Planned::Now(r) => r,
+            Planned::Routed(_, finish) => {
+                let res = res
+                    .into_iter()
+                    .map(|r| r.unwrap_or_else(|| OpResult::Error("ERR no answer".into())))
+                    .collect();
+                command::finish(shared, &finish, res)
+            }
+        };
+        reply.encode(session.proto, output);
+    }
+}

@@ -1,0 +1,234 @@
+//! # strata-server: Strata behind the Redis protocol
+//!
+//! `strata serve` starts this server: every Redis client and tool can talk to it (RESP2 and RESP3,
+//! pipelining, inline commands). Keys live in N partitions, each its own Strata database with its own worker
+//! thread (see [`store`]); commands are planned per key and scattered to the partitions they touch
+//! ([`command`]); connections are tokio tasks ([`conn`]) that run each pipeline as one round trip per
+//! partition.
+//!
+//! Layers, outside in: `conn` (bytes in and out, bounds) → `resp` (parser and reply encoder) → `command`
+//! (names, arity, arguments → plans → replies) → `store` (routing, partition workers, group commit) → the
+//! `strata` engine.
+//!
+//! Invariants: malformed or oversized input gets an error reply and, for protocol errors, the connection
+//! closes — never a panic; a write is answered only after it is durable at the server's durability (group
+//! commit: one WAL append, and one `fsync` at `sync`, per batch of waiting jobs of a partition).
+//!
+//! Cost model: a pipeline of c commands touching p partitions costs p channel round trips plus the engine's
+//! own work; a partition runs one job at a time, so a hot partition is the server's bottleneck (what the
+//! hot-key cache and range splits address).
+
+pub mod command;
+pub mod conn;
+pub mod error;
+pub mod resp;
+pub mod store;
+
+pub use error::{ServerError, ServerResult};
+pub use resp::Limits;
+pub use store::{Partitioning, StoreConfig};
+
+use command::Shared;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+use tokio::io::AsyncWriteExt;
+
+/// Network and limit settings.
+#[derive(Debug, Clone)]
+pub struct ServerSettings {
+    /// Address to listen on (default 127.0.0.1: reachable from this machine only).
+    pub bind: String,
+    /// Port (0: any free port).
+    pub port: u16,
+    /// Password every connection must give (AUTH or HELLO ... AUTH) before other commands.
+    pub requirepass: Option<String>,
+    /// Most connections at once; more are answered with an error and closed.
+    pub max_clients: usize,
+    /// Close connections idle this long (`None`: never).
+    pub idle_timeout: Option<Duration>,
+    /// Bounds on one request.
+    pub limits: Limits,
+    /// Most unparsed bytes a connection may have buffered (an incomplete command longer than this closes it).
+    pub max_query_buffer: usize,
+}
+
+impl Default for ServerSettings {
+    fn default() -> Self {
+        let limits = Limits {
+            max_bulk: strata::MAX_VALUE_LEN,
+            ..Limits::default()
+        };
+        ServerSettings {
+            bind: "127.0.0.1".into(),
+            port: 6379,
+            requirepass: None,
+            max_clients: 10_000,
+            idle_timeout: None,
+            limits,
+            max_query_buffer: 64 << 20,
+        }
+    }
+}
+
+/// Everything the server needs to start.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    pub settings: ServerSettings,
+    pub store: StoreConfig,
+    /// Worker threads of the network runtime (0: one per core).
+    pub io_threads: usize,
+}
+
+/// A server running in background threads.
+pub struct RunningServer {
+    addr: SocketAddr,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<ServerResult<()>>>,
+}
+
+impl RunningServer {
+    /// The address it listens on.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Stops accepting, closes every connection, and closes the partitions (with a checkpoint).
+    pub fn shutdown(mut self) -> ServerResult<()> {
+        self.stop_and_join()
+    }
+
+    /// Waits until the server stops by itself (it does not, except on an error).
+    pub fn wait(mut self) -> ServerResult<()> {
+        self.stop.take();
+        match self.thread.take() {
+            Some(t) => t
+                .join()
+                .map_err(|_| ServerError::Engine("the server thread panicked".into()))?,
+            None => Ok(()),
+        }
+    }
+
+    fn stop_and_join(&mut self) -> ServerResult<()> {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        match self.thread.take() {
+            Some(t) => t
+                .join()
+                .map_err(|_| ServerError::Engine("the server thread panicked".into()))?,
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for RunningServer {
+    fn drop(&mut self) {
+        let _ = self.stop_and_join();
+    }
+}
+
+/// Opens the store, binds the port and starts serving in background threads.
+pub fn start(config: ServerConfig) -> ServerResult<RunningServer> {
+    let store = store::Store::open(&config.store)?;
+    let threads = if config.io_threads == 0 {
+        std::thread::available_parallelism().map_or(2, |n| n.get())
+    } else {
+        config.io_threads
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(threads)
+        .thread_name("strata-net")
+        .enable_all()
+        .build()
+        .map_err(|e| ServerError::Engine(format!("starting the network runtime: {e}")))?;
+    let addr_text = format!("{}:{}", config.settings.bind, config.settings.port);
+    let listener = runtime
+        .block_on(tokio::net::TcpListener::bind(&addr_text))
+        .map_err(|e| ServerError::io(&addr_text, e))?;
+    let addr = listener
+        .local_addr()
+        .map_err(|e| ServerError::io(&addr_text, e))?;
+    let shared = Shared::new(store, config.settings);
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel();
+    let thread = std::thread::Builder::new()
+        .name("strata-server".into())
+        .spawn(move || {
+            runtime.block_on(accept_loop(shared.clone(), listener, stop_rx));
+            // Dropping the runtime ends every connection task, releasing their handles on the store.
+            drop(runtime);
+            match Arc::try_unwrap(shared) {
+                Ok(shared) => shared.store.close(),
+                Err(_) => Err(ServerError::Engine(
+                    "connections still hold the store at shutdown".into(),
+                )),
+            }
+        })
+        .map_err(|e| ServerError::Engine(format!("starting the server thread: {e}")))?;
+    Ok(RunningServer {
+        addr,
+        stop: Some(stop_tx),
+        thread: Some(thread),
+    })
+}
+
+async fn accept_loop(
+    shared: Arc<Shared>,
+    listener: tokio::net::TcpListener,
+    mut stop: tokio::sync::oneshot::Receiver<()>,
+) {
+    loop {
+        let accepted = tokio::select! {
+            _ = &mut stop => return,
+            a = listener.accept() => a,
+        };
+        let Ok((mut stream, peer)) = accepted else {
+            // Out of file descriptors and the like: back off a moment instead of spinning.
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            continue;
+        };
+        shared.total_connections.fetch_add(1, Ordering::Relaxed);
+        if shared.clients.load(Ordering::Relaxed) >= shared.settings.max_clients {
+            shared.rejected_connections.fetch_add(1, Ordering::Relaxed);
+            tokio::spawn(async move {
+                let _ = stream
+                    .write_all(b"-ERR max number of clients reached\r\n")
+                    .await;
+            });
+            continue;
+        }
+        shared.clients.fetch_add(1, Ordering::Relaxed);
+        let shared = shared.clone();
+        tokio::spawn(async move {
+            conn::serve(shared.clone(), stream, peer.to_string()).await;
+            shared.clients.fetch_sub(1, Ordering::Relaxed);
+        });
+    }
+}
+
+/// Blocks until the process receives SIGINT (Ctrl-C) or SIGTERM.
+pub fn wait_for_signal() -> ServerResult<()> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| ServerError::Engine(format!("starting the signal runtime: {e}")))?;
+    runtime.block_on(async {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{SignalKind, signal};
+            let mut term = signal(SignalKind::terminate())
+                .map_err(|e| ServerError::Engine(format!("listening for SIGTERM: {e}")))?;
+            tokio::select! {
+                r = tokio::signal::ctrl_c() => r.map_err(|e| ServerError::Engine(format!("listening for SIGINT: {e}"))),
+                _ = term.recv() => Ok(()),
+            }
+        }
+        #[cfg(not(unix))]
+        {
+            tokio::signal::ctrl_c()
+                .await
+                .map_err(|e| ServerError::Engine(format!("listening for Ctrl-C: {e}")))
+        }
+    })
+}

@@ -1,0 +1,315 @@
+//! The request parser: RESP arrays of bulk strings (what every client library sends) and inline commands
+//! (what `telnet` and `redis-cli` in some modes send), one command at a time from the front of a buffer.
+//!
+//! Every length is bounded before anything is allocated: an array may hold at most [`Limits::max_args`]
+//! arguments, a bulk string at most [`Limits::max_bulk`] bytes, an inline command at most
+//! [`Limits::max_inline`] bytes. A violation, or any byte that cannot start what the grammar expects, is a
+//! [`ProtocolError`] whose text follows Redis's (`Protocol error: ...`); the connection answers it and closes.
+//! The parser never panics on any input (fuzzed: `fuzz/` target `resp_request`, and a stable smoke test).
+//!
+//! The parser returns the *positions* of the arguments in the buffer, so the caller can freeze the consumed
+//! bytes once and hand out zero-copy slices.
+//!
+//! Cost: one pass over the command's header lines; the bulk payloads are skipped, not scanned. A command
+//! that is not complete yet is parsed again from its start when more bytes arrive (its header lines only).
+
+use std::ops::Range;
+
+/// Bounds on what one request may claim.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Most bytes of one bulk string (an argument).
+    pub max_bulk: usize,
+    /// Most arguments of one command.
+    pub max_args: usize,
+    /// Most bytes of one inline command line.
+    pub max_inline: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_bulk: 1 << 20,
+            max_args: 1 << 20,
+            max_inline: 64 << 10,
+        }
+    }
+}
+
+/// Malformed or oversized input. The text is what the client is told (after `-ERR `).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProtocolError(pub String);
+
+impl std::fmt::Display for ProtocolError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Protocol error: {}", self.0)
+    }
+}
+
+/// One step of parsing the front of a buffer.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Parsed {
+    /// The buffer holds only part of a command: read more.
+    Incomplete,
+    /// A command: its arguments' byte ranges in the buffer, and the bytes it took (drop them).
+    Command {
+        args: Vec<Range<usize>>,
+        consumed: usize,
+    },
+    /// An empty inline line or an empty array (`*0`, `*-1`): nothing to run; drop `consumed` bytes.
+    Nothing { consumed: usize },
+}
+
+/// Finds the end of the line starting at `from`: the index of its `\r` (the line must end in `\r\n`).
+fn line_end(buf: &[u8], from: usize) -> Option<usize> {
+    let rest = buf.get(from..)?;
+    let nl = rest.iter().position(|&b| b == b'\n')?;
+    Some(from + nl)
+}
+
+/// Parses the decimal integer of a header line `buf[from..cr]` (an optional `-`, then digits).
+fn header_int(buf: &[u8], from: usize, to: usize, what: &str) -> Result<i64, ProtocolError> {
+    let digits = buf.get(from..to).unwrap_or_default();
+    let bad = || ProtocolError(format!("invalid {what} length"));
+    let (neg, digits) = match digits.split_first() {
+        Some((b'-', rest)) => (true, rest),
+        _ => (false, digits),
+    };
+    if digits.is_empty() || digits.len() > 18 || !digits.iter().all(u8::is_ascii_digit) {
+        return Err(bad());
+    }
+    let v = digits
+        .iter()
+        .fold(0i64, |acc, &d| acc * 10 + i64::from(d - b'0'));
+    Ok(if neg { -v } else { v })
+}
+
+/// Reads a header line `<tag><int>\r\n` at `at`: `Ok(None)` if incomplete, else (value, index after the line).
+fn header(
+    buf: &[u8],
+    at: usize,
+    tag: u8,
+    what: &str,
+    max_line: usize,
+) -> Result<Option<(i64, usize)>, ProtocolError> {
+    match buf.get(at) {
+        None => return Ok(None),
+        Some(&b) if b != tag => {
+            return Err(ProtocolError(format!(
+                "expected '{}', got '{}'",
+                tag as char,
+                (b as char).escape_default()
+            )));
+        }
+        Some(_) => {}
+    }
+    let Some(nl) = line_end(buf, at) else {
+        if buf.len() - at > max_line {
+            return Err(ProtocolError(format!("too big {what} count string")));
+        }
+        return Ok(None);
+    };
+    if nl == at || buf.get(nl - 1) != Some(&b'\r') {
+        return Err(ProtocolError(format!("invalid {what} length")));
+    }
+    let v = header_int(buf, at + 1, nl - 1, what)?;
+    Ok(Some((v, nl + 1)))
+}
+
+/// Parses one command from the front of `buf`.
+pub fn parse_request(buf: &[u8], limits: &Limits) -> Result<Parsed, ProtocolError> {
+    match buf.first() {
+        None => Ok(Parsed::Incomplete),
+        Some(b'*') => parse_array(buf, limits),
+        Some(_) => parse_inline(buf, limits),
+    }
+}
+
+/// Header lines are short: an integer of at most 20 characters plus the tag and `\r`.
+const MAX_HEADER_LINE: usize = 32;
+
+fn parse_array(buf: &[u8], limits: &Limits) -> Result<Parsed, ProtocolError> {
+    let Some((n, mut at)) = header(buf, 0, b'*', "multibulk", MAX_HEADER_LINE)? else {
+        return Ok(Parsed::Incomplete);
+    };
+    if n <= 0 {
+        return Ok(Parsed::Nothing { consumed: at });
+    }
+    let n = n as usize;
+    if n > limits.max_args {
+        return Err(ProtocolError("invalid multibulk length".into()));
+    }
+    let mut args = Vec::with_capacity(n.min(1024));
+    for _ in 0..n {
+        let Some((len, start)) = header(buf, at, b'$', "bulk", MAX_HEADER_LINE)? else {
+            return Ok(Parsed::Incomplete);
+        };
+        if len < 0 || len as u64 > limits.max_bulk as u64 {
+            return Err(ProtocolError("invalid bulk length".into()));
+        }
+        let end = start + len as usize;
+        match buf.get(end..end + 2) {
+            None => return Ok(Parsed::Incomplete),
+            Some(b"\r\n") => {}
+            Some(_) => return Err(ProtocolError("bulk string not followed by CRLF".into())),
+        }
+        args.push(start..end);
+        at = end + 2;
+    }
+    Ok(Parsed::Command { args, consumed: at })
+}
+
+fn parse_inline(buf: &[u8], limits: &Limits) -> Result<Parsed, ProtocolError> {
+    let Some(nl) = line_end(buf, 0) else {
+        if buf.len() > limits.max_inline {
+            return Err(ProtocolError("too big inline request".into()));
+        }
+        return Ok(Parsed::Incomplete);
+    };
+    if nl > limits.max_inline {
+        return Err(ProtocolError("too big inline request".into()));
+    }
+    let line_to = if nl > 0 && buf.get(nl - 1) == Some(&b'\r') {
+        nl - 1
+    } else {
+        nl
+    };
+    let args = split_inline(buf, line_to)?;
+    if args.is_empty() {
+        return Ok(Parsed::Nothing { consumed: nl + 1 });
+    }
+    if args.len() > limits.max_args {
+        return Err(ProtocolError("invalid multibulk length".into()));
+    }
+    Ok(Parsed::Command {
+        args,
+        consumed: nl + 1,
+    })
+}
+
+/// Splits an inline line into arguments at spaces and tabs. Double-quoted arguments are allowed but, unlike
+/// Redis, without escapes inside (an argument with spaces or binary bytes should be sent as RESP), and single
+/// quotes are ordinary characters; an unbalanced quote is an error.
+fn split_inline(buf: &[u8], to: usize) -> Result<Vec<Range<usize>>, ProtocolError> {
+    let line = buf.get(..to).unwrap_or_default();
+    let mut args = Vec::new();
+    let mut i = 0;
+    while i < line.len() {
+        match line.get(i) {
+            Some(b' ' | b'\t') => i += 1,
+            Some(b'"') => {
+                let start = i + 1;
+                let Some(close) = line
+                    .get(start..)
+                    .and_then(|r| r.iter().position(|&b| b == b'"'))
+                else {
+                    return Err(ProtocolError("unbalanced quotes in request".into()));
+                };
+                let end = start + close;
+                if line.get(end + 1).is_some_and(|&b| b != b' ' && b != b'\t') {
+                    return Err(ProtocolError("unbalanced quotes in request".into()));
+                }
+                args.push(start..end);
+                i = end + 1;
+            }
+            Some(_) => {
+                let start = i;
+                while line.get(i).is_some_and(|&b| b != b' ' && b != b'\t') {
+                    i += 1;
+                }
+                args.push(start..i);
+            }
+            None => break,
+        }
+    }
+    Ok(args)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(buf: &[u8]) -> (Vec<Vec<u8>>, usize) {
+        match parse_request(buf, &Limits::default()).unwrap() {
+            Parsed::Command { args, consumed } => (
+                args.into_iter().map(|r| buf[r].to_vec()).collect(),
+                consumed,
+            ),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn arrays_of_bulk_strings() {
+        let buf = b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$5\r\nva\r\nl\r\n*1\r\n$4\r\nPING\r\n";
+        let (a, used) = args(buf);
+        assert_eq!(a, vec![b"SET".to_vec(), b"k".to_vec(), b"va\r\nl".to_vec()]);
+        let (b, used2) = args(&buf[used..]);
+        assert_eq!(b, vec![b"PING".to_vec()]);
+        assert_eq!(used + used2, buf.len());
+        let (e, _) = args(b"*1\r\n$0\r\n\r\n");
+        assert_eq!(e, vec![Vec::<u8>::new()]);
+    }
+
+    #[test]
+    fn every_prefix_of_a_command_is_incomplete() {
+        let buf = b"*2\r\n$3\r\nGET\r\n$10\r\n0123456789\r\n";
+        for cut in 0..buf.len() {
+            assert_eq!(
+                parse_request(&buf[..cut], &Limits::default()).unwrap(),
+                Parsed::Incomplete,
+                "cut at {cut}"
+            );
+        }
+        assert_eq!(args(buf).1, buf.len());
+    }
+
+    #[test]
+    fn inline_commands() {
+        let (a, used) = args(b"set  key \"a value\"\r\nGET key\n");
+        assert_eq!(
+            a,
+            vec![b"set".to_vec(), b"key".to_vec(), b"a value".to_vec()]
+        );
+        assert_eq!(used, 20);
+        let (b, _) = args(b"GET key\n");
+        assert_eq!(b, vec![b"GET".to_vec(), b"key".to_vec()]);
+        assert_eq!(
+            parse_request(b"  \r\n", &Limits::default()).unwrap(),
+            Parsed::Nothing { consumed: 4 }
+        );
+        assert!(parse_request(b"GET \"k\r\n", &Limits::default()).is_err());
+        assert!(parse_request(b"GET \"k\"x\r\n", &Limits::default()).is_err());
+    }
+
+    #[test]
+    fn bounds_and_garbage_are_errors_not_allocations() {
+        let limits = Limits {
+            max_bulk: 10,
+            max_args: 4,
+            max_inline: 16,
+        };
+        let err = |b: &[u8]| parse_request(b, &limits).unwrap_err().0;
+        assert_eq!(err(b"*5\r\n"), "invalid multibulk length");
+        assert_eq!(err(b"*9223372036854775807\r\n"), "invalid multibulk length");
+        assert_eq!(err(b"*1\r\n$11\r\n"), "invalid bulk length");
+        assert_eq!(err(b"*1\r\n$-1\r\n"), "invalid bulk length");
+        assert_eq!(err(b"*x\r\n"), "invalid multibulk length");
+        assert_eq!(err(b"*1\r\n+OK\r\n"), "expected '$', got '+'");
+        assert_eq!(err(b"*1\r\n$2\r\nabcd"), "bulk string not followed by CRLF");
+        assert_eq!(err(b"*1\n"), "invalid multibulk length");
+        assert_eq!(err(&[b'a'; 17]), "too big inline request");
+        assert_eq!(
+            err(b"*11111111111111111111111111111111111"),
+            "too big multibulk count string"
+        );
+        assert_eq!(
+            parse_request(b"*0\r\n", &limits).unwrap(),
+            Parsed::Nothing { consumed: 4 }
+        );
+        assert_eq!(
+            parse_request(b"*-1\r\n", &limits).unwrap(),
+            Parsed::Nothing { consumed: 5 }
+        );
+    }
+}

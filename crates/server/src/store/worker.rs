@@ -1,0 +1,421 @@
+//! A partition's worker thread: runs the jobs of its queue in order, commits their writes as a group.
+
+use super::{MAX_GROUP, PartitionCounters};
+use crate::error::{ServerError, ServerResult};
+use crossbeam_channel::Receiver;
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use std::collections::HashMap;
+use std::ops::Bound;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use strata::{Direction, Durability, KeyRange, RawDb, WriteOp};
+
+/// What a SET does when the key exists or not.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SetCondition {
+    Always,
+    /// NX: only if absent.
+    IfAbsent,
+    /// XX: only if present.
+    IfPresent,
+}
+
+/// One operation on one partition. Keys and values are the engine's encoded bytes.
+#[derive(Debug, Clone)]
+pub enum Op {
+    Get(Vec<u8>),
+    Set {
+        key: Vec<u8>,
+        value: Vec<u8>,
+        condition: SetCondition,
+        /// Return the old value (SET ... GET, GETSET).
+        get_old: bool,
+    },
+    /// Removes the key; answers whether it existed.
+    Del(Vec<u8>),
+    Exists(Vec<u8>),
+    /// Adds `by` to the key's value read as a decimal integer (`u64_values`: stored as a `u64`).
+    Incr {
+        key: Vec<u8>,
+        by: i64,
+        u64_values: bool,
+    },
+    Append {
+        key: Vec<u8>,
+        value: Vec<u8>,
+    },
+    /// Up to `limit` records of the range in key order (`reverse`: descending).
+    Range {
+        lo: Bound<Vec<u8>>,
+        hi: Bound<Vec<u8>>,
+        limit: usize,
+        reverse: bool,
+    },
+    Count {
+        lo: Bound<Vec<u8>>,
+        hi: Bound<Vec<u8>>,
+    },
+    /// The range's exact count and `k` uniform samples (with replacement) of it, both from one state.
+    Sample {
+        lo: Bound<Vec<u8>>,
+        hi: Bound<Vec<u8>>,
+        k: usize,
+        seed: u64,
+    },
+    /// Number of records.
+    Len,
+}
+
+/// The answer to one [`Op`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum OpResult {
+    /// A value or none (GET; SET with `get_old`).
+    Value(Option<Vec<u8>>),
+    /// SET: whether it wrote (NX/XX may refuse).
+    Written(bool),
+    /// The old value, and whether SET wrote.
+    WrittenWithOld(bool, Option<Vec<u8>>),
+    Bool(bool),
+    Int(i64),
+    Records(Vec<(Vec<u8>, Vec<u8>)>),
+    Sample {
+        count: u64,
+        records: Vec<(Vec<u8>, Vec<u8>)>,
+    },
+    /// The operation failed; the text is the client's error reply (with its code).
+    Error(String),
+}
+
+/// A batch of operations for one partition and where to send their answers (in the same order).
+#[derive(Debug)]
+pub struct Job {
+    pub ops: Vec<Op>,
+    pub reply: tokio::sync::oneshot::Sender<Vec<OpResult>>,
+}
+
+pub(super) fn spawn(
+    index: usize,
+    db: RawDb,
+    durability: Durability,
+    rx: Receiver<Job>,
+    counters: Arc<PartitionCounters>,
+) -> ServerResult<std::thread::JoinHandle<()>> {
+    std::thread::Builder::new()
+        .name(format!("strata-p{index}"))
+        .spawn(move || {
+            Worker {
+                db,
+                durability,
+                counters,
+                pending: Vec::new(),
+                overlay: HashMap::new(),
+                failed: None,
+            }
+            .run(rx)
+        })
+        .map_err(|e| ServerError::Engine(format!("starting the worker of partition {index}: {e}")))
+}
+
+struct Worker {
+    db: RawDb,
+    durability: Durability,
+    counters: Arc<PartitionCounters>,
+    /// Writes of the current group not yet committed.
+    pending: Vec<WriteOp>,
+    /// Their effect on point reads: key → new value (`None`: deleted).
+    overlay: HashMap<Vec<u8>, Option<Vec<u8>>>,
+    /// Set when a group commit failed: the database refuses writes from then on.
+    failed: Option<String>,
+}
+
+impl Worker {
+    fn run(mut self, rx: Receiver<Job>) {
+        let mut group: Vec<(Job, Vec<OpResult>)> = Vec::new();
+        while let Ok(first) = rx.recv() {
+            group.push((first, Vec::new()));
+            while group.len() < MAX_GROUP {
+                match rx.try_recv() {
+                    Ok(job) => group.push((job, Vec::new())),
+                    Err(_) => break,
+                }
+            }
+            let mut commit_error = None;
+            for (job, results) in &mut group {
+                for op in &job.ops {
+                    results.push(self.apply(op, &mut commit_error));
+                }
+            }
+            if let Err(e) = self.commit() {
+                commit_error.get_or_insert(e);
+            }
+            let n_ops: usize = group.iter().map(|(j, _)| j.ops.len()).sum();
+            self.counters.ops.fetch_add(n_ops as u64, Ordering::Relaxed);
+            for (job, mut results) in group.drain(..) {
+                if let Some(e) = &commit_error {
+                    // Nothing of this group is known to be durable: every answer becomes the error.
+                    results
+                        .iter_mut()
+                        .for_each(|r| *r = OpResult::Error(e.clone()));
+                }
+                let _ = job.reply.send(results);
+            }
+        }
+    }
+
+    /// Makes the pending writes durable (one WAL append at the store's durability).
+    fn commit(&mut self) -> Result<(), String> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        self.overlay.clear();
+        let ops = std::mem::take(&mut self.pending);
+        if let Some(e) = &self.failed {
+            return Err(e.clone());
+        }
+        match self.db.write(&ops, Some(self.durability)) {
+            Ok(()) => {
+                self.counters
+                    .writes
+                    .fetch_add(ops.len() as u64, Ordering::Relaxed);
+                self.counters.commits.fetch_add(1, Ordering::Relaxed);
+                Ok(())
+            }
+            Err(e) => {
+                let text = format!("ERR write failed: {e}");
+                self.failed = Some(text.clone());
+                Err(text)
+            }
+        }
+    }
+
+    fn read(&self, key: &[u8]) -> Result<Option<Vec<u8>>, String> {
+        if let Some(v) = self.overlay.get(key) {
+            return Ok(v.clone());
+        }
+        self.db.get(key).map_err(engine_error)
+    }
+
+    /// Queues a write. Keys and values are checked here, so one bad write never fails its group.
+    fn put(&mut self, key: &[u8], value: Vec<u8>) -> Result<(), String> {
+        self.db.validate_key(key).map_err(engine_error)?;
+        if value.len() > strata::MAX_VALUE_LEN {
+            return Err(format!(
+                "ERR value of {} bytes exceeds the limit of {} bytes",
+                value.len(),
+                strata::MAX_VALUE_LEN
+            ));
+        }
+        self.overlay.insert(key.to_vec(), Some(value.clone()));
+        self.pending.push(WriteOp::Put {
+            key: key.to_vec(),
+            value,
+        });
+        Ok(())
+    }
+
+    fn delete(&mut self, key: &[u8]) {
+        self.overlay.insert(key.to_vec(), None);
+        self.pending.push(WriteOp::Delete { key: key.to_vec() });
+    }
+
+    fn apply(&mut self, op: &Op, commit_error: &mut Option<String>) -> OpResult {
+        match self.try_apply(op, commit_error) {
+            Ok(r) => r,
+            Err(e) => OpResult::Error(e),
+        }
+    }
+
+    fn try_apply(
+        &mut self,
+        op: &Op,
+        commit_error: &mut Option<String>,
+    ) -> Result<OpResult, String> {
+        if self.failed.is_some() && writes(op) {
+            return Err(self.failed.clone().unwrap_or_default());
+        }
+        match op {
+            Op::Get(key) => Ok(OpResult::Value(self.read(key)?)),
+            Op::Exists(key) => Ok(OpResult::Bool(self.read(key)?.is_some())),
+            Op::Set {
+                key,
+                value,
+                condition,
+                get_old,
+            } => {
+                let old = if *get_old || *condition != SetCondition::Always {
+                    self.read(key)?
+                } else {
+                    None
+                };
+                let write = match condition {
+                    SetCondition::Always => true,
+                    SetCondition::IfAbsent => old.is_none(),
+                    SetCondition::IfPresent => old.is_some(),
+                };
+                if write {
+                    self.put(key, value.clone())?;
+                }
+                Ok(if *get_old {
+                    OpResult::WrittenWithOld(write, old)
+                } else {
+                    OpResult::Written(write)
+                })
+            }
+            Op::Del(key) => {
+                let existed = self.read(key)?.is_some();
+                if existed {
+                    self.delete(key);
+                }
+                Ok(OpResult::Bool(existed))
+            }
+            Op::Incr {
+                key,
+                by,
+                u64_values,
+            } => {
+                let old = self.read(key)?;
+                let next = incr(old.as_deref(), *by, *u64_values)?;
+                let stored = if *u64_values {
+                    (next as u64).to_be_bytes().to_vec()
+                } else {
+                    next.to_string().into_bytes()
+                };
+                self.put(key, stored)?;
+                Ok(OpResult::Int(next))
+            }
+            Op::Append { key, value } => {
+                let mut v = self.read(key)?.unwrap_or_default();
+                if v.len() + value.len() > strata::MAX_VALUE_LEN {
+                    return Err(format!(
+                        "ERR string exceeds maximum allowed size ({} bytes)",
+                        strata::MAX_VALUE_LEN
+                    ));
+                }
+                v.extend_from_slice(value);
+                let len = v.len() as i64;
+                self.put(key, v)?;
+                Ok(OpResult::Int(len))
+            }
+            Op::Range {
+                lo,
+                hi,
+                limit,
+                reverse,
+            } => {
+                self.commit_before_read(commit_error);
+                let range = key_range(lo, hi);
+                let dir = if *reverse {
+                    Direction::Reverse
+                } else {
+                    Direction::Forward
+                };
+                let mut out = Vec::new();
+                self.db
+                    .scan_into(&range, dir, *limit, &mut out)
+                    .map_err(engine_error)?;
+                Ok(OpResult::Records(out))
+            }
+            Op::Count { lo, hi } => {
+                self.commit_before_read(commit_error);
+                let n = self
+                    .db
+                    .count_range(&key_range(lo, hi))
+                    .map_err(engine_error)?;
+                Ok(OpResult::Int(n as i64))
+            }
+            Op::Sample { lo, hi, k, seed } => {
+                self.commit_before_read(commit_error);
+                let range = key_range(lo, hi);
+                let count = self.db.count_range(&range).map_err(engine_error)?;
+                let mut rng = ChaCha8Rng::seed_from_u64(*seed);
+                let records = if count == 0 || *k == 0 {
+                    Vec::new()
+                } else {
+                    self.db
+                        .sample_range(&range, *k, &mut rng)
+                        .map_err(engine_error)?
+                };
+                Ok(OpResult::Sample { count, records })
+            }
+            Op::Len => {
+                self.commit_before_read(commit_error);
+                Ok(OpResult::Int(self.db.len() as i64))
+            }
+        }
+    }
+
+    /// Range reads see the database, not the overlay: commit what is pending first.
+    fn commit_before_read(&mut self, commit_error: &mut Option<String>) {
+        if let Err(e) = self.commit() {
+            commit_error.get_or_insert(e);
+        }
+    }
+}
+
+fn writes(op: &Op) -> bool {
+    matches!(
+        op,
+        Op::Set { .. } | Op::Del(_) | Op::Incr { .. } | Op::Append { .. }
+    )
+}
+
+/// The new value of INCRBY `by` on `old` (decimal text, or a `u64` when `u64_values`).
+fn incr(old: Option<&[u8]>, by: i64, u64_values: bool) -> Result<i64, String> {
+    const NOT_INT: &str = "ERR value is not an integer or out of range";
+    let current: i64 = match old {
+        None => 0,
+        Some(v) if u64_values => {
+            let b: [u8; 8] = v.try_into().map_err(|_| NOT_INT.to_string())?;
+            i64::try_from(u64::from_be_bytes(b)).map_err(|_| NOT_INT.to_string())?
+        }
+        Some(v) => std::str::from_utf8(v)
+            .ok()
+            .filter(|s| !s.is_empty() && s.len() <= 20 && !s.starts_with('+'))
+            .and_then(|s| s.parse::<i64>().ok())
+            .ok_or_else(|| NOT_INT.to_string())?,
+    };
+    let next = current
+        .checked_add(by)
+        .ok_or_else(|| "ERR increment or decrement would overflow".to_string())?;
+    if u64_values && next < 0 {
+        return Err(
+            "ERR the value would be negative, and this index stores unsigned integers".into(),
+        );
+    }
+    Ok(next)
+}
+
+fn key_range(lo: &Bound<Vec<u8>>, hi: &Bound<Vec<u8>>) -> KeyRange {
+    KeyRange {
+        lo: lo.clone(),
+        hi: hi.clone(),
+    }
+}
+
+fn engine_error(e: strata::Error) -> String {
+    match e {
+        strata::Error::InvalidArgument(m) => format!("ERR {m}"),
+        other => format!("ERR {other}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn incr_follows_redis() {
+        assert_eq!(incr(None, 5, false), Ok(5));
+        assert_eq!(incr(Some(b"-3"), 1, false), Ok(-2));
+        assert!(incr(Some(b"x"), 1, false).is_err());
+        assert!(incr(Some(b" 1"), 1, false).is_err());
+        assert!(incr(Some(b"+1"), 1, false).is_err());
+        assert_eq!(
+            incr(Some(b"9223372036854775807"), 1, false),
+            Err("ERR increment or decrement would overflow".into())
+        );
+        assert_eq!(incr(Some(&7u64.to_be_bytes()), 3, true), Ok(10));
+        assert!(incr(Some(&7u64.to_be_bytes()), -8, true).is_err());
+    }
+}
