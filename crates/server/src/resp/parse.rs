@@ -225,9 +225,82 @@ fn split_inline(buf: &[u8], to: usize) -> Result<Vec<Range<usize>>, ProtocolErro
     Ok(args)
 }
 
+/// The fuzz entry point (`fuzz/` target `resp_request` and the smoke test): parses `data` as a stream of
+/// commands under small limits and under the defaults, checking what the parser promises — every command
+/// consumes at least one byte and no more than it was given, and its arguments lie inside what it consumed.
+/// Panics if a promise is broken.
+pub fn fuzz_stream(data: &[u8]) {
+    let small = Limits {
+        max_bulk: 64,
+        max_args: 8,
+        max_inline: 128,
+    };
+    for limits in [small, Limits::default()] {
+        let mut rest = data;
+        loop {
+            match parse_request(rest, &limits) {
+                Ok(Parsed::Incomplete) | Err(_) => break,
+                Ok(Parsed::Nothing { consumed }) => {
+                    assert!(consumed > 0 && consumed <= rest.len());
+                    rest = &rest[consumed..];
+                }
+                Ok(Parsed::Command { args, consumed }) => {
+                    assert!(consumed > 0 && consumed <= rest.len());
+                    assert!(!args.is_empty() && args.len() <= limits.max_args);
+                    for a in &args {
+                        assert!(a.start <= a.end && a.end <= consumed);
+                        assert!(a.end - a.start <= limits.max_bulk.max(limits.max_inline));
+                    }
+                    rest = &rest[consumed..];
+                }
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Seeded random and mutated streams through the fuzz entry point (the long runs use cargo-fuzz).
+    #[test]
+    fn fuzz_smoke() {
+        use rand::{Rng, SeedableRng};
+        let iters: usize = std::env::var("STRATA_FUZZ_SMOKE_ITERS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(20_000);
+        let seeds: [&[u8]; 5] = [
+            b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1\r\nv\r\n",
+            b"PING\r\nGET \"a b\"\r\n",
+            b"*2\r\n$3\r\nGET\r\n$-1\r\n",
+            b"*-1\r\n*0\r\n\r\n",
+            b"*1\r\n$70\r\n0123456789012345678901234567890123456789012345678901234567890123456789\r\n",
+        ];
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(11);
+        for i in 0..iters {
+            let mut input = seeds[i % seeds.len()].repeat(1 + i % 3);
+            for _ in 0..rng.random_range(0..6) {
+                let at = rng.random_range(0..input.len());
+                match rng.random_range(0..4) {
+                    0 => input[at] = rng.random(),
+                    1 => {
+                        input[at] = *b"*$\r\n-0123456789\" "
+                            .get(rng.random_range(0..16))
+                            .unwrap_or(&b'x')
+                    }
+                    2 => {
+                        input.remove(at);
+                    }
+                    _ => input.insert(at, rng.random()),
+                }
+                if input.is_empty() {
+                    input.push(b'*');
+                }
+            }
+            fuzz_stream(&input);
+        }
+    }
 
     fn args(buf: &[u8]) -> (Vec<Vec<u8>>, usize) {
         match parse_request(buf, &Limits::default()).unwrap() {

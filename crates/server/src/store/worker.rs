@@ -2,14 +2,18 @@
 
 use super::{MAX_GROUP, PartitionCounters};
 use crate::error::{ServerError, ServerResult};
-use crossbeam_channel::Receiver;
+use crossbeam_channel::{Receiver, RecvTimeoutError};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use std::collections::HashMap;
 use std::ops::Bound;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
 use strata::{Direction, Durability, KeyRange, RawDb, WriteOp};
+
+/// At durability `none`, how long an acknowledged write may stay only in memory.
+pub const BACKGROUND_SYNC: Duration = Duration::from_secs(1);
 
 /// What a SET does when the key exists or not.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -111,6 +115,7 @@ pub(super) fn spawn(
                 pending: Vec::new(),
                 overlay: HashMap::new(),
                 failed: None,
+                unsynced: false,
             }
             .run(rx)
         })
@@ -127,12 +132,23 @@ struct Worker {
     overlay: HashMap<Vec<u8>, Option<Vec<u8>>>,
     /// Set when a group commit failed: the database refuses writes from then on.
     failed: Option<String>,
+    /// Writes were committed since the last background sync (durability `none`).
+    unsynced: bool,
 }
 
 impl Worker {
     fn run(mut self, rx: Receiver<Job>) {
         let mut group: Vec<(Job, Vec<OpResult>)> = Vec::new();
-        while let Ok(first) = rx.recv() {
+        let mut last_sync = Instant::now();
+        loop {
+            let first = match rx.recv_timeout(BACKGROUND_SYNC) {
+                Ok(job) => job,
+                Err(RecvTimeoutError::Timeout) => {
+                    self.background_sync(&mut last_sync);
+                    continue;
+                }
+                Err(RecvTimeoutError::Disconnected) => break,
+            };
             group.push((first, Vec::new()));
             while group.len() < MAX_GROUP {
                 match rx.try_recv() {
@@ -160,6 +176,23 @@ impl Worker {
                 }
                 let _ = job.reply.send(results);
             }
+            if last_sync.elapsed() >= BACKGROUND_SYNC {
+                self.background_sync(&mut last_sync);
+            }
+        }
+        self.background_sync(&mut last_sync);
+    }
+
+    /// At durability `none`, writes are acknowledged from memory; this makes them durable (WAL written and
+    /// synced) at most about [`BACKGROUND_SYNC`] later, as Redis's `appendfsync everysec` does.
+    fn background_sync(&mut self, last_sync: &mut Instant) {
+        *last_sync = Instant::now();
+        if self.durability != Durability::None || !self.unsynced || self.failed.is_some() {
+            return;
+        }
+        match self.db.flush() {
+            Ok(()) => self.unsynced = false,
+            Err(e) => self.failed = Some(format!("ERR background sync failed: {e}")),
         }
     }
 
@@ -179,6 +212,7 @@ impl Worker {
                     .writes
                     .fetch_add(ops.len() as u64, Ordering::Relaxed);
                 self.counters.commits.fetch_add(1, Ordering::Relaxed);
+                self.unsynced = true;
                 Ok(())
             }
             Err(e) => {
