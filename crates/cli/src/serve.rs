@@ -55,6 +55,19 @@ pub struct ServeArgs {
     /// Network threads (0: one per core).
     #[arg(long, default_value_t = 0)]
     io_threads: usize,
+    /// Entries of the hot-key write-back cache (0: no cache). Hot keys are served and updated in the cache,
+    /// their writes made durable in the cache log, and written back to their partitions later.
+    #[arg(long, default_value_t = 10_000)]
+    cache_entries: usize,
+    /// Largest value the hot-key cache holds, in bytes.
+    #[arg(long, default_value_t = 128)]
+    cache_max_value: usize,
+    /// Accesses (Count-Min estimate, halved at every snapshot) that make a key hot.
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u16).range(1..))]
+    hot_threshold: u16,
+    /// Milliseconds between cache snapshots (dirty cached values written back to their partitions).
+    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(10..))]
+    snapshot_ms: u64,
 }
 
 /// Starts the server and serves until SIGINT or SIGTERM, then closes the partitions cleanly.
@@ -107,6 +120,12 @@ pub fn run(dir: &Path, cache: usize, args: ServeArgs) -> CliResult {
             index,
             durability: args.durability.into(),
             cache_bytes: cache,
+            hot_cache: (args.cache_entries > 0).then(|| strata_server::cache::CacheConfig {
+                capacity: args.cache_entries,
+                max_value: args.cache_max_value,
+                hot_threshold: args.hot_threshold,
+                snapshot_interval: Duration::from_millis(args.snapshot_ms),
+            }),
         },
         io_threads: args.io_threads,
     };

@@ -226,3 +226,76 @@ fn serve_refuses_bad_flags_with_exit_64() {
         assert_eq!(out.status.code(), Some(64), "{args:?}: {out:?}");
     }
 }
+
+/// Hot keys (a few keys written over and over, so the write-back cache takes them, snapshots and evicts):
+/// after kill -9 and a restart every key holds its last acknowledged value or a later one.
+#[test]
+fn kill_9_keeps_acknowledged_writes_of_cached_hot_keys() {
+    const KEYS: u32 = 20;
+    for iteration in 0..iterations() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("srv");
+        let flags = [
+            "--durability",
+            "flush",
+            "--hot-threshold",
+            "2",
+            "--snapshot-ms",
+            "100",
+            "--cache-entries",
+            "12",
+        ];
+        let (mut child, addr) = serve(&db, &flags);
+        let pid = child.id();
+        let kill_after = Duration::from_millis(300 + 131 * iteration as u64 % 500);
+        let killer = std::thread::spawn(move || {
+            std::thread::sleep(kill_after);
+            // SAFETY: sending SIGKILL to our own child process, which is still ours to reap.
+            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+        });
+        let mut last_acked = vec![None::<u32>; KEYS as usize];
+        let mut c = Client::connect(&addr);
+        let mut next = 0u32;
+        'writing: loop {
+            let batch: Vec<u32> = (next..next + 16).collect();
+            next += 16;
+            for i in &batch {
+                let k = format!("h{}", i % KEYS);
+                if c.send(&[b"SET", k.as_bytes(), i.to_string().as_bytes()])
+                    .is_err()
+                {
+                    break 'writing;
+                }
+            }
+            for i in batch {
+                match c.reply() {
+                    Ok(Some(r)) if r == b"OK" => last_acked[(i % KEYS) as usize] = Some(i),
+                    _ => break 'writing,
+                }
+            }
+        }
+        killer.join().unwrap();
+        let _ = child.wait();
+        let (mut child, addr) = serve(&db, &flags);
+        let mut c = Client::connect(&addr);
+        for (k, acked) in last_acked.iter().enumerate() {
+            let key = format!("h{k}");
+            c.send(&[b"GET", key.as_bytes()]).unwrap();
+            let got = c.reply().unwrap();
+            match (acked, got) {
+                (None, _) => {}
+                (Some(a), None) => panic!("key {key}: acknowledged value {a} lost"),
+                (Some(a), Some(v)) => {
+                    let v: u32 = String::from_utf8(v).unwrap().parse().unwrap();
+                    assert!(
+                        v >= *a && v % KEYS == k as u32,
+                        "key {key}: {v} after acknowledged {a}"
+                    );
+                }
+            }
+        }
+        eprintln!("hot keys, iteration {iteration}: {next} writes sent");
+        child.kill().unwrap();
+        let _ = child.wait();
+    }
+}

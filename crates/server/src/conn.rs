@@ -5,10 +5,12 @@
 //! replies are written, so the reply buffer of one connection stays bounded by what those commands return;
 //! an idle connection closes after the idle timeout.
 
+use crate::cache::Served;
 use crate::command::{self, Plan, Session, Shared};
 use crate::resp::{Limits, Parsed, Protocol, Reply, parse_request};
-use crate::store::{Job, OpResult};
+use crate::store::{Job, Op, OpResult};
 use bytes::{Bytes, BytesMut};
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -106,6 +108,9 @@ fn take_commands(input: &mut BytesMut, limits: &Limits) -> (Vec<Vec<Bytes>>, Opt
     (commands, None)
 }
 
+/// The slot of an operation no command waits for (a cache population).
+const NO_SLOT: (usize, usize) = (usize::MAX, usize::MAX);
+
 /// A plan whose operations went to the partitions: how many, and how to finish.
 enum Planned {
     Now(Reply),
@@ -128,6 +133,11 @@ async fn run_pipeline(
     // Per partition: its operations, and for each, (plan index, index among the plan's operations).
     let mut per_part: Vec<Vec<crate::store::Op>> = vec![Vec::new(); parts];
     let mut slots: Vec<Vec<(usize, usize)>> = vec![Vec::new(); parts];
+    let cache = shared.store.cache().map(|c| &**c);
+    // Results the cache gave at once, the log ticket they wait for, and the keys sent to partitions.
+    let mut early = Vec::new();
+    let mut ticket = 0u64;
+    let mut to_partitions: HashSet<Vec<u8>> = HashSet::new();
     for args in &commands {
         // After QUIT, nothing more of this pipeline runs.
         if session.quit {
@@ -138,8 +148,35 @@ async fn run_pipeline(
             Plan::Routed { ops, finish } => {
                 let n = ops.len();
                 for (j, (p, op)) in ops.into_iter().enumerate() {
+                    let at = (plans.len(), j);
+                    if let Some(cache) = cache {
+                        let key = crate::cache::op_key(&op).map(<[u8]>::to_vec);
+                        // A key this pipeline already sent to its partition stays there, so this
+                        // connection's operations on it keep their order.
+                        if let Some(key) = key.as_ref().filter(|k| !to_partitions.contains(*k)) {
+                            match cache.serve(&op) {
+                                Served::Done(r, t) => {
+                                    ticket = ticket.max(t);
+                                    early.push((at, r));
+                                    continue;
+                                }
+                                Served::NotCached if cache.touch(key) => {
+                                    to_partitions.insert(key.clone());
+                                    per_part[p].push(op);
+                                    slots[p].push(at);
+                                    per_part[p].push(Op::Populate(key.clone()));
+                                    slots[p].push(NO_SLOT);
+                                    continue;
+                                }
+                                Served::NotCached | Served::NeedsEviction => {}
+                            }
+                        }
+                        if let Some(key) = key {
+                            to_partitions.insert(key);
+                        }
+                    }
                     per_part[p].push(op);
-                    slots[p].push((plans.len(), j));
+                    slots[p].push(at);
                 }
                 Planned::Routed(n, finish)
             }
@@ -154,6 +191,9 @@ async fn run_pipeline(
             Planned::Now(_) => Vec::new(),
         })
         .collect();
+    for ((i, j), r) in early {
+        results[i][j] = Some(r);
+    }
     let mut waiting = Vec::new();
     for (p, ops) in per_part.into_iter().enumerate() {
         if ops.is_empty() {
@@ -163,21 +203,32 @@ async fn run_pipeline(
         match shared.store.submit(p, Job { ops, reply: tx }) {
             Ok(()) => waiting.push((p, rx)),
             Err(e) => {
-                for &(i, j) in &slots[p] {
+                for &(i, j) in slots[p].iter().filter(|&&s| s != NO_SLOT) {
                     results[i][j] = Some(OpResult::Error(format!("ERR {e}")));
                 }
             }
         }
     }
     for (p, rx) in waiting {
-        let answers = rx.await.unwrap_or_default();
-        let mut answers = answers.into_iter();
+        let reply = rx.await.unwrap_or_default();
+        ticket = ticket.max(reply.ticket);
+        let mut answers = reply.results.into_iter();
         for &(i, j) in &slots[p] {
-            results[i][j] = Some(
-                answers
-                    .next()
-                    .unwrap_or_else(|| OpResult::Error(format!("ERR partition {p} stopped"))),
-            );
+            let answer = answers
+                .next()
+                .unwrap_or_else(|| OpResult::Error(format!("ERR partition {p} stopped")));
+            if (i, j) != NO_SLOT {
+                results[i][j] = Some(answer);
+            }
+        }
+    }
+    // Writes answered by the cache are acknowledged once their log records are durable.
+    if ticket > 0
+        && let Some(cache) = cache
+        && let Err(e) = cache.log().wait_async(ticket).await
+    {
+        for r in results.iter_mut().flatten() {
+            *r = Some(OpResult::Error(e.clone()));
         }
     }
     for (plan, res) in plans.into_iter().zip(results) {

@@ -18,6 +18,7 @@
 //! own work; a partition runs one job at a time, so a hot partition is the server's bottleneck (what the
 //! hot-key cache and range splits address).
 
+pub mod cache;
 pub mod command;
 pub mod conn;
 pub mod error;

@@ -51,6 +51,7 @@ fn start_with(
             index: kind.default_config(),
             durability: Durability::Flush,
             cache_bytes: 8 << 20,
+            hot_cache: None,
         },
         io_threads: 2,
     })
@@ -514,6 +515,7 @@ fn data_survives_a_restart_and_the_layout_is_enforced() -> RedisResult<()> {
             index: IndexConfig::default(),
             durability: Durability::Flush,
             cache_bytes: 8 << 20,
+            hot_cache: None,
         },
         io_threads: 1,
     };
@@ -573,5 +575,135 @@ fn tools_handshakes_work() {
         "# Partitions",
     ] {
         assert!(info.contains(section), "{section} missing in {info}");
+    }
+}
+
+fn start_cached(
+    dir: &std::path::Path,
+    capacity: usize,
+    partitioning: Partitioning,
+) -> RunningServer {
+    strata_server::start(ServerConfig {
+        settings: ServerSettings {
+            port: 0,
+            ..ServerSettings::default()
+        },
+        store: StoreConfig {
+            dir: dir.join("srv"),
+            partitions: 3,
+            partitioning,
+            index: IndexConfig::default(),
+            durability: Durability::Flush,
+            cache_bytes: 8 << 20,
+            hot_cache: Some(strata_server::cache::CacheConfig {
+                capacity,
+                max_value: 16,
+                hot_threshold: 2,
+                snapshot_interval: Duration::from_millis(50),
+            }),
+        },
+        io_threads: 2,
+    })
+    .unwrap()
+}
+
+/// Random operations on a few hot keys, with a tiny cache (populations, evictions, snapshots and values
+/// growing past the cache's limit all happen), against a model; then a restart.
+#[test]
+fn the_hot_key_cache_agrees_with_a_model_across_restarts() {
+    for partitioning in [Partitioning::Hash, range()] {
+        cache_model_run(partitioning);
+    }
+}
+
+fn cache_model_run(partitioning: Partitioning) {
+    use rand::{Rng, SeedableRng};
+    let dir = tempfile::tempdir().unwrap();
+    let mut model: BTreeMap<String, Vec<u8>> = BTreeMap::new();
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(5);
+    for round in 0..3 {
+        let srv = start_cached(dir.path(), 6, partitioning.clone());
+        let url = format!("redis://{}", srv.addr());
+        let mut c = redis::Client::open(url).unwrap().get_connection().unwrap();
+        for step in 0..3000 {
+            // Skewed: most operations on a few keys.
+            let k = if rng.random_bool(0.8) {
+                format!("hot{}", rng.random_range(0..4))
+            } else {
+                format!("cold{}", rng.random_range(0..40))
+            };
+            match rng.random_range(0..10) {
+                0..=3 => {
+                    let got: Option<Vec<u8>> = c.get(&k).unwrap();
+                    assert_eq!(
+                        got.as_ref(),
+                        model.get(&k),
+                        "GET {k} at round {round} step {step}"
+                    );
+                }
+                4..=5 => {
+                    let v = format!("{step}").into_bytes();
+                    let _: () = c.set(&k, &v).unwrap();
+                    model.insert(k, v);
+                }
+                6 => {
+                    let n: i64 = c.del(&k).unwrap();
+                    assert_eq!(n, i64::from(model.remove(&k).is_some()));
+                }
+                7 => {
+                    let r: RedisResult<i64> = c.incr(&k, 3);
+                    let expect = match model.get(&k) {
+                        None => Some(3),
+                        Some(v) => std::str::from_utf8(v)
+                            .ok()
+                            .and_then(|s| s.parse::<i64>().ok())
+                            .map(|n| n + 3),
+                    };
+                    match expect {
+                        Some(n) => {
+                            assert_eq!(r.unwrap(), n);
+                            model.insert(k, n.to_string().into_bytes());
+                        }
+                        None => assert!(r.is_err()),
+                    }
+                }
+                8 => {
+                    // Appends push values past the cache's 16-byte limit now and then.
+                    let n: i64 = c.append(&k, "xy").unwrap();
+                    let v = model.entry(k).or_default();
+                    v.extend_from_slice(b"xy");
+                    assert_eq!(n as usize, v.len());
+                }
+                _ => {
+                    let all: Vec<Vec<u8>> = redis::cmd("RANGE")
+                        .arg("-")
+                        .arg("+")
+                        .arg("LIMIT")
+                        .arg(1000)
+                        .query(&mut c)
+                        .unwrap();
+                    let got: Vec<(Vec<u8>, Vec<u8>)> = all
+                        .chunks(2)
+                        .map(|p| (p[0].clone(), p[1].clone()))
+                        .collect();
+                    let expect: Vec<(Vec<u8>, Vec<u8>)> = model
+                        .iter()
+                        .map(|(k, v)| (k.clone().into_bytes(), v.clone()))
+                        .collect();
+                    assert_eq!(got, expect, "RANGE at round {round} step {step}");
+                }
+            }
+        }
+        let info: String = redis::cmd("INFO").arg("cache").query(&mut c).unwrap();
+        let field = |name: &str| -> u64 {
+            info.lines()
+                .find_map(|l| l.strip_prefix(name))
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap()
+        };
+        assert!(field("cache_hits:") > 500, "{info}");
+        assert!(field("cache_evictions:") > 0, "{info}");
+        drop(c);
+        srv.shutdown().unwrap();
     }
 }

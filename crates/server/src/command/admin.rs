@@ -654,6 +654,21 @@ fn info(shared: &Shared, section: Option<Vec<u8>>) -> String {
             "# Keyspace\r\ndb0:keys={keys},expires=0,avg_ttl=0\r\n\r\n"
         );
     }
+    if want("cache")
+        && let Some(cache) = store.cache()
+    {
+        let c = &cache.counters;
+        let _ = write!(
+            out,
+            "# Cache\r\ncache_entries:{}\r\ncache_capacity:{}\r\ncache_hits:{}\r\ncache_populations:{}\r\n\
+             cache_evictions:{}\r\n\r\n",
+            cache.len(),
+            cache.config().capacity,
+            c.hits.load(Ordering::Relaxed),
+            c.populations.load(Ordering::Relaxed),
+            c.evictions.load(Ordering::Relaxed),
+        );
+    }
     if want("partitions") {
         let layout = store.layout();
         let kind = match layout.partitioning {
@@ -671,7 +686,13 @@ fn info(shared: &Shared, section: Option<Vec<u8>>) -> String {
                 .counters(p)
                 .map_or(0, |c| c.writes.load(Ordering::Relaxed));
             let keys = store.db(p).map_or(0, |db| db.len());
-            let _ = write!(out, "p{p}:ops={n},writes={writes},keys={keys}\r\n");
+            let write_backs = store
+                .counters(p)
+                .map_or(0, |c| c.write_backs.load(Ordering::Relaxed));
+            let _ = write!(
+                out,
+                "p{p}:ops={n},writes={writes},keys={keys},cache_write_backs={write_backs}\r\n"
+            );
         }
         out.push_str("\r\n");
     }

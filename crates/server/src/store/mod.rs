@@ -22,13 +22,17 @@
 //! and values are decimal integers stored as `u64`; the dynamized index, which stores only those).
 
 mod layout;
+mod snapshot;
 mod worker;
 
 pub use layout::{KeyMode, Layout, Partitioning};
-pub use worker::{Job, Op, OpResult, SetCondition};
+pub(crate) use worker::incr;
+pub use worker::{BACKGROUND_SYNC, Job, JobReply, Op, OpResult, SetCondition};
 
+use crate::cache::{CacheConfig, HotCache};
 use crate::error::{ServerError, ServerResult};
 use crossbeam_channel::Sender;
+use parking_lot::RwLock;
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -48,6 +52,8 @@ pub struct StoreConfig {
     pub durability: Durability,
     /// Buffer pool budget of each partition, in bytes.
     pub cache_bytes: usize,
+    /// The hot-key write-back cache (`None`: off).
+    pub hot_cache: Option<CacheConfig>,
 }
 
 /// Per-partition counters (read by INFO and the benchmark's imbalance figures).
@@ -59,6 +65,8 @@ pub struct PartitionCounters {
     pub writes: AtomicU64,
     /// Group commits (WAL appends).
     pub commits: AtomicU64,
+    /// Cached values written into the partition (range reads, evictions, snapshots).
+    pub write_backs: AtomicU64,
 }
 
 struct Partition {
@@ -72,6 +80,9 @@ struct Partition {
 pub struct Store {
     layout: Layout,
     parts: Vec<Partition>,
+    cache: Option<Arc<HotCache>>,
+    queues: Arc<RwLock<Vec<Sender<Job>>>>,
+    snapshots: Option<(Sender<()>, std::thread::JoinHandle<()>)>,
     caps: Capabilities,
     max_key: usize,
     dir: PathBuf,
@@ -107,15 +118,45 @@ impl Store {
             durability: Some(config.durability),
             ..Options::default()
         };
-        let mut parts = Vec::with_capacity(layout.partitions);
+        let mut dbs = Vec::with_capacity(layout.partitions);
         for i in 0..layout.partitions {
             let dir = partition_dir(&config.dir, i);
             let db = RawDb::open_or_create(&dir, &db_config, &options).map_err(|e| {
                 ServerError::Engine(format!("partition {i} ({}): {e}", dir.display()))
             })?;
+            dbs.push(db);
+        }
+        // Acknowledged writes of cached keys that never reached their partitions go there first.
+        let (generation, seq) = recover_cache_log(&config.dir, &layout, &dbs, config.durability)?;
+        let cache = match &config.hot_cache {
+            Some(c) => Some(Arc::new(HotCache::new(
+                c.clone(),
+                &config.dir,
+                generation,
+                seq,
+                layout.partitions,
+                config.durability,
+            )?)),
+            None => None,
+        };
+        let queues = Arc::new(RwLock::new(Vec::with_capacity(layout.partitions)));
+        let peers = worker::Peers {
+            cache: cache.clone(),
+            queues: queues.clone(),
+        };
+        let mut parts = Vec::with_capacity(layout.partitions);
+        for (i, db) in dbs.into_iter().enumerate() {
             let counters = Arc::new(PartitionCounters::default());
             let (tx, rx) = crossbeam_channel::unbounded();
-            let worker = worker::spawn(i, db.clone(), config.durability, rx, counters.clone())?;
+            queues.write().push(tx.clone());
+            let worker = worker::spawn(
+                i,
+                db.clone(),
+                config.durability,
+                rx,
+                counters.clone(),
+                peers.clone(),
+            )?;
             parts.push(Partition {
                 tx,
                 db,
@@ -123,6 +164,15 @@ impl Store {
                 worker: Some(worker),
             });
         }
+        let snapshots = match &cache {
+            Some(c) => Some(snapshot::spawn(
+                c.clone(),
+                queues.clone(),
+                config.dir.clone(),
+                c.config().snapshot_interval,
+            )?),
+            None => None,
+        };
         let caps = parts
             .first()
             .map(|p| p.db.capabilities())
@@ -131,6 +181,9 @@ impl Store {
         Ok(Store {
             layout,
             parts,
+            cache,
+            queues,
+            snapshots,
             caps,
             max_key,
             dir: config.dir.clone(),
@@ -207,10 +260,22 @@ impl Store {
             .collect()
     }
 
-    /// Stops the workers (after the jobs already queued) and closes the databases with a checkpoint.
+    /// The hot-key cache, if on.
+    pub fn cache(&self) -> Option<&Arc<HotCache>> {
+        self.cache.as_ref()
+    }
+
+    /// Stops the workers (after the jobs already queued), writes every cached value into its partition, and
+    /// closes the databases with a checkpoint.
     pub fn close(mut self) -> ServerResult<()> {
-        self.stop_workers();
+        self.stop_snapshots();
         let mut first_error = None;
+        if let Some(cache) = self.cache.clone()
+            && let Err(e) = snapshot::take(&cache, &self.queues, &self.dir)
+        {
+            first_error = Some(e);
+        }
+        self.stop_workers();
         for (i, part) in std::mem::take(&mut self.parts).into_iter().enumerate() {
             if let Err(e) = part.db.close() {
                 first_error
@@ -220,9 +285,18 @@ impl Store {
         first_error.map_or(Ok(()), Err)
     }
 
+    fn stop_snapshots(&mut self) {
+        if let Some((stop, thread)) = self.snapshots.take() {
+            drop(stop);
+            let _ = thread.join();
+        }
+    }
+
     fn stop_workers(&mut self) {
+        self.stop_snapshots();
+        // Dropping every sender ends a worker's loop once its queue is empty.
+        self.queues.write().clear();
         for part in &mut self.parts {
-            // Dropping the sender ends the worker's loop once the queue is empty.
             let (dead, _) = crossbeam_channel::unbounded();
             part.tx = dead;
         }
@@ -238,6 +312,48 @@ impl Drop for Store {
     fn drop(&mut self) {
         self.stop_workers();
     }
+}
+
+/// Applies the cache log's acknowledged writes to their partitions (made durable), then deletes the log.
+/// Returns the next log generation and the highest sequence number used.
+fn recover_cache_log(
+    dir: &Path,
+    layout: &Layout,
+    dbs: &[RawDb],
+    durability: Durability,
+) -> ServerResult<(u64, u64)> {
+    use crate::cache::log::{LogRecord, recover, remove_generations};
+    let crate::cache::log::Recovered {
+        last,
+        max_seq: seq,
+        generations: gens,
+    } = recover(dir)?;
+    let mut per_part: Vec<Vec<strata::WriteOp>> = vec![Vec::new(); dbs.len()];
+    for (key, rec) in last {
+        let p = layout.route(&key);
+        match rec {
+            LogRecord::Write { value, .. } => per_part[p].push(strata::WriteOp::Put { key, value }),
+            LogRecord::Delete { .. } => per_part[p].push(strata::WriteOp::Delete { key }),
+            LogRecord::Evict { .. } => {}
+        }
+    }
+    for (p, ops) in per_part.iter().enumerate() {
+        if !ops.is_empty() {
+            let durable = if durability == Durability::None {
+                Durability::Sync
+            } else {
+                durability
+            };
+            dbs[p].write(ops, Some(durable)).map_err(|e| {
+                ServerError::Engine(format!("replaying the cache log into partition {p}: {e}"))
+            })?;
+            dbs[p]
+                .flush()
+                .map_err(|e| ServerError::Engine(format!("syncing partition {p}: {e}")))?;
+        }
+    }
+    remove_generations(dir, &gens)?;
+    Ok((gens.last().map_or(1, |g| g + 1), seq))
 }
 
 /// Where partition `i` lives.

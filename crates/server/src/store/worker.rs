@@ -1,6 +1,7 @@
 //! A partition's worker thread: runs the jobs of its queue in order, commits their writes as a group.
 
 use super::{MAX_GROUP, PartitionCounters};
+use crate::cache::{HotCache, Served};
 use crate::error::{ServerError, ServerResult};
 use crossbeam_channel::{Receiver, RecvTimeoutError};
 use rand::SeedableRng;
@@ -69,6 +70,12 @@ pub enum Op {
     },
     /// Number of records.
     Len,
+    /// Install the key in the hot-key cache with its current value (it became hot).
+    Populate(Vec<u8>),
+    /// Take the key out of the cache: its value goes (back) into this partition.
+    Evict(Vec<u8>),
+    /// Write this partition's dirty cached values into it (a cache snapshot).
+    FlushCached,
 }
 
 /// The answer to one [`Op`].
@@ -91,11 +98,28 @@ pub enum OpResult {
     Error(String),
 }
 
+/// The answers to a job: one per operation, and the cache-log ticket that must be durable before they are
+/// given to the client (0: none).
+#[derive(Debug, Default)]
+pub struct JobReply {
+    pub results: Vec<OpResult>,
+    pub ticket: u64,
+}
+
 /// A batch of operations for one partition and where to send their answers (in the same order).
 #[derive(Debug)]
 pub struct Job {
     pub ops: Vec<Op>,
-    pub reply: tokio::sync::oneshot::Sender<Vec<OpResult>>,
+    pub reply: tokio::sync::oneshot::Sender<JobReply>,
+}
+
+/// What a worker needs of the rest of the store.
+#[derive(Clone)]
+pub(super) struct Peers {
+    /// The hot-key cache, if on.
+    pub cache: Option<Arc<HotCache>>,
+    /// Every partition's queue (to ask another partition to evict a cache victim).
+    pub queues: Arc<parking_lot::RwLock<Vec<crossbeam_channel::Sender<Job>>>>,
 }
 
 pub(super) fn spawn(
@@ -104,11 +128,15 @@ pub(super) fn spawn(
     durability: Durability,
     rx: Receiver<Job>,
     counters: Arc<PartitionCounters>,
+    peers: Peers,
 ) -> ServerResult<std::thread::JoinHandle<()>> {
     std::thread::Builder::new()
         .name(format!("strata-p{index}"))
         .spawn(move || {
             Worker {
+                partition: index,
+                peers,
+                ticket: 0,
                 db,
                 durability,
                 counters,
@@ -123,6 +151,10 @@ pub(super) fn spawn(
 }
 
 struct Worker {
+    partition: usize,
+    peers: Peers,
+    /// Highest cache-log ticket of the current job.
+    ticket: u64,
     db: RawDb,
     durability: Durability,
     counters: Arc<PartitionCounters>,
@@ -157,24 +189,27 @@ impl Worker {
                 }
             }
             let mut commit_error = None;
+            let mut tickets = Vec::with_capacity(group.len());
             for (job, results) in &mut group {
+                self.ticket = 0;
                 for op in &job.ops {
                     results.push(self.apply(op, &mut commit_error));
                 }
+                tickets.push(self.ticket);
             }
             if let Err(e) = self.commit() {
                 commit_error.get_or_insert(e);
             }
             let n_ops: usize = group.iter().map(|(j, _)| j.ops.len()).sum();
             self.counters.ops.fetch_add(n_ops as u64, Ordering::Relaxed);
-            for (job, mut results) in group.drain(..) {
+            for ((job, mut results), ticket) in group.drain(..).zip(tickets) {
                 if let Some(e) = &commit_error {
                     // Nothing of this group is known to be durable: every answer becomes the error.
                     results
                         .iter_mut()
                         .for_each(|r| *r = OpResult::Error(e.clone()));
                 }
-                let _ = job.reply.send(results);
+                let _ = job.reply.send(JobReply { results, ticket });
             }
             if last_sync.elapsed() >= BACKGROUND_SYNC {
                 self.background_sync(&mut last_sync);
@@ -268,6 +303,20 @@ impl Worker {
         if self.failed.is_some() && writes(op) {
             return Err(self.failed.clone().unwrap_or_default());
         }
+        if let Some(cache) = self.peers.cache.clone() {
+            match cache.serve(op) {
+                Served::Done(r, t) => {
+                    self.ticket = self.ticket.max(t);
+                    return Ok(r);
+                }
+                Served::NotCached => {}
+                Served::NeedsEviction => {
+                    if let Some(key) = crate::cache::op_key(op) {
+                        self.evict(&cache, key, commit_error)?;
+                    }
+                }
+            }
+        }
         match op {
             Op::Get(key) => Ok(OpResult::Value(self.read(key)?)),
             Op::Exists(key) => Ok(OpResult::Bool(self.read(key)?.is_some())),
@@ -331,6 +380,34 @@ impl Worker {
                 self.put(key, v)?;
                 Ok(OpResult::Int(len))
             }
+            Op::Populate(key) => {
+                let Some(cache) = self.peers.cache.clone() else {
+                    return Ok(OpResult::Bool(false));
+                };
+                let value = self.read(key)?;
+                if let Some((p, victim)) = cache.populate(key, value, self.partition) {
+                    if p == self.partition {
+                        self.evict(&cache, &victim, commit_error)?;
+                    } else if let Some(q) = self.peers.queues.read().get(p) {
+                        let (reply, _) = tokio::sync::oneshot::channel();
+                        let _ = q.send(Job {
+                            ops: vec![Op::Evict(victim)],
+                            reply,
+                        });
+                    }
+                }
+                Ok(OpResult::Bool(true))
+            }
+            Op::Evict(key) => {
+                if let Some(cache) = self.peers.cache.clone() {
+                    self.evict(&cache, key, commit_error)?;
+                }
+                Ok(OpResult::Bool(true))
+            }
+            Op::FlushCached => {
+                self.commit_before_read(commit_error);
+                Ok(OpResult::Bool(true))
+            }
             Op::Range {
                 lo,
                 hi,
@@ -379,23 +456,74 @@ impl Worker {
         }
     }
 
-    /// Range reads see the database, not the overlay: commit what is pending first.
+    /// Range reads see the database, not the overlay or the cache: write this partition's dirty cached
+    /// values into it and commit what is pending first.
     fn commit_before_read(&mut self, commit_error: &mut Option<String>) {
+        if let Some(cache) = &self.peers.cache {
+            for (key, value) in cache.drain_dirty(self.partition) {
+                self.queue_write_back(key, value);
+            }
+        }
         if let Err(e) = self.commit() {
             commit_error.get_or_insert(e);
         }
+    }
+
+    /// Queues a cached value (`None`: deleted) as a write to this partition. Cached values were checked
+    /// when they were written.
+    fn queue_write_back(&mut self, key: Vec<u8>, value: Option<Vec<u8>>) {
+        self.counters.write_backs.fetch_add(1, Ordering::Relaxed);
+        self.overlay.insert(key.clone(), value.clone());
+        self.pending.push(match value {
+            Some(value) => WriteOp::Put { key, value },
+            None => WriteOp::Delete { key },
+        });
+    }
+
+    /// Takes `key` out of the cache into this partition: its dirty value is committed here first, then the
+    /// eviction is logged (and made durable), so recovery never replays an older cached value over newer
+    /// writes made here after the eviction.
+    fn evict(
+        &mut self,
+        cache: &HotCache,
+        key: &[u8],
+        commit_error: &mut Option<String>,
+    ) -> Result<(), String> {
+        let Some((write, needs_record)) = cache.take_for_eviction(key) else {
+            return Ok(());
+        };
+        if let Some(value) = write {
+            self.queue_write_back(key.to_vec(), value);
+            if let Err(e) = self.commit() {
+                commit_error.get_or_insert(e.clone());
+                return Err(e);
+            }
+        }
+        if needs_record {
+            let t = cache.log_eviction(key);
+            if self.durability != Durability::None {
+                cache.log().wait(t)?;
+            }
+        }
+        Ok(())
     }
 }
 
 fn writes(op: &Op) -> bool {
     matches!(
         op,
-        Op::Set { .. } | Op::Del(_) | Op::Incr { .. } | Op::Append { .. }
+        Op::Set { .. }
+            | Op::Del(_)
+            | Op::Incr { .. }
+            | Op::Append { .. }
+            | Op::Populate(_)
+            | Op::Evict(_)
+            | Op::FlushCached
     )
 }
 
 /// The new value of INCRBY `by` on `old` (decimal text, or a `u64` when `u64_values`).
-fn incr(old: Option<&[u8]>, by: i64, u64_values: bool) -> Result<i64, String> {
+pub(crate) fn incr(old: Option<&[u8]>, by: i64, u64_values: bool) -> Result<i64, String> {
     const NOT_INT: &str = "ERR value is not an integer or out of range";
     let current: i64 = match old {
         None => 0,

@@ -1,0 +1,506 @@
+//! The cache log: the write-ahead log of the hot-key cache, in generations `DIR/cache-<gen>.log`.
+//!
+//! A write to a cached key is answered from the cache once its record is durable here (group commit: one
+//! writer thread takes every waiting record, writes them with one `write`, and at durability `sync` one
+//! `fdatasync`). A record:
+//!
+//! | bytes | field |
+//! |---|---|
+//! | 4 | body length `u32` LE |
+//! | 4 | xxh3-64 of the body, low 32 bits, LE |
+//! | 1 | kind: 1 write, 2 delete (the key is absent), 3 evicted (the key's value now lives in its partition) |
+//! | 8 | sequence number `u64` LE (increasing over the server's life) |
+//! | 2 | key length `u16` LE, then the key |
+//! | 4 + n | (kind 1) value length `u32` LE, then the value |
+//!
+//! Recovery reads every generation in order; for each key the last record decides: a write or delete is
+//! applied to the key's partition, an eviction means the partition already has the newest value. A record
+//! cut short at the end of the newest generation is a torn tail (a write that was never acknowledged); any
+//! other damage is an error naming the file and offset.
+//!
+//! Generations: a snapshot starts a new generation, writes every dirty cached value back to its partition,
+//! waits until the partitions have made them durable, then deletes the older generations.
+
+use crate::error::{ServerError, ServerResult};
+use parking_lot::{Condvar, Mutex};
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use strata::Durability;
+
+/// What a record says about its key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LogRecord {
+    Write {
+        key: Vec<u8>,
+        value: Vec<u8>,
+        seq: u64,
+    },
+    Delete {
+        key: Vec<u8>,
+        seq: u64,
+    },
+    Evict {
+        key: Vec<u8>,
+        seq: u64,
+    },
+}
+
+impl LogRecord {
+    fn key(&self) -> &[u8] {
+        match self {
+            LogRecord::Write { key, .. }
+            | LogRecord::Delete { key, .. }
+            | LogRecord::Evict { key, .. } => key,
+        }
+    }
+
+    fn encode(&self, out: &mut Vec<u8>) {
+        let start = out.len();
+        out.extend_from_slice(&[0u8; 8]);
+        let (kind, seq) = match self {
+            LogRecord::Write { seq, .. } => (1u8, *seq),
+            LogRecord::Delete { seq, .. } => (2, *seq),
+            LogRecord::Evict { seq, .. } => (3, *seq),
+        };
+        out.push(kind);
+        out.extend_from_slice(&seq.to_le_bytes());
+        let key = self.key();
+        out.extend_from_slice(&(key.len() as u16).to_le_bytes());
+        out.extend_from_slice(key);
+        if let LogRecord::Write { value, .. } = self {
+            out.extend_from_slice(&(value.len() as u32).to_le_bytes());
+            out.extend_from_slice(value);
+        }
+        let body_len = out.len() - start - 8;
+        let sum = xxhash_rust::xxh3::xxh3_64(&out[start + 8..]) as u32;
+        out[start..start + 4].copy_from_slice(&(body_len as u32).to_le_bytes());
+        out[start + 4..start + 8].copy_from_slice(&sum.to_le_bytes());
+    }
+
+    fn decode(body: &[u8]) -> Option<LogRecord> {
+        let kind = *body.first()?;
+        let seq = u64::from_le_bytes(body.get(1..9)?.try_into().ok()?);
+        let klen = u16::from_le_bytes(body.get(9..11)?.try_into().ok()?) as usize;
+        let key = body.get(11..11 + klen)?.to_vec();
+        let rest = body.get(11 + klen..)?;
+        match kind {
+            1 => {
+                let vlen = u32::from_le_bytes(rest.get(..4)?.try_into().ok()?) as usize;
+                let value = rest.get(4..4 + vlen)?.to_vec();
+                (rest.len() == 4 + vlen).then_some(LogRecord::Write { key, value, seq })
+            }
+            2 => rest.is_empty().then_some(LogRecord::Delete { key, seq }),
+            3 => rest.is_empty().then_some(LogRecord::Evict { key, seq }),
+            _ => None,
+        }
+    }
+}
+
+/// Most bytes of one record body (keys up to 64 KiB, cached values are small, but be generous).
+const MAX_BODY: usize = 16 << 20;
+
+fn log_path(dir: &Path, generation: u64) -> PathBuf {
+    dir.join(format!("cache-{generation:016}.log"))
+}
+
+/// The generations present in `dir`, ascending.
+fn generations(dir: &Path) -> ServerResult<Vec<u64>> {
+    let mut out = Vec::new();
+    let entries = match std::fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(out),
+        Err(e) => return Err(ServerError::io(dir, e)),
+    };
+    for entry in entries {
+        let entry = entry.map_err(|e| ServerError::io(dir, e))?;
+        let name = entry.file_name();
+        if let Some(g) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("cache-"))
+            .and_then(|n| n.strip_suffix(".log"))
+            .and_then(|n| n.parse::<u64>().ok())
+        {
+            out.push(g);
+        }
+    }
+    out.sort_unstable();
+    Ok(out)
+}
+
+/// What recovery found in the cache log.
+#[derive(Debug)]
+pub struct Recovered {
+    /// The last record of each key.
+    pub last: HashMap<Vec<u8>, LogRecord>,
+    /// The highest sequence number seen.
+    pub max_seq: u64,
+    /// The generations read (to delete once their records are applied).
+    pub generations: Vec<u64>,
+}
+
+/// Reads every generation of the cache log in `dir`.
+pub fn recover(dir: &Path) -> ServerResult<Recovered> {
+    let gens = generations(dir)?;
+    let mut last = HashMap::new();
+    let mut max_seq = 0;
+    for (i, &g) in gens.iter().enumerate() {
+        let path = log_path(dir, g);
+        let bytes = std::fs::read(&path).map_err(|e| ServerError::io(&path, e))?;
+        let newest = i + 1 == gens.len();
+        let mut at = 0usize;
+        while at < bytes.len() {
+            let corrupt = |detail: &str| {
+                ServerError::Engine(format!(
+                    "corruption in {} at offset {at}: {detail} (the cache log holds acknowledged writes; \
+                     move the file away only if losing them is acceptable)",
+                    path.display()
+                ))
+            };
+            let Some(head) = bytes.get(at..at + 8) else {
+                if newest {
+                    break; // torn tail: a record cut short by the crash
+                }
+                return Err(corrupt("record header cut short"));
+            };
+            let len = u32::from_le_bytes([head[0], head[1], head[2], head[3]]) as usize;
+            let sum = u32::from_le_bytes([head[4], head[5], head[6], head[7]]);
+            if len > MAX_BODY {
+                return Err(corrupt("record length out of range"));
+            }
+            let Some(body) = bytes.get(at + 8..at + 8 + len) else {
+                if newest {
+                    break;
+                }
+                return Err(corrupt("record cut short"));
+            };
+            if xxhash_rust::xxh3::xxh3_64(body) as u32 != sum {
+                return Err(corrupt("record checksum mismatch"));
+            }
+            let rec = LogRecord::decode(body).ok_or_else(|| corrupt("malformed record"))?;
+            let seq = match &rec {
+                LogRecord::Write { seq, .. }
+                | LogRecord::Delete { seq, .. }
+                | LogRecord::Evict { seq, .. } => *seq,
+            };
+            max_seq = max_seq.max(seq);
+            last.insert(rec.key().to_vec(), rec);
+            at += 8 + len;
+        }
+    }
+    Ok(Recovered {
+        last,
+        max_seq,
+        generations: gens,
+    })
+}
+
+/// Deletes generations `gens` (their records have been applied to the partitions).
+pub fn remove_generations(dir: &Path, gens: &[u64]) -> ServerResult<()> {
+    for &g in gens {
+        let path = log_path(dir, g);
+        match std::fs::remove_file(&path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(ServerError::io(&path, e)),
+        }
+    }
+    sync_dir(dir);
+    Ok(())
+}
+
+fn sync_dir(dir: &Path) {
+    if let Ok(d) = File::open(dir) {
+        let _ = d.sync_all();
+    }
+}
+
+struct Pending {
+    buf: Vec<u8>,
+    /// Ticket of the last record in `buf`.
+    last_ticket: u64,
+    /// Switch to this generation before writing the next batch.
+    rotate_to: Option<u64>,
+    shutdown: bool,
+    error: Option<String>,
+}
+
+struct Inner {
+    dir: PathBuf,
+    durability: Durability,
+    pending: Mutex<Pending>,
+    /// Wakes the writer.
+    work: Condvar,
+    /// Wakes threads waiting for durability.
+    done: Condvar,
+    durable: AtomicU64,
+    notify: tokio::sync::Notify,
+    generation: AtomicU64,
+}
+
+/// The cache log's writer: appends records, each identified by a ticket (an increasing number); a ticket is
+/// durable once [`durable`](CacheLog::durable) reaches it.
+pub struct CacheLog {
+    inner: Arc<Inner>,
+    writer: Option<std::thread::JoinHandle<()>>,
+}
+
+impl CacheLog {
+    /// Starts a log in `dir` at generation `generation` (a new, empty file).
+    pub fn start(dir: &Path, generation: u64, durability: Durability) -> ServerResult<CacheLog> {
+        let path = log_path(dir, generation);
+        let file = File::create(&path).map_err(|e| ServerError::io(&path, e))?;
+        file.sync_all().map_err(|e| ServerError::io(&path, e))?;
+        sync_dir(dir);
+        let inner = Arc::new(Inner {
+            dir: dir.to_path_buf(),
+            durability,
+            pending: Mutex::new(Pending {
+                buf: Vec::new(),
+                last_ticket: 0,
+                rotate_to: None,
+                shutdown: false,
+                error: None,
+            }),
+            work: Condvar::new(),
+            done: Condvar::new(),
+            durable: AtomicU64::new(0),
+            notify: tokio::sync::Notify::new(),
+            generation: AtomicU64::new(generation),
+        });
+        let w = inner.clone();
+        let writer = std::thread::Builder::new()
+            .name("strata-cache-log".into())
+            .spawn(move || writer_loop(&w, file))
+            .map_err(|e| ServerError::Engine(format!("starting the cache log writer: {e}")))?;
+        Ok(CacheLog {
+            inner,
+            writer: Some(writer),
+        })
+    }
+
+    /// Queues a record; returns its ticket. Call with the cached entry's lock held, so tickets follow the
+    /// order of the entry's changes.
+    pub fn append(&self, rec: &LogRecord) -> u64 {
+        let mut p = self.inner.pending.lock();
+        rec.encode(&mut p.buf);
+        p.last_ticket += 1;
+        let t = p.last_ticket;
+        drop(p);
+        self.inner.work.notify_one();
+        t
+    }
+
+    /// The current generation (records appended now belong to it).
+    pub fn generation(&self) -> u64 {
+        self.inner.generation.load(Ordering::Acquire)
+    }
+
+    /// Starts generation `g`: records queued after this call go to its file.
+    pub fn rotate(&self, g: u64) {
+        let mut p = self.inner.pending.lock();
+        // Records queued so far still go to the old file: the writer switches before the next batch.
+        p.rotate_to = Some(g);
+        self.inner.generation.store(g, Ordering::Release);
+        drop(p);
+        self.inner.work.notify_one();
+    }
+
+    /// Highest durable ticket.
+    pub fn durable(&self) -> u64 {
+        self.inner.durable.load(Ordering::Acquire)
+    }
+
+    /// The failure that stopped the writer, if any.
+    pub fn error(&self) -> Option<String> {
+        self.inner.pending.lock().error.clone()
+    }
+
+    /// Waits (blocking) until `ticket` is durable; `Err` if the writer failed.
+    pub fn wait(&self, ticket: u64) -> Result<(), String> {
+        let mut p = self.inner.pending.lock();
+        loop {
+            if self.durable() >= ticket {
+                return Ok(());
+            }
+            if let Some(e) = &p.error {
+                return Err(e.clone());
+            }
+            self.inner.done.wait(&mut p);
+        }
+    }
+
+    /// Waits (async) until `ticket` is durable; `Err` if the writer failed.
+    pub async fn wait_async(&self, ticket: u64) -> Result<(), String> {
+        loop {
+            let notified = self.inner.notify.notified();
+            if self.durable() >= ticket {
+                return Ok(());
+            }
+            if let Some(e) = self.error() {
+                return Err(e);
+            }
+            notified.await;
+        }
+    }
+}
+
+impl Drop for CacheLog {
+    fn drop(&mut self) {
+        self.inner.pending.lock().shutdown = true;
+        self.inner.work.notify_one();
+        if let Some(w) = self.writer.take() {
+            let _ = w.join();
+        }
+    }
+}
+
+fn writer_loop(inner: &Inner, mut file: File) {
+    let mut batch = Vec::new();
+    let mut last_sync = std::time::Instant::now();
+    let mut unsynced = false;
+    loop {
+        let (ticket, rotate) = {
+            let mut p = inner.pending.lock();
+            while p.buf.is_empty() && p.rotate_to.is_none() && !p.shutdown {
+                let timed_out = inner
+                    .work
+                    .wait_for(&mut p, std::time::Duration::from_millis(200))
+                    .timed_out();
+                if timed_out && unsynced {
+                    break;
+                }
+            }
+            if p.buf.is_empty() && p.rotate_to.is_none() && p.shutdown {
+                if unsynced {
+                    let _ = file.sync_data();
+                }
+                return;
+            }
+            std::mem::swap(&mut batch, &mut p.buf);
+            (p.last_ticket, p.rotate_to.take())
+        };
+        let result = (|| -> std::io::Result<()> {
+            if !batch.is_empty() {
+                file.write_all(&batch)?;
+                unsynced = true;
+            }
+            let sync_now = inner.durability == Durability::Sync
+                || rotate.is_some()
+                || (unsynced && last_sync.elapsed() >= crate::store::BACKGROUND_SYNC);
+            if sync_now && unsynced {
+                file.sync_data()?;
+                unsynced = false;
+                last_sync = std::time::Instant::now();
+            }
+            if let Some(g) = rotate {
+                let path = log_path(&inner.dir, g);
+                file = File::create(&path)?;
+                file.sync_all()?;
+                sync_dir(&inner.dir);
+            }
+            Ok(())
+        })();
+        batch.clear();
+        match result {
+            Ok(()) => {
+                inner.durable.store(ticket, Ordering::Release);
+            }
+            Err(e) => {
+                let mut p = inner.pending.lock();
+                p.error = Some(format!("ERR cache log write failed: {e}"));
+                drop(p);
+                inner.done.notify_all();
+                inner.notify.notify_waiters();
+                return;
+            }
+        }
+        // Wake the blocking waiters under the lock they wait with, so none misses it.
+        drop(inner.pending.lock());
+        inner.done.notify_all();
+        inner.notify.notify_waiters();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_round_trip_and_the_last_record_per_key_wins() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = CacheLog::start(dir.path(), 1, Durability::Flush).unwrap();
+        let t1 = log.append(&LogRecord::Write {
+            key: b"a".to_vec(),
+            value: b"1".to_vec(),
+            seq: 1,
+        });
+        log.append(&LogRecord::Write {
+            key: b"b".to_vec(),
+            value: vec![7; 300],
+            seq: 2,
+        });
+        log.rotate(2);
+        log.append(&LogRecord::Delete {
+            key: b"a".to_vec(),
+            seq: 3,
+        });
+        let t4 = log.append(&LogRecord::Evict {
+            key: b"b".to_vec(),
+            seq: 4,
+        });
+        log.wait(t4).unwrap();
+        assert!(log.durable() >= t1);
+        drop(log);
+        let Recovered {
+            last,
+            max_seq,
+            generations: gens,
+        } = recover(dir.path()).unwrap();
+        assert_eq!(gens, vec![1, 2]);
+        assert_eq!(max_seq, 4);
+        assert_eq!(
+            last[&b"a"[..]],
+            LogRecord::Delete {
+                key: b"a".to_vec(),
+                seq: 3
+            }
+        );
+        assert_eq!(
+            last[&b"b"[..]],
+            LogRecord::Evict {
+                key: b"b".to_vec(),
+                seq: 4
+            }
+        );
+        remove_generations(dir.path(), &gens).unwrap();
+        assert!(recover(dir.path()).unwrap().last.is_empty());
+    }
+
+    #[test]
+    fn a_torn_tail_is_dropped_and_damage_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = CacheLog::start(dir.path(), 5, Durability::Flush).unwrap();
+        let t = log.append(&LogRecord::Write {
+            key: b"k".to_vec(),
+            value: b"v".to_vec(),
+            seq: 9,
+        });
+        log.wait(t).unwrap();
+        drop(log);
+        let path = log_path(dir.path(), 5);
+        let good = std::fs::read(&path).unwrap();
+        let mut torn = good.clone();
+        torn.extend_from_slice(&good[..good.len() - 3]);
+        std::fs::write(&path, &torn).unwrap();
+        assert_eq!(recover(dir.path()).unwrap().last.len(), 1);
+        let mut bad = good.clone();
+        bad[12] ^= 1;
+        std::fs::write(&path, &bad).unwrap();
+        let e = recover(dir.path()).unwrap_err().to_string();
+        assert!(e.contains("checksum") && e.contains("offset 0"), "{e}");
+    }
+}

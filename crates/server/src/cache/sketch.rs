@@ -1,0 +1,90 @@
+//! A Count-Min sketch of key accesses: 4 rows of 2^16 saturating 16-bit counters, halved periodically so
+//! that "hot" means hot recently (FarReach keeps the same shape of sketch in the switch).
+//!
+//! Cost: an access is 4 relaxed load/store pairs (not atomic read-modify-writes: two threads touching the same
+//! counter at once may lose one count, which a hotness estimate can afford); an estimate is 4 loads. Without
+//! such races estimates never undercount (between halvings); they overcount by about the total count / 2^16.
+
+use std::sync::atomic::{AtomicU16, Ordering};
+
+const ROWS: usize = 4;
+const WIDTH_BITS: u32 = 16;
+const WIDTH: usize = 1 << WIDTH_BITS;
+
+/// The sketch.
+pub struct CountMin {
+    counters: Vec<AtomicU16>,
+}
+
+impl Default for CountMin {
+    fn default() -> Self {
+        CountMin {
+            counters: (0..ROWS * WIDTH).map(|_| AtomicU16::new(0)).collect(),
+        }
+    }
+}
+
+impl CountMin {
+    fn slots(key: &[u8]) -> [usize; ROWS] {
+        let h = xxhash_rust::xxh3::xxh3_128(key);
+        let mut out = [0; ROWS];
+        for (row, slot) in out.iter_mut().enumerate() {
+            let bits = (h >> (row as u32 * 32)) as u64 as usize & (WIDTH - 1);
+            *slot = row * WIDTH + bits;
+        }
+        out
+    }
+
+    /// Counts one access of `key`; returns the new estimate.
+    pub fn touch(&self, key: &[u8]) -> u16 {
+        let mut est = u16::MAX;
+        for s in Self::slots(key) {
+            let c = &self.counters[s];
+            let old = c.load(Ordering::Relaxed);
+            let new = old.saturating_add(1);
+            c.store(new, Ordering::Relaxed);
+            est = est.min(new);
+        }
+        est
+    }
+
+    /// The estimate of `key`'s accesses.
+    #[cfg(test)]
+    pub fn estimate(&self, key: &[u8]) -> u16 {
+        Self::slots(key)
+            .iter()
+            .map(|&s| self.counters[s].load(Ordering::Relaxed))
+            .min()
+            .unwrap_or(0)
+    }
+
+    /// Halves every counter (ages old accesses out).
+    pub fn halve(&self) {
+        for c in &self.counters {
+            let v = c.load(Ordering::Relaxed);
+            c.store(v / 2, Ordering::Relaxed);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn estimates_never_undercount_and_halving_ages() {
+        let s = CountMin::default();
+        for i in 0..10_000u32 {
+            s.touch(format!("cold{i}").as_bytes());
+        }
+        for _ in 0..500 {
+            s.touch(b"hot");
+        }
+        assert!(s.estimate(b"hot") >= 500);
+        assert!(s.estimate(b"hot") < 520, "{}", s.estimate(b"hot"));
+        assert!(s.estimate(b"cold5") >= 1 && s.estimate(b"cold5") < 5);
+        s.halve();
+        assert!((250..260).contains(&s.estimate(b"hot")));
+        assert_eq!(s.estimate(b"never"), 0);
+    }
+}
