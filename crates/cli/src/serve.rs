@@ -5,6 +5,7 @@ use clap::{Args, ValueEnum};
 use std::path::Path;
 use std::time::Duration;
 use strata::{IndexConfig, IndexKind};
+use strata_server::cluster::{ClusterConfig, NodeConfig};
 use strata_server::{Partitioning, ServerConfig, ServerSettings, StoreConfig};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -68,10 +69,66 @@ pub struct ServeArgs {
     /// Milliseconds between cache snapshots (dirty cached values written back to their partitions).
     #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(10..))]
     snapshot_ms: u64,
+    /// Cluster mode: the hash slots this node owns, as A-B ranges (comma-separated). Other nodes are named
+    /// by --cluster-peer; clients are redirected to them with -MOVED.
+    #[arg(long, value_delimiter = ',', value_name = "A-B,...")]
+    cluster_slots: Vec<String>,
+    /// Cluster mode: another node and its slots, as HOST:PORT=A-B[,A-B...] (repeatable).
+    #[arg(long, value_name = "HOST:PORT=A-B")]
+    cluster_peer: Vec<String>,
+    /// Cluster mode: the address clients reach this node at (default: --bind and --port).
+    #[arg(long, value_name = "HOST:PORT")]
+    cluster_announce: Option<String>,
+    /// Cluster mode from a JSON file: {"myself": "HOST:PORT", "nodes": [{"addr": ..., "slots": ["A-B"],
+    /// "migrating": {"SLOT": "HOST:PORT"}, "importing": {...}}]}.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["cluster_slots", "cluster_peer"])]
+    cluster_config: Option<std::path::PathBuf>,
+}
+
+/// The cluster configuration the flags describe, if any.
+fn cluster_config(args: &ServeArgs) -> CliResult<Option<ClusterConfig>> {
+    if let Some(path) = &args.cluster_config {
+        return strata_server::cluster::Cluster::from_file(path)
+            .map(Some)
+            .map_err(server_error);
+    }
+    if args.cluster_slots.is_empty() && args.cluster_peer.is_empty() {
+        return Ok(None);
+    }
+    if args.port == 0 && args.cluster_announce.is_none() {
+        return Err(CliError::Usage(
+            "cluster mode needs a fixed --port (or --cluster-announce)".into(),
+        ));
+    }
+    let myself = args
+        .cluster_announce
+        .clone()
+        .unwrap_or_else(|| format!("{}:{}", args.bind, args.port));
+    let mut nodes = vec![NodeConfig {
+        addr: myself.clone(),
+        slots: args.cluster_slots.clone(),
+        migrating: Default::default(),
+        importing: Default::default(),
+    }];
+    for peer in &args.cluster_peer {
+        let (addr, slots) = peer.split_once('=').ok_or_else(|| {
+            CliError::Usage(format!(
+                "--cluster-peer {peer:?}: expected HOST:PORT=A-B[,A-B...]"
+            ))
+        })?;
+        nodes.push(NodeConfig {
+            addr: addr.to_string(),
+            slots: slots.split(',').map(str::to_string).collect(),
+            migrating: Default::default(),
+            importing: Default::default(),
+        });
+    }
+    Ok(Some(ClusterConfig { myself, nodes }))
 }
 
 /// Starts the server and serves until SIGINT or SIGTERM, then closes the partitions cleanly.
 pub fn run(dir: &Path, cache: usize, args: ServeArgs) -> CliResult {
+    let cluster = cluster_config(&args)?;
     let kind: IndexKind = args.index.parse()?;
     let mut json = kind.default_config().options_json();
     if let Some(object) = json.as_object_mut() {
@@ -106,6 +163,7 @@ pub fn run(dir: &Path, cache: usize, args: ServeArgs) -> CliResult {
     };
     let config = ServerConfig {
         settings: ServerSettings {
+            cluster,
             bind: args.bind,
             port: args.port,
             requirepass: args.requirepass,

@@ -29,6 +29,7 @@ pub async fn serve(shared: Arc<Shared>, mut stream: TcpStream, peer: String) {
         name: None,
         authenticated: shared.settings.requirepass.is_none(),
         quit: false,
+        asking: false,
         peer,
     };
     let limits = shared.settings.limits;

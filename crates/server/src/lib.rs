@@ -19,6 +19,7 @@
 //! hot-key cache and range splits address).
 
 pub mod cache;
+pub mod cluster;
 pub mod command;
 pub mod conn;
 pub mod error;
@@ -53,6 +54,8 @@ pub struct ServerSettings {
     pub limits: Limits,
     /// Most unparsed bytes a connection may have buffered (an incomplete command longer than this closes it).
     pub max_query_buffer: usize,
+    /// Cluster mode: the slot map (`None`: a standalone server).
+    pub cluster: Option<cluster::ClusterConfig>,
 }
 
 impl Default for ServerSettings {
@@ -69,6 +72,7 @@ impl Default for ServerSettings {
             idle_timeout: None,
             limits,
             max_query_buffer: 64 << 20,
+            cluster: None,
         }
     }
 }
@@ -132,6 +136,10 @@ impl Drop for RunningServer {
 
 /// Opens the store, binds the port and starts serving in background threads.
 pub fn start(config: ServerConfig) -> ServerResult<RunningServer> {
+    let cluster = match &config.settings.cluster {
+        Some(c) => Some(cluster::Cluster::new(c.clone())?),
+        None => None,
+    };
     let store = store::Store::open(&config.store)?;
     let threads = if config.io_threads == 0 {
         std::thread::available_parallelism().map_or(2, |n| n.get())
@@ -151,7 +159,7 @@ pub fn start(config: ServerConfig) -> ServerResult<RunningServer> {
     let addr = listener
         .local_addr()
         .map_err(|e| ServerError::io(&addr_text, e))?;
-    let shared = Shared::new(store, config.settings);
+    let shared = Shared::new(store, config.settings, cluster);
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel();
     let thread = std::thread::Builder::new()
         .name("strata-server".into())

@@ -125,6 +125,38 @@ pub static COMMANDS: &[CommandSpec] = &[
         "Returns information about commands.",
     ),
     spec(
+        "CLUSTER",
+        -2,
+        ADMIN,
+        NONE,
+        Group::Server,
+        "Cluster mode: SLOTS, SHARDS, NODES, MYID, INFO, KEYSLOT.",
+    ),
+    spec(
+        "ASKING",
+        1,
+        ADMIN,
+        NONE,
+        Group::Connection,
+        "Lets the next command use an importing slot.",
+    ),
+    spec(
+        "READONLY",
+        1,
+        ADMIN,
+        NONE,
+        Group::Connection,
+        "Accepted (every node is a primary).",
+    ),
+    spec(
+        "READWRITE",
+        1,
+        ADMIN,
+        NONE,
+        Group::Connection,
+        "Accepted (every node is a primary).",
+    ),
+    spec(
         "CONFIG",
         -2,
         ADMIN,
@@ -299,7 +331,15 @@ fn command_info(c: &CommandSpec) -> Reply {
     ])
 }
 
-fn hello_map(session: &Session) -> Reply {
+fn mode_name(shared: &Shared) -> &'static str {
+    if shared.cluster.is_some() {
+        "cluster"
+    } else {
+        "standalone"
+    }
+}
+
+fn hello_map(shared: &Shared, session: &Session) -> Reply {
     Reply::Map(vec![
         (Reply::text("server"), Reply::text("strata")),
         (Reply::text("version"), Reply::text(REDIS_VERSION)),
@@ -312,7 +352,7 @@ fn hello_map(session: &Session) -> Reply {
             }),
         ),
         (Reply::text("id"), Reply::Int(session.id as i64)),
-        (Reply::text("mode"), Reply::text("standalone")),
+        (Reply::text("mode"), Reply::text(mode_name(shared))),
         (Reply::text("role"), Reply::text("master")),
         (Reply::text("modules"), Reply::Array(Vec::new())),
     ])
@@ -421,7 +461,7 @@ fn reply(shared: &Shared, session: &mut Session, spec: &CommandSpec, args: &[Byt
             if name.is_some() {
                 session.name = name;
             }
-            hello_map(session)
+            hello_map(shared, session)
         }
         "CLIENT" => {
             let sub = String::from_utf8_lossy(arg(1)).to_ascii_uppercase();
@@ -540,6 +580,32 @@ fn reply(shared: &Shared, session: &mut Session, spec: &CommandSpec, args: &[Byt
             }
         }
         "INFO" => Reply::text(info(shared, args.get(1).map(|s| s.to_ascii_lowercase()))),
+        "ASKING" => {
+            if shared.cluster.is_none() {
+                return Reply::err("This instance has cluster support disabled");
+            }
+            session.asking = true;
+            Reply::Ok
+        }
+        "READONLY" | "READWRITE" => Reply::Ok,
+        "CLUSTER" => {
+            let Some(cluster) = &shared.cluster else {
+                return Reply::err("This instance has cluster support disabled");
+            };
+            let sub = String::from_utf8_lossy(arg(1)).to_ascii_uppercase();
+            match (sub.as_str(), args.len()) {
+                ("SLOTS", 2) => cluster.slots_reply(),
+                ("SHARDS", 2) => cluster.shards_reply(),
+                ("NODES", 2) => Reply::text(cluster.nodes_text()),
+                ("MYID", 2) => Reply::text(cluster.my_id()),
+                ("INFO", 2) => Reply::text(cluster.info_text()),
+                ("KEYSLOT", 3) => Reply::Int(i64::from(crate::cluster::key_slot(arg(2)))),
+                _ => Reply::err(format!(
+                    "unknown subcommand or wrong number of arguments for '{}'. Try CLUSTER HELP.",
+                    String::from_utf8_lossy(arg(1))
+                )),
+            }
+        }
         _ => Reply::err("unknown command"),
     }
 }
@@ -576,7 +642,15 @@ fn config_params(shared: &Shared) -> Vec<(&'static str, String)> {
         ),
         ("proto-max-bulk-len", s.limits.max_bulk.to_string()),
         ("client-query-buffer-limit", s.max_query_buffer.to_string()),
-        ("cluster-enabled", "no".into()),
+        (
+            "cluster-enabled",
+            if shared.cluster.is_some() {
+                "yes"
+            } else {
+                "no"
+            }
+            .into(),
+        ),
     ]
 }
 
@@ -593,9 +667,10 @@ fn info(shared: &Shared, section: Option<Vec<u8>>) -> String {
     if want("server") {
         let _ = write!(
             out,
-            "# Server\r\nredis_version:{REDIS_VERSION}\r\nstrata_version:{}\r\nredis_mode:standalone\r\nos:{}\r\n\
+            "# Server\r\nredis_version:{REDIS_VERSION}\r\nstrata_version:{}\r\nredis_mode:{}\r\nos:{}\r\n\
              process_id:{}\r\ntcp_port:{}\r\nuptime_in_seconds:{}\r\n\r\n",
             env!("CARGO_PKG_VERSION"),
+            mode_name(shared),
             std::env::consts::OS,
             std::process::id(),
             s.port,
@@ -652,6 +727,13 @@ fn info(shared: &Shared, section: Option<Vec<u8>>) -> String {
         let _ = write!(
             out,
             "# Keyspace\r\ndb0:keys={keys},expires=0,avg_ttl=0\r\n\r\n"
+        );
+    }
+    if want("cluster") {
+        let _ = write!(
+            out,
+            "# Cluster\r\ncluster_enabled:{}\r\n\r\n",
+            u8::from(shared.cluster.is_some())
         );
     }
     if want("cache")

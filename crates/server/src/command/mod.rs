@@ -18,6 +18,7 @@ pub use admin::{COMMANDS, CommandSpec};
 pub use ordered::CursorTable;
 
 use crate::ServerSettings;
+use crate::cluster::{Cluster, SlotDecision};
 use crate::resp::{Protocol, Reply};
 use crate::store::{Op, OpResult, Store};
 use bytes::Bytes;
@@ -29,6 +30,7 @@ use std::time::Instant;
 pub struct Shared {
     pub store: Store,
     pub settings: ServerSettings,
+    pub cluster: Option<Cluster>,
     pub cursors: CursorTable,
     pub started: Instant,
     pub next_client_id: AtomicU64,
@@ -40,10 +42,11 @@ pub struct Shared {
 
 impl Shared {
     /// The shared state of a server over `store`.
-    pub fn new(store: Store, settings: ServerSettings) -> Arc<Shared> {
+    pub fn new(store: Store, settings: ServerSettings, cluster: Option<Cluster>) -> Arc<Shared> {
         Arc::new(Shared {
             store,
             settings,
+            cluster,
             cursors: CursorTable::default(),
             started: Instant::now(),
             next_client_id: AtomicU64::new(1),
@@ -64,6 +67,8 @@ pub struct Session {
     pub authenticated: bool,
     /// QUIT was received: answer it, then close.
     pub quit: bool,
+    /// ASKING was the previous command (cluster mode: an importing slot may be served once).
+    pub asking: bool,
     pub peer: String,
 }
 
@@ -93,6 +98,13 @@ pub enum Finish {
     Range(ordered::RangeFinish),
     Sample(ordered::SampleFinish),
     Scan(ordered::ScanFinish),
+    /// Cluster mode, a migrating slot: `-ASK` when no key was here, `-TRYAGAIN` when some were, else the
+    /// inner finish.
+    Ask {
+        slot: u16,
+        target: String,
+        inner: Box<Finish>,
+    },
 }
 
 /// What to do for one command.
@@ -161,15 +173,78 @@ pub fn plan(shared: &Shared, session: &mut Session, args: &[Bytes]) -> Plan {
     if !session.authenticated && !matches!(spec.name, "AUTH" | "HELLO" | "QUIT") {
         return Plan::error("NOAUTH Authentication required.");
     }
-    match spec.group {
+    let asking = std::mem::take(&mut session.asking);
+    let mut migrating = None;
+    if let Some(cluster) = &shared.cluster
+        && spec.first_key > 0
+    {
+        let last = if spec.last_key < 0 {
+            args.len() as i64 + spec.last_key
+        } else {
+            spec.last_key
+        };
+        let mut slot = None;
+        let mut i = spec.first_key;
+        while i <= last {
+            let s = crate::cluster::key_slot(&args[i as usize]);
+            if slot.is_some_and(|x| x != s) {
+                return Plan::error("CROSSSLOT Keys in request don't hash to the same slot");
+            }
+            slot = Some(s);
+            i += spec.step.max(1);
+        }
+        if let Some(slot) = slot {
+            match cluster.decide(slot, asking) {
+                SlotDecision::Local => {}
+                SlotDecision::Moved(addr) if addr.is_empty() => {
+                    return Plan::error(format!("CLUSTERDOWN Hash slot {slot} not served"));
+                }
+                SlotDecision::Moved(addr) => return Plan::error(format!("MOVED {slot} {addr}")),
+                SlotDecision::Migrating(target) => migrating = Some((slot, target)),
+            }
+        }
+    }
+    let plan = match spec.group {
         admin::Group::Connection | admin::Group::Server => admin::plan(shared, session, spec, args),
         admin::Group::Keys => keys::plan(shared, spec, args),
         admin::Group::Ordered => ordered::plan(shared, spec, args),
+    };
+    match (plan, migrating) {
+        (Plan::Routed { ops, finish }, Some((slot, target))) => Plan::Routed {
+            ops: ops
+                .into_iter()
+                .map(|(p, op)| (p, Op::IfPresent(Box::new(op))))
+                .collect(),
+            finish: Finish::Ask {
+                slot,
+                target,
+                inner: Box::new(finish),
+            },
+        },
+        (plan, _) => plan,
     }
 }
 
 /// Turns the results of a routed plan's operations (in the order of its operations) into its reply.
 pub fn finish(shared: &Shared, finish: &Finish, results: Vec<OpResult>) -> Reply {
+    if let Finish::Ask {
+        slot,
+        target,
+        inner,
+    } = finish
+    {
+        let absent = results
+            .iter()
+            .filter(|r| matches!(r, OpResult::Absent))
+            .count();
+        return if absent == results.len() {
+            Reply::Error(format!("ASK {slot} {target}"))
+        } else if absent > 0 {
+            Reply::Error("TRYAGAIN Multiple keys request during rehashing of slot".into())
+        } else {
+            self::finish(shared, inner, results)
+        };
+    }
     if let Some(e) = results.iter().find_map(|r| match r {
         OpResult::Error(e) => Some(e.clone()),
         _ => None,
@@ -234,6 +309,7 @@ pub fn finish(shared: &Shared, finish: &Finish, results: Vec<OpResult>) -> Reply
         Finish::Range(f) => f.finish(shared, results.collect()),
         Finish::Sample(f) => f.finish(shared, results.collect()),
         Finish::Scan(f) => f.finish(shared, results.collect()),
+        Finish::Ask { .. } => unexpected(None),
     }
 }
 

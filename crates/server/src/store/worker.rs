@@ -76,6 +76,9 @@ pub enum Op {
     Evict(Vec<u8>),
     /// Write this partition's dirty cached values into it (a cache snapshot).
     FlushCached,
+    /// Run the operation only if its key exists here, else answer [`OpResult::Absent`] (cluster mode, a
+    /// migrating slot).
+    IfPresent(Box<Op>),
 }
 
 /// The answer to one [`Op`].
@@ -96,6 +99,8 @@ pub enum OpResult {
     },
     /// The operation failed; the text is the client's error reply (with its code).
     Error(String),
+    /// [`Op::IfPresent`]: the key is not here, the operation did not run.
+    Absent,
 }
 
 /// The answers to a job: one per operation, and the cache-log ticket that must be durable before they are
@@ -380,6 +385,25 @@ impl Worker {
                 self.put(key, v)?;
                 Ok(OpResult::Int(len))
             }
+            Op::IfPresent(inner) => {
+                let key = crate::cache::op_key(inner)
+                    .map(<[u8]>::to_vec)
+                    .unwrap_or_default();
+                let here = match self
+                    .peers
+                    .cache
+                    .as_ref()
+                    .map(|c| c.serve(&Op::Exists(key.clone())))
+                {
+                    Some(Served::Done(OpResult::Bool(b), _)) => b,
+                    _ => self.read(&key)?.is_some(),
+                };
+                if here {
+                    self.try_apply(inner, commit_error)
+                } else {
+                    Ok(OpResult::Absent)
+                }
+            }
             Op::Populate(key) => {
                 let Some(cache) = self.peers.cache.clone() else {
                     return Ok(OpResult::Bool(false));
@@ -519,7 +543,7 @@ fn writes(op: &Op) -> bool {
             | Op::Populate(_)
             | Op::Evict(_)
             | Op::FlushCached
-    )
+    ) || matches!(op, Op::IfPresent(inner) if writes(inner))
 }
 
 /// The new value of INCRBY `by` on `old` (decimal text, or a `u64` when `u64_values`).
