@@ -27,6 +27,7 @@ mod error;
 pub mod measure;
 pub mod plot;
 pub mod report;
+pub mod resp_load;
 pub mod result;
 pub mod suites;
 pub mod sysinfo;

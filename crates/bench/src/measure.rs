@@ -248,6 +248,8 @@ pub(crate) fn row(l: &PhaseLabels, op: &str, lat: &Latency, p: &RowParts) -> Ben
         os_write_bytes: os.map(|o| o.write_bytes),
         os_rchar: os.map(|o| o.rchar),
         os_wchar: os.map(|o| o.wchar),
+        imbalance: None,
+        normalized: None,
     }
 }
 

@@ -63,6 +63,12 @@ pub struct BenchResult {
     pub os_rchar: Option<u64>,
     #[serde(default)]
     pub os_wchar: Option<u64>,
+    /// Server suites: most ÷ fewest operations run by one partition during the phase.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub imbalance: Option<f64>,
+    /// Server suites: total operations ÷ the busiest partition's (FarReach's normalized throughput).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub normalized: Option<f64>,
 }
 
 impl BenchResult {

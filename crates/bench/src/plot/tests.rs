@@ -36,6 +36,8 @@ fn row(engine: &str, workload: &str, op: &str, threads: u32, ops: u64, secs: f64
         os_write_bytes: None,
         os_rchar: None,
         os_wchar: None,
+        imbalance: None,
+        normalized: None,
     }
 }
 

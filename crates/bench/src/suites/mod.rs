@@ -24,6 +24,7 @@ pub mod default_suite;
 pub mod irs;
 mod runner;
 mod sampling;
+pub mod server;
 pub mod smoke;
 pub mod wss;
 pub mod ycsb;
@@ -136,6 +137,16 @@ pub fn suites() -> &'static [SuiteInfo] {
             notes: wss::notes,
             analysis: Some(wss::analysis),
             figures: Some(wss::figures),
+        },
+        SuiteInfo {
+            name: server::NAME,
+            description: server::DESCRIPTION,
+            default_records: server::DEFAULT_RECORDS,
+            default_value_size: 100,
+            run: server::run,
+            notes: server::notes,
+            analysis: Some(server::analysis),
+            figures: None,
         },
         SuiteInfo {
             name: betree_io::NAME,

@@ -1,0 +1,495 @@
+//! # The `server` suite
+//!
+//! `strata serve` (in this process) against a real `redis-server` (a child process with AOF `everysec`, when
+//! the Debian package is installed), driven by the pipelined RESP load generator of [`crate::resp_load`]
+//! (one client thread, so the client costs about what `redis-benchmark` costs). N = `--records` keys
+//! (default 100,000) of `--value-size`-byte values (default 100) are preloaded before each group of phases;
+//! every phase runs `--ops` seconds (default 3) with 50 connections.
+//!
+//! 1. `set-pP` / `get-pP`: uniform SET then GET, pipeline P = 16 and 1, on `strata-serve` (4 hash
+//!    partitions, the durability of the run, hot-key cache on) and `redis-server`.
+//! 2. `zipf-w50-<hash|range>-<n>p`: Zipf 0.99, 50% GET / 50% SET, pipeline 16, range partitions 1, 2, 4, 8
+//!    and hash partitions 4, each with the hot-key cache (`strata-serve`) and without
+//!    (`strata-serve-nocache`). Rows carry the **imbalance ratio** (most ÷ fewest operations a partition ran
+//!    during the phase) and the **normalized throughput** (total ÷ the busiest partition's, FarReach's
+//!    measure: cache hits count in the total and on no partition).
+//! 3. `ycsb-a`, `ycsb-b`, `ycsb-c`, `ycsb-f`: Zipf 0.99, pipeline 16, both engines.
+//! 4. `sample-all` / `sample-one`: SAMPLE of k = 100 over the whole key space (all 4 range partitions) and
+//!    over one partition's range, one query at a time on one connection.
+
+use super::SuiteConfig;
+use crate::driver::Engine;
+use crate::error::{BenchError, Result};
+use crate::measure::{Latency, PhaseLabels, RowParts, row};
+use crate::resp_load::{self, KeyDist, LoadOutcome, LoadSpec, Mix};
+use crate::result::BenchResult;
+use std::fmt::Write as _;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::{Duration, Instant};
+use strata_server::cache::CacheConfig;
+use strata_server::{Partitioning, RunningServer, ServerConfig, ServerSettings, StoreConfig};
+
+pub const NAME: &str = "server";
+pub const DESCRIPTION: &str = "strata serve over the Redis protocol against redis-server (AOF everysec): GET/SET at pipeline 16 and 1, Zipf 0.99 50% writes with and without the hot-key cache over 1-8 hash/range partitions (imbalance, normalized throughput), YCSB A/B/C/F, SAMPLE across partitions";
+pub const DEFAULT_RECORDS: u64 = 100_000;
+/// Seconds per phase when `--ops` is not given.
+pub const DEFAULT_PHASE_SECS: u64 = 3;
+const CONNECTIONS: usize = 50;
+pub const STRATA: &str = "strata-serve";
+pub const STRATA_NOCACHE: &str = "strata-serve-nocache";
+pub const REDIS: &str = "redis-server";
+
+fn phase(cfg: &SuiteConfig) -> Duration {
+    Duration::from_secs(cfg.ops.unwrap_or(DEFAULT_PHASE_SECS).max(1))
+}
+
+/// Method notes for the report.
+pub fn notes(cfg: &SuiteConfig) -> Vec<String> {
+    vec![
+        format!(
+            "{} keys of {} bytes, preloaded; every phase runs {} s with {CONNECTIONS} connections on one client \
+             thread (tokio), closed loop; latency from a pipeline's write to each reply. Client and servers share \
+             this machine's cores.",
+            cfg.records,
+            cfg.codec.size(),
+            phase(cfg).as_secs()
+        ),
+        format!(
+            "`{STRATA}`: `strata serve` in this process, B+-tree partitions, durability `{}`, hot-key cache of \
+             10,000 entries (values ≤ 128 B); `{STRATA_NOCACHE}`: the same without the cache. `{REDIS}`: the \
+             Debian `redis-server` with `appendonly yes`, `appendfsync everysec`, no RDB snapshots.",
+            cfg.durability.name()
+        ),
+        "Imbalance = most ÷ fewest operations run by one partition during the phase (INFO partitions); \
+         normalized throughput = total operations ÷ the busiest partition's."
+            .into(),
+    ]
+}
+
+struct Strata {
+    server: Option<RunningServer>,
+    addr: SocketAddr,
+}
+
+fn start_strata(
+    cfg: &SuiteConfig,
+    dir: &Path,
+    partitions: usize,
+    partitioning: Partitioning,
+    cache: bool,
+) -> Result<Strata> {
+    let _ = std::fs::remove_dir_all(dir);
+    let server = strata_server::start(ServerConfig {
+        settings: ServerSettings {
+            port: 0,
+            ..ServerSettings::default()
+        },
+        store: StoreConfig {
+            dir: dir.to_path_buf(),
+            partitions,
+            partitioning,
+            index: strata::IndexConfig::default(),
+            durability: cfg.durability,
+            cache_bytes: cfg.cache_bytes / partitions.max(1),
+            hot_cache: cache.then(CacheConfig::default),
+        },
+        io_threads: 0,
+    })
+    .map_err(|e| BenchError::Usage(format!("starting strata serve: {e}")))?;
+    let addr = server.addr();
+    Ok(Strata {
+        server: Some(server),
+        addr,
+    })
+}
+
+impl Drop for Strata {
+    fn drop(&mut self) {
+        if let Some(s) = self.server.take() {
+            let _ = s.shutdown();
+        }
+    }
+}
+
+/// A `redis-server` child process.
+struct Redis {
+    child: std::process::Child,
+    addr: SocketAddr,
+}
+
+impl Drop for Redis {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn start_redis(dir: &Path) -> Option<Redis> {
+    let _ = std::fs::remove_dir_all(dir);
+    std::fs::create_dir_all(dir).ok()?;
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .ok()?
+        .local_addr()
+        .ok()?
+        .port();
+    let child = std::process::Command::new("redis-server")
+        .args([
+            "--port",
+            &port.to_string(),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+        ])
+        .args([
+            "--appendonly",
+            "yes",
+            "--appendfsync",
+            "everysec",
+            "--daemonize",
+            "no",
+        ])
+        .arg("--dir")
+        .arg(dir)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .ok()?;
+    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().ok()?;
+    let redis = Redis { child, addr };
+    let until = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < until {
+        if resp_load::command(addr, &[b"PING"]).is_ok() {
+            return Some(redis);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    None
+}
+
+/// Operations each partition has run (INFO partitions).
+fn partition_ops(addr: SocketAddr) -> Result<Vec<u64>> {
+    let info = resp_load::command(addr, &[b"INFO", b"partitions"])?;
+    Ok(info
+        .lines()
+        .filter(|l| l.starts_with('p') && l.contains(":ops="))
+        .filter_map(|l| l.split(":ops=").nth(1)?.split(',').next()?.parse().ok())
+        .collect())
+}
+
+fn labels(cfg: &SuiteConfig, engine: &str, workload: &str) -> PhaseLabels {
+    PhaseLabels {
+        suite: NAME.into(),
+        engine: engine.into(),
+        workload: workload.into(),
+        records: cfg.records,
+        threads: CONNECTIONS as u32,
+        durability: cfg.durability.name().into(),
+        cache_bytes: cfg.cache_bytes as u64,
+        page_size: cfg.page_size,
+    }
+}
+
+/// The rows of one load phase; `partitions` = per-partition operation counts during it (strata only).
+fn rows(
+    cfg: &SuiteConfig,
+    engine: &str,
+    workload: &str,
+    out: &LoadOutcome,
+    partitions: Option<Vec<u64>>,
+    disk: &Path,
+) -> Result<Vec<BenchResult>> {
+    if out.errors > 0 {
+        return Err(BenchError::Usage(format!(
+            "{engine} {workload}: {} error replies, the first: {}",
+            out.errors,
+            out.first_error.as_deref().unwrap_or("?")
+        )));
+    }
+    let parts = RowParts {
+        secs: out.secs,
+        io: None,
+        os: None,
+        rss: None,
+        rss_scope: "none",
+        disk_bytes: crate::measure::dir_bytes(disk).unwrap_or(0),
+        height: None,
+    };
+    let l = labels(cfg, engine, workload);
+    let (imbalance, normalized) = match &partitions {
+        Some(p) if !p.is_empty() => {
+            let max = p.iter().copied().max().unwrap_or(0);
+            let min = p.iter().copied().min().unwrap_or(0);
+            let total = out.ops();
+            (
+                Some(if min == 0 {
+                    f64::INFINITY
+                } else {
+                    max as f64 / min as f64
+                }),
+                Some(if max == 0 {
+                    f64::INFINITY
+                } else {
+                    total as f64 / max as f64
+                }),
+            )
+        }
+        _ => (None, None),
+    };
+    let mut result = Vec::new();
+    for (op, lat) in [
+        ("read", &out.reads),
+        ("update", &out.updates),
+        ("rmw", &out.rmws),
+    ] {
+        if lat.count() > 0 {
+            let mut r = row(&l, op, lat, &parts);
+            r.imbalance = imbalance;
+            r.normalized = normalized;
+            result.push(r);
+        }
+    }
+    Ok(result)
+}
+
+fn load(
+    cfg: &SuiteConfig,
+    addr: SocketAddr,
+    pipeline: usize,
+    dist: KeyDist,
+    mix: Mix,
+) -> Result<LoadOutcome> {
+    resp_load::run(&LoadSpec {
+        addr,
+        connections: CONNECTIONS,
+        pipeline,
+        keys: cfg.records,
+        value_size: cfg.codec.size(),
+        dist,
+        mix,
+        duration: phase(cfg),
+        seed: cfg.seed,
+    })
+}
+
+/// Runs the suite (its engines are its own: the engine list is not used).
+pub fn run(cfg: &SuiteConfig, _engines: &[Box<dyn Engine>]) -> Result<Vec<BenchResult>> {
+    let mut out = Vec::new();
+    let data = &cfg.data_dir;
+    let zipf = KeyDist::Zipf(0.99);
+    // 1 and 3: the peer comparison and YCSB, on strata (4 hash partitions, cache) and redis.
+    let strata_dir = data.join("strata");
+    let redis_dir = data.join("redis");
+    let strata = start_strata(cfg, &strata_dir, 4, Partitioning::Hash, true)?;
+    let redis = start_redis(&redis_dir);
+    let mut targets = vec![(STRATA, strata.addr, strata_dir.as_path())];
+    if let Some(r) = &redis {
+        targets.push((REDIS, r.addr, redis_dir.as_path()));
+    }
+    for &(engine, addr, dir) in &targets {
+        resp_load::preload(addr, cfg.records, cfg.codec.size())?;
+        for pipeline in [16, 1] {
+            let o = load(cfg, addr, pipeline, KeyDist::Uniform, Mix::UPDATES)?;
+            out.extend(rows(
+                cfg,
+                engine,
+                &format!("set-p{pipeline}"),
+                &o,
+                None,
+                dir,
+            )?);
+            let o = load(cfg, addr, pipeline, KeyDist::Uniform, Mix::READS)?;
+            out.extend(rows(
+                cfg,
+                engine,
+                &format!("get-p{pipeline}"),
+                &o,
+                None,
+                dir,
+            )?);
+        }
+        for w in ['a', 'b', 'c', 'f'] {
+            let mix = Mix::ycsb(w).unwrap_or(Mix::READS);
+            let o = load(cfg, addr, 16, zipf, mix)?;
+            out.extend(rows(cfg, engine, &format!("ycsb-{w}"), &o, None, dir)?);
+        }
+    }
+    drop(strata);
+    drop(redis);
+    // 2: skew over partitions, with and without the cache.
+    let mut layouts: Vec<(Partitioning, &str, usize)> = [1, 2, 4, 8]
+        .into_iter()
+        .map(|n| (Partitioning::Range { splits: Vec::new() }, "range", n))
+        .collect();
+    layouts.push((Partitioning::Hash, "hash", 4));
+    for (partitioning, kind, n) in layouts {
+        for cache in [false, true] {
+            let dir = data.join(format!("skew-{kind}-{n}-{cache}"));
+            let s = start_strata(cfg, &dir, n, partitioning.clone(), cache)?;
+            resp_load::preload(s.addr, cfg.records, cfg.codec.size())?;
+            let before = partition_ops(s.addr)?;
+            let o = load(cfg, s.addr, 16, zipf, Mix::ycsb('a').unwrap_or(Mix::READS))?;
+            let after = partition_ops(s.addr)?;
+            let delta: Vec<u64> = after
+                .iter()
+                .zip(&before)
+                .map(|(a, b)| a.saturating_sub(*b))
+                .collect();
+            let engine = if cache { STRATA } else { STRATA_NOCACHE };
+            out.extend(rows(
+                cfg,
+                engine,
+                &format!("zipf-w50-{kind}-{n}p"),
+                &o,
+                Some(delta),
+                &dir,
+            )?);
+            drop(s);
+            let _ = std::fs::remove_dir_all(&dir);
+        }
+    }
+    // 4: SAMPLE across all partitions against one partition's range.
+    let dir = data.join("sample");
+    let s = start_strata(
+        cfg,
+        &dir,
+        4,
+        Partitioning::Range { splits: Vec::new() },
+        true,
+    )?;
+    resp_load::preload(s.addr, cfg.records, cfg.codec.size())?;
+    let quarter = (u64::MAX / 4).to_be_bytes();
+    let queries = 200;
+    for (workload, lo, hi) in [
+        ("sample-all", &b"-"[..], &b"+"[..]),
+        ("sample-one", &[0u8][..], &quarter[..]),
+    ] {
+        let mut lat = Latency::new();
+        let start = Instant::now();
+        for q in 0..queries {
+            let seed = q.to_string();
+            let t = Instant::now();
+            resp_load::command(
+                s.addr,
+                &[b"SAMPLE", lo, hi, b"100", b"SEED", seed.as_bytes()],
+            )?;
+            lat.record(t.elapsed());
+        }
+        let parts = RowParts {
+            secs: start.elapsed().as_secs_f64(),
+            io: None,
+            os: None,
+            rss: None,
+            rss_scope: "none",
+            disk_bytes: crate::measure::dir_bytes(&dir).unwrap_or(0),
+            height: None,
+        };
+        let mut l = labels(cfg, STRATA, workload);
+        l.threads = 1;
+        out.push(row(&l, "sample", &lat, &parts));
+    }
+    Ok(out)
+}
+
+fn find<'a>(
+    rows: &'a [BenchResult],
+    engine: &str,
+    workload: &str,
+    op: &str,
+) -> Option<&'a BenchResult> {
+    rows.iter()
+        .find(|r| r.engine == engine && r.workload == workload && r.op == op)
+}
+
+/// The goals of the issue, measured.
+pub fn analysis(_cfg: &SuiteConfig, rows: &[BenchResult]) -> String {
+    let mut s = String::from("### Goals\n\n| goal | measured | met |\n|---|---|---|\n");
+    let ratio = |a: Option<&BenchResult>, b: Option<&BenchResult>| match (a, b) {
+        (Some(a), Some(b)) if b.ops_per_sec > 0.0 => Some(a.ops_per_sec / b.ops_per_sec),
+        _ => None,
+    };
+    for p in [16, 1] {
+        for (w, op) in [("set", "update"), ("get", "read")] {
+            let wl = format!("{w}-p{p}");
+            let r = ratio(find(rows, STRATA, &wl, op), find(rows, REDIS, &wl, op));
+            let tail = match (find(rows, STRATA, &wl, op), find(rows, REDIS, &wl, op)) {
+                (Some(a), Some(b)) if b.p999_us > 0.0 => Some(a.p999_us / b.p999_us),
+                _ => None,
+            };
+            let _ = writeln!(
+                s,
+                "| {wl}: throughput ≥ 1.0× redis, p99.9 ≤ 2× | {} throughput, {} p99.9 | {} |",
+                r.map_or("n/a (no redis-server)".into(), |r| format!("{r:.2}×")),
+                tail.map_or("n/a".into(), |t| format!("{t:.2}×")),
+                match (r, tail) {
+                    (Some(r), Some(t)) =>
+                        if r >= 1.0 && t <= 2.0 {
+                            "yes"
+                        } else {
+                            "no"
+                        },
+                    _ => "n/a",
+                }
+            );
+        }
+    }
+    let wl = "zipf-w50-range-4p";
+    let sum = |engine: &str| -> Option<(f64, Option<f64>)> {
+        let rs: Vec<&BenchResult> = rows
+            .iter()
+            .filter(|r| r.engine == engine && r.workload == wl)
+            .collect();
+        (!rs.is_empty()).then(|| (rs.iter().map(|r| r.ops_per_sec).sum(), rs[0].imbalance))
+    };
+    if let (Some((on, imb_on)), Some((off, imb_off))) = (sum(STRATA), sum(STRATA_NOCACHE)) {
+        let _ = writeln!(
+            s,
+            "| {wl}: cache ≥ 2× no cache, imbalance ≤ 1.2 | {:.2}×; imbalance {} with the cache, {} without | {} |",
+            on / off,
+            imb_on.map_or("n/a".into(), |i| format!("{i:.2}")),
+            imb_off.map_or("n/a".into(), |i| format!("{i:.2}")),
+            if on / off >= 2.0 && imb_on.is_some_and(|i| i <= 1.2) {
+                "yes"
+            } else {
+                "no"
+            }
+        );
+    }
+    if let (Some(all), Some(one)) = (
+        find(rows, STRATA, "sample-all", "sample"),
+        find(rows, STRATA, "sample-one", "sample"),
+    ) {
+        let r = all.p50_us / one.p50_us.max(1e-9);
+        let _ = writeln!(
+            s,
+            "| SAMPLE over 4 partitions within 2× of one partition (p50) | {r:.2}× ({:.0} µs vs {:.0} µs) | {} |",
+            all.p50_us,
+            one.p50_us,
+            if r <= 2.0 { "yes" } else { "no" }
+        );
+    }
+    s.push_str("\n### Skew over partitions (Zipf 0.99, 50% writes)\n\n| workload | engine | ops/s | imbalance | normalized |\n|---|---|---|---|---|\n");
+    let mut seen = Vec::new();
+    for r in rows.iter().filter(|r| r.workload.starts_with("zipf-")) {
+        let key = (r.engine.clone(), r.workload.clone());
+        if seen.contains(&key) {
+            continue;
+        }
+        seen.push(key);
+        let total: f64 = rows
+            .iter()
+            .filter(|x| x.engine == r.engine && x.workload == r.workload)
+            .map(|x| x.ops_per_sec)
+            .sum();
+        let _ = writeln!(
+            s,
+            "| {} | {} | {total:.0} | {} | {} |",
+            r.workload,
+            r.engine,
+            r.imbalance.map_or("-".into(), |v| format!("{v:.2}")),
+            r.normalized.map_or("-".into(), |v| format!("{v:.2}")),
+        );
+    }
+    s
+}
