@@ -109,6 +109,21 @@ fn take_commands(input: &mut BytesMut, limits: &Limits) -> (Vec<Vec<Bytes>>, Opt
     (commands, None)
 }
 
+/// Answers a GET or EXISTS from partition `p`'s database on this thread; `None` for other operations.
+fn direct_read(shared: &Shared, p: usize, op: &Op) -> Option<OpResult> {
+    let (key, exists) = match op {
+        Op::Get(k) => (k, false),
+        Op::Exists(k) => (k, true),
+        _ => return None,
+    };
+    let db = shared.store.db(p)?;
+    Some(match db.get(key) {
+        Ok(v) if exists => OpResult::Bool(v.is_some()),
+        Ok(v) => OpResult::Value(v),
+        Err(e) => OpResult::Error(format!("ERR {e}")),
+    })
+}
+
 /// The slot of an operation no command waits for (a cache population).
 const NO_SLOT: (usize, usize) = (usize::MAX, usize::MAX);
 
@@ -175,6 +190,15 @@ async fn run_pipeline(
                         if let Some(key) = key {
                             to_partitions.insert(key);
                         }
+                    }
+                    // A point read on a partition this pipeline has sent nothing to yet reads the database
+                    // here: every acknowledged write is already in it, and nothing of this connection is
+                    // waiting in the partition's queue to come before it.
+                    if per_part[p].is_empty()
+                        && let Some(result) = direct_read(shared, p, &op)
+                    {
+                        early.push((at, result));
+                        continue;
                     }
                     per_part[p].push(op);
                     slots[p].push(at);

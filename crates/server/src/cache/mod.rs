@@ -39,6 +39,8 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 use strata::Durability;
 
+/// A key is hot only if its estimate is at least this many times the sketch's mean counter.
+pub const HOT_OVER_MEAN: u64 = 4;
 /// Entries sampled to pick an eviction victim.
 pub const EVICTION_SAMPLES: usize = 10;
 const SHARDS: usize = 64;
@@ -170,9 +172,12 @@ impl HotCache {
     }
 
     /// Counts an access of an uncached key; true if it just became hot and should be populated (the caller
-    /// queues `Op::Populate` at the key's partition).
+    /// queues `Op::Populate` at the key's partition). Hot means an estimate of at least the configured
+    /// threshold and at least [`HOT_OVER_MEAN`] times the sketch's mean counter, so a uniform load over many
+    /// keys (whose estimates are mostly collisions) populates nothing and the cache does not churn.
     pub fn touch(&self, key: &[u8]) -> bool {
-        if self.sketch.touch(key) < self.config.hot_threshold {
+        let est = u64::from(self.sketch.touch(key));
+        if est < u64::from(self.config.hot_threshold) || est < HOT_OVER_MEAN * self.sketch.mean() {
             return false;
         }
         self.populating.lock().insert(key.to_vec())

@@ -5,7 +5,7 @@
 //! counter at once may lose one count, which a hotness estimate can afford); an estimate is 4 loads. Without
 //! such races estimates never undercount (between halvings); they overcount by about the total count / 2^16.
 
-use std::sync::atomic::{AtomicU16, Ordering};
+use std::sync::atomic::{AtomicU16, AtomicU64, Ordering};
 
 const ROWS: usize = 4;
 const WIDTH_BITS: u32 = 16;
@@ -14,12 +14,15 @@ const WIDTH: usize = 1 << WIDTH_BITS;
 /// The sketch.
 pub struct CountMin {
     counters: Vec<AtomicU16>,
+    /// Accesses counted since the last halving (halved with the counters).
+    total: AtomicU64,
 }
 
 impl Default for CountMin {
     fn default() -> Self {
         CountMin {
             counters: (0..ROWS * WIDTH).map(|_| AtomicU16::new(0)).collect(),
+            total: AtomicU64::new(0),
         }
     }
 }
@@ -35,8 +38,14 @@ impl CountMin {
         out
     }
 
+    /// The average counter of a row: what a key of average popularity (plus collisions) is estimated at.
+    pub fn mean(&self) -> u64 {
+        self.total.load(Ordering::Relaxed) / WIDTH as u64
+    }
+
     /// Counts one access of `key`; returns the new estimate.
     pub fn touch(&self, key: &[u8]) -> u16 {
+        self.total.fetch_add(1, Ordering::Relaxed);
         let mut est = u16::MAX;
         for s in Self::slots(key) {
             let c = &self.counters[s];
@@ -60,6 +69,8 @@ impl CountMin {
 
     /// Halves every counter (ages old accesses out).
     pub fn halve(&self) {
+        let t = self.total.load(Ordering::Relaxed);
+        self.total.store(t / 2, Ordering::Relaxed);
         for c in &self.counters {
             let v = c.load(Ordering::Relaxed);
             c.store(v / 2, Ordering::Relaxed);
