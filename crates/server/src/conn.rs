@@ -150,10 +150,11 @@ async fn run_pipeline(
     let mut per_part: Vec<Vec<crate::store::Op>> = vec![Vec::new(); parts];
     let mut slots: Vec<Vec<(usize, usize)>> = vec![Vec::new(); parts];
     let cache = shared.store.cache().map(|c| &**c);
-    // Results the cache gave at once, the log ticket they wait for, and the keys sent to partitions.
+    // Results given at once (by the cache or a direct read), the cache-log ticket they wait for, and the
+    // hashes of the keys queued at partitions.
     let mut early = Vec::new();
     let mut ticket = 0u64;
-    let mut to_partitions: HashSet<Vec<u8>> = HashSet::new();
+    let mut queued: HashSet<u64> = HashSet::new();
     for args in &commands {
         // After QUIT, nothing more of this pipeline runs.
         if session.quit {
@@ -165,43 +166,48 @@ async fn run_pipeline(
                 let n = ops.len();
                 for (j, (p, op)) in ops.into_iter().enumerate() {
                     let at = (plans.len(), j);
-                    if let Some(cache) = cache {
-                        let key = crate::cache::op_key(&op).map(<[u8]>::to_vec);
-                        // A key this pipeline already sent to its partition stays there, so this
-                        // connection's operations on it keep their order.
-                        if let Some(key) = key.as_ref().filter(|k| !to_partitions.contains(*k)) {
-                            match cache.serve(&op) {
-                                Served::Done(r, t) => {
-                                    ticket = ticket.max(t);
-                                    early.push((at, r));
-                                    continue;
-                                }
-                                Served::NotCached if cache.touch(key) => {
-                                    to_partitions.insert(key.clone());
-                                    per_part[p].push(op);
-                                    slots[p].push(at);
-                                    per_part[p].push(Op::Populate(key.clone()));
-                                    slots[p].push(NO_SLOT);
-                                    continue;
-                                }
-                                Served::NotCached | Served::NeedsEviction => {}
+                    let key_hash = crate::cache::op_key(&op).map(xxhash_rust::xxh3::xxh3_64);
+                    // A key this pipeline already queued at its partition stays there (it is neither served
+                    // by the cache nor read here), so this connection's operations on it keep their order.
+                    // Keys are tracked by hash: a collision only sends an operation the slower, safe way.
+                    let queued_before = key_hash.is_some_and(|h| queued.contains(&h));
+                    let mut populate = None;
+                    if let (Some(cache), false) = (cache, queued_before) {
+                        match cache.serve(&op) {
+                            Served::Done(r, t) => {
+                                ticket = ticket.max(t);
+                                early.push((at, r));
+                                continue;
                             }
-                        }
-                        if let Some(key) = key {
-                            to_partitions.insert(key);
+                            Served::NotCached => {
+                                if let Some(key) = crate::cache::op_key(&op)
+                                    && cache.touch(key)
+                                {
+                                    populate = Some(Op::Populate(key.to_vec()));
+                                }
+                            }
+                            Served::NeedsEviction => {}
                         }
                     }
-                    // A point read on a partition this pipeline has sent nothing to yet reads the database
-                    // here: every acknowledged write is already in it, and nothing of this connection is
-                    // waiting in the partition's queue to come before it.
-                    if per_part[p].is_empty()
+                    // A point read on a partition this pipeline has queued nothing at yet reads the database
+                    // here: every acknowledged write is already in it, and nothing of this connection waits in
+                    // the partition's queue to come before it.
+                    if !queued_before
+                        && per_part[p].is_empty()
                         && let Some(result) = direct_read(shared, p, &op)
                     {
                         early.push((at, result));
-                        continue;
+                    } else {
+                        if let Some(h) = key_hash {
+                            queued.insert(h);
+                        }
+                        per_part[p].push(op);
+                        slots[p].push(at);
                     }
-                    per_part[p].push(op);
-                    slots[p].push(at);
+                    if let Some(op) = populate {
+                        per_part[p].push(op);
+                        slots[p].push(NO_SLOT);
+                    }
                 }
                 Planned::Routed(n, finish)
             }

@@ -253,7 +253,7 @@ pub fn finish(shared: &Shared, finish: &Finish, results: Vec<OpResult>) -> Reply
     }
     let mode = shared.store.layout().key_mode;
     let value = |v: Option<Vec<u8>>| match v {
-        Some(v) => Reply::Bulk(Bytes::from(mode.decode(&v))),
+        Some(v) => Reply::Bulk(Bytes::from(mode.decode_owned(v))),
         None => Reply::Null,
     };
     let mut results = results.into_iter();

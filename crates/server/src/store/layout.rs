@@ -37,11 +37,16 @@ impl KeyMode {
 
     /// The engine's bytes as the client sees them.
     pub fn decode(self, stored: &[u8]) -> Vec<u8> {
+        self.decode_owned(stored.to_vec())
+    }
+
+    /// [`decode`](Self::decode) of bytes the caller owns (no copy in `bytes` mode).
+    pub fn decode_owned(self, stored: Vec<u8>) -> Vec<u8> {
         match self {
-            KeyMode::Bytes => stored.to_vec(),
-            KeyMode::U64 => match <[u8; 8]>::try_from(stored) {
+            KeyMode::Bytes => stored,
+            KeyMode::U64 => match <[u8; 8]>::try_from(stored.as_slice()) {
                 Ok(b) => u64::from_be_bytes(b).to_string().into_bytes(),
-                Err(_) => stored.to_vec(),
+                Err(_) => stored,
             },
         }
     }
