@@ -460,6 +460,7 @@ fn bench_lists_suites_and_rejects_unknown_ones() {
             "btree-cost",
             "irs",
             "wss",
+            "server",
             "betree-io",
             "betree-wall"
         ],

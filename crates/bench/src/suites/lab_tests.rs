@@ -547,3 +547,40 @@ fn wss_runs_at_a_tiny_size() {
     opts.out_dir = Some(tmp.path().join("none"));
     assert!(matches!(run(&opts), Err(BenchError::Usage(_))));
 }
+
+/// The server suite end to end at its smallest (1-second phases): every phase posts rows, the skew phases
+/// carry imbalance and normalized throughput, and the analysis states the goals.
+#[test]
+fn the_server_suite_runs_and_reports_its_goals() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut opts = RunOptions::new("server");
+    opts.records = Some(2000);
+    opts.ops = Some(1);
+    opts.out_dir = Some(tmp.path().join("out"));
+    opts.progress = false;
+    let out = run(&opts).unwrap();
+    let has = |engine: &str, workload: &str| {
+        out.results
+            .iter()
+            .any(|r| r.engine == engine && r.workload == workload && r.ops > 0)
+    };
+    for w in ["set-p16", "get-p1", "ycsb-a", "ycsb-f"] {
+        assert!(has(server::STRATA, w), "{w}");
+    }
+    for n in [1, 2, 4, 8] {
+        let w = format!("zipf-w50-range-{n}p");
+        assert!(
+            has(server::STRATA, &w) && has(server::STRATA_NOCACHE, &w),
+            "{w}"
+        );
+    }
+    let skew = out
+        .results
+        .iter()
+        .find(|r| r.workload == "zipf-w50-range-4p" && r.engine == server::STRATA_NOCACHE)
+        .unwrap();
+    assert!(skew.imbalance.is_some_and(|i| i >= 1.0));
+    assert!(skew.normalized.is_some_and(|n| n >= 1.0));
+    assert!(has(server::STRATA, "sample-all") && has(server::STRATA, "sample-one"));
+    assert!(out.analysis.contains("### Goals"), "{}", out.analysis);
+}
