@@ -262,17 +262,63 @@ async fn run_pipeline(
             *r = Some(OpResult::Error(e.clone()));
         }
     }
+    let mut results: Vec<Vec<OpResult>> = results
+        .into_iter()
+        .map(|res| {
+            res.into_iter()
+                .map(|r| r.unwrap_or_else(|| OpResult::Error("ERR no answer".into())))
+                .collect()
+        })
+        .collect();
+    second_rounds(shared, &mut plans, &mut results).await;
     for (plan, res) in plans.into_iter().zip(results) {
         let reply = match plan {
             Planned::Now(r) => r,
-            Planned::Routed(_, finish) => {
-                let res = res
-                    .into_iter()
-                    .map(|r| r.unwrap_or_else(|| OpResult::Error("ERR no answer".into())))
-                    .collect();
-                command::finish(shared, &finish, res)
-            }
+            Planned::Routed(_, finish) => command::finish(shared, &finish, res),
         };
         reply.encode(session.proto, output);
+    }
+}
+
+/// Runs the second round of the plans that have one (their operations, grouped per partition, then their
+/// new finish), replacing their results.
+async fn second_rounds(shared: &Shared, plans: &mut [Planned], results: &mut [Vec<OpResult>]) {
+    let parts = shared.store.partitions();
+    let mut per_part: Vec<Vec<Op>> = vec![Vec::new(); parts];
+    let mut slots: Vec<Vec<(usize, usize)>> = vec![Vec::new(); parts];
+    let mut any = false;
+    for (i, plan) in plans.iter_mut().enumerate() {
+        let Planned::Routed(n, finish) = plan else {
+            continue;
+        };
+        if let Some((ops, next)) = command::next_round(finish, &results[i]) {
+            *n = ops.len();
+            *finish = next;
+            results[i] = vec![OpResult::Error("ERR no answer".into()); ops.len()];
+            for (j, (p, op)) in ops.into_iter().enumerate() {
+                per_part[p].push(op);
+                slots[p].push((i, j));
+            }
+            any = true;
+        }
+    }
+    if !any {
+        return;
+    }
+    let mut waiting = Vec::new();
+    for (p, ops) in per_part.into_iter().enumerate() {
+        if ops.is_empty() {
+            continue;
+        }
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        if shared.store.submit(p, Job { ops, reply: tx }).is_ok() {
+            waiting.push((p, rx));
+        }
+    }
+    for (p, rx) in waiting {
+        let reply = rx.await.unwrap_or_default();
+        for (&(i, j), r) in slots[p].iter().zip(reply.results) {
+            results[i][j] = r;
+        }
     }
 }

@@ -97,6 +97,8 @@ pub enum Finish {
     Strlen,
     Range(ordered::RangeFinish),
     Sample(ordered::SampleFinish),
+    /// SAMPLE's first round (counts); [`next_round`] makes the second.
+    SampleSplit(ordered::SampleSplit),
     Scan(ordered::ScanFinish),
     /// Cluster mode, a migrating slot: `-ASK` when no key was here, `-TRYAGAIN` when some were, else the
     /// inner finish.
@@ -225,6 +227,14 @@ pub fn plan(shared: &Shared, session: &mut Session, args: &[Bytes]) -> Plan {
     }
 }
 
+/// The operations and finish of another round, for plans that take two (SAMPLE over several partitions).
+pub fn next_round(finish: &Finish, results: &[OpResult]) -> Option<(Vec<(usize, Op)>, Finish)> {
+    match finish {
+        Finish::SampleSplit(s) => s.second_round(results),
+        _ => None,
+    }
+}
+
 /// Turns the results of a routed plan's operations (in the order of its operations) into its reply.
 pub fn finish(shared: &Shared, finish: &Finish, results: Vec<OpResult>) -> Reply {
     if let Finish::Ask {
@@ -308,6 +318,8 @@ pub fn finish(shared: &Shared, finish: &Finish, results: Vec<OpResult>) -> Reply
         Finish::AllOk => Reply::Ok,
         Finish::Range(f) => f.finish(shared, results.collect()),
         Finish::Sample(f) => f.finish(shared, results.collect()),
+        // No second round: the range is empty.
+        Finish::SampleSplit(_) => Reply::Array(Vec::new()),
         Finish::Scan(f) => f.finish(shared, results.collect()),
         Finish::Ask { .. } => unexpected(None),
     }

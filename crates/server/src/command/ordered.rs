@@ -4,12 +4,14 @@
 //!   descending), as a flat array `key, value, key, value, ...`. `-` and `+` stand for no bound.
 //! * `COUNT lo hi`: the number of keys in `[lo, hi]`.
 //! * `SAMPLE lo hi k [SEED s]`: k independent uniform samples (with replacement) of the records in `[lo, hi]`
-//!   across all partitions, as a flat `key, value, ...` array. Each overlapping partition answers, from one
-//!   state, its exact count c_i and k samples of its own records; the k draws are then split over the
-//!   partitions by a multinomial with probabilities c_i / Σc (one uniform draw of a partition per sample), and
-//!   sample j takes the next unused sample of the partition drawn for it. So every record of the union is
-//!   equally likely in every position, and the samples are independent. Families that cannot sample answer
-//!   an error.
+//!   across all partitions, as a flat `key, value, ...` array. Two rounds: every overlapping partition
+//!   answers its exact count c_i; the k draws are split over the partitions by a multinomial with
+//!   probabilities c_i / Σc (one uniform draw of a partition per sample); then partition i draws its k_i
+//!   samples of its own records, and sample j is the next unused sample of the partition drawn for it. So
+//!   every record of the union is equally likely in every position and the samples are independent (exactly,
+//!   when no write changes the range between the two rounds; a partition whose part of the range emptied in
+//!   between makes the command answer "try again"). The work is k samples in all, not k per partition; a
+//!   range inside one partition takes one round. Families that cannot sample answer an error.
 //! * `SCAN cursor [MATCH pattern] [COUNT n]`: walks the partitions one after another in key order; cursors
 //!   are numbers that name the scan's position (partition, last key) in a server-wide table of at most
 //!   [`MAX_CURSORS`] live cursors (the oldest go first; a forgotten cursor is an error, never a silent
@@ -97,48 +99,92 @@ fn flat_records(shared: &Shared, records: Vec<(Vec<u8>, Vec<u8>)>) -> Reply {
     Reply::Array(out)
 }
 
-/// How SAMPLE's per-partition answers become k samples of the union.
+/// SAMPLE over several partitions, first round: their exact counts of the range.
 #[derive(Debug)]
-pub struct SampleFinish {
+pub struct SampleSplit {
     k: usize,
     seed: u64,
+    lo: Bound<Vec<u8>>,
+    hi: Bound<Vec<u8>>,
+    partitions: Vec<usize>,
 }
 
-impl SampleFinish {
-    pub(super) fn finish(&self, shared: &Shared, results: Vec<OpResult>) -> Reply {
-        let mut counts = Vec::with_capacity(results.len());
-        let mut lists = Vec::with_capacity(results.len());
-        for r in results {
-            match r {
-                OpResult::Sample { count, records } => {
-                    counts.push(count);
-                    lists.push(records.into_iter());
-                }
-                other => return Reply::err(format!("internal error: {other:?}")),
-            }
-        }
+impl SampleSplit {
+    /// The second round from the counts: k draws of a partition, each with probability count / total (a
+    /// multinomial split of k), then k_i samples from partition i. `None` when the range is empty (or a
+    /// count failed): the first round's finish answers.
+    pub(super) fn second_round(&self, results: &[OpResult]) -> Option<(Vec<(usize, Op)>, Finish)> {
+        let counts: Vec<u64> = results
+            .iter()
+            .map(|r| match r {
+                OpResult::Int(n) => Some(*n as u64),
+                _ => None,
+            })
+            .collect::<Option<_>>()?;
         let total: u64 = counts.iter().sum();
         if total == 0 {
-            return Reply::Array(Vec::new());
+            return None;
         }
-        let mut rng = ChaCha8Rng::seed_from_u64(self.seed);
         let mut prefix = Vec::with_capacity(counts.len());
         let mut acc = 0u64;
         for c in &counts {
             acc += c;
             prefix.push(acc);
         }
-        let mut picked = Vec::with_capacity(self.k);
-        for _ in 0..self.k {
-            let u = rng.random_range(0..total);
-            let p = prefix.partition_point(|&end| end <= u);
-            match lists.get_mut(p).and_then(Iterator::next) {
+        let mut rng = ChaCha8Rng::seed_from_u64(self.seed);
+        let drawn: Vec<usize> = (0..self.k)
+            .map(|_| {
+                let u = rng.random_range(0..total);
+                prefix.partition_point(|&end| end <= u)
+            })
+            .collect();
+        let mut ops = Vec::new();
+        // Index of each partition's operation in `ops`.
+        let mut op_of = vec![usize::MAX; counts.len()];
+        for (i, &p) in self.partitions.iter().enumerate() {
+            let k_i = drawn.iter().filter(|&&d| d == i).count();
+            if k_i > 0 {
+                op_of[i] = ops.len();
+                ops.push((
+                    p,
+                    Op::Sample {
+                        lo: self.lo.clone(),
+                        hi: self.hi.clone(),
+                        k: k_i,
+                        // Each partition draws from its own stream, all fixed by the seed.
+                        seed: self.seed ^ (p as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15),
+                    },
+                ));
+            }
+        }
+        let order = drawn.into_iter().map(|i| op_of[i]).collect();
+        Some((ops, Finish::Sample(SampleFinish { order })))
+    }
+}
+
+/// How per-partition samples become k samples of the union, in the order the partitions were drawn.
+#[derive(Debug)]
+pub struct SampleFinish {
+    /// For each sample, the index of the operation (partition) it comes from.
+    order: Vec<usize>,
+}
+
+impl SampleFinish {
+    pub(super) fn finish(&self, shared: &Shared, results: Vec<OpResult>) -> Reply {
+        let mut lists = Vec::with_capacity(results.len());
+        for r in results {
+            match r {
+                OpResult::Sample { records, .. } => lists.push(records.into_iter()),
+                other => return Reply::err(format!("internal error: {other:?}")),
+            }
+        }
+        let mut picked = Vec::with_capacity(self.order.len());
+        for &i in &self.order {
+            match lists.get_mut(i).and_then(Iterator::next) {
                 Some(rec) => picked.push(rec),
-                None => {
-                    return Reply::err(
-                        "internal error: a partition returned fewer samples than asked",
-                    );
-                }
+                // The partition's part of the range emptied between the count and the sample.
+                None if picked.is_empty() && lists.iter().all(|l| l.len() == 0) => break,
+                None => return Reply::err("the range changed while SAMPLE ran; try again"),
             }
         }
         flat_records(shared, picked)
@@ -318,16 +364,44 @@ fn plan_checked(shared: &Shared, spec: &CommandSpec, args: &[Bytes]) -> Result<P
             if is_empty(&lo, &hi) || k == 0 {
                 return Ok(Plan::Now(Reply::Array(Vec::new())));
             }
-            let ops = scatter(shared, &lo, &hi, |lo, hi, p| Op::Sample {
-                lo,
-                hi,
-                k,
-                // Each partition draws from its own stream, all fixed by the seed.
-                seed: seed ^ (p as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15),
-            });
+            let partitions = store.overlapping(&lo, &hi);
+            if let [p] = partitions[..] {
+                // One partition: its count and samples in one round.
+                return Ok(Plan::Routed {
+                    ops: vec![(
+                        p,
+                        Op::Sample {
+                            lo,
+                            hi,
+                            k,
+                            seed: seed ^ (p as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15),
+                        },
+                    )],
+                    finish: Finish::Sample(SampleFinish { order: vec![0; k] }),
+                });
+            }
+            // Several: their exact counts first, then a multinomial split of k (`SampleSplit`).
+            let ops = partitions
+                .iter()
+                .map(|&p| {
+                    (
+                        p,
+                        Op::Count {
+                            lo: lo.clone(),
+                            hi: hi.clone(),
+                        },
+                    )
+                })
+                .collect();
             Ok(Plan::Routed {
                 ops,
-                finish: Finish::Sample(SampleFinish { k, seed }),
+                finish: Finish::SampleSplit(SampleSplit {
+                    k,
+                    seed,
+                    lo,
+                    hi,
+                    partitions,
+                }),
             })
         }
         "SCAN" => {
