@@ -165,8 +165,8 @@ struct Worker {
     counters: Arc<PartitionCounters>,
     /// Writes of the current group not yet committed.
     pending: Vec<WriteOp>,
-    /// Their effect on point reads: key → new value (`None`: deleted).
-    overlay: HashMap<Vec<u8>, Option<Vec<u8>>>,
+    /// Their effect on point reads: key → index in `pending` of its newest write.
+    overlay: HashMap<Vec<u8>, usize>,
     /// Set when a group commit failed: the database refuses writes from then on.
     failed: Option<String>,
     /// Writes were committed since the last background sync (durability `none`).
@@ -242,32 +242,43 @@ impl Worker {
             return Ok(());
         }
         self.overlay.clear();
-        let ops = std::mem::take(&mut self.pending);
-        if let Some(e) = &self.failed {
-            return Err(e.clone());
-        }
-        match self.db.write(&ops, Some(self.durability)) {
+        let n = self.pending.len();
+        let written = match &self.failed {
+            Some(e) => Err(e.clone()),
+            None => self
+                .db
+                .write(&self.pending, Some(self.durability))
+                .map_err(|e| {
+                    let text = format!("ERR write failed: {e}");
+                    self.failed = Some(text.clone());
+                    text
+                }),
+        };
+        // Keep the allocation for the next group.
+        self.pending.clear();
+        match written {
             Ok(()) => {
-                self.counters
-                    .writes
-                    .fetch_add(ops.len() as u64, Ordering::Relaxed);
+                self.counters.writes.fetch_add(n as u64, Ordering::Relaxed);
                 self.counters.commits.fetch_add(1, Ordering::Relaxed);
                 self.unsynced = true;
                 Ok(())
             }
-            Err(e) => {
-                let text = format!("ERR write failed: {e}");
-                self.failed = Some(text.clone());
-                Err(text)
-            }
+            Err(e) => Err(e),
         }
     }
 
     fn read(&self, key: &[u8]) -> Result<Option<Vec<u8>>, String> {
-        if let Some(v) = self.overlay.get(key) {
-            return Ok(v.clone());
+        match self.overlay.get(key).and_then(|&i| self.pending.get(i)) {
+            Some(WriteOp::Put { value, .. }) => Ok(Some(value.clone())),
+            Some(_) => Ok(None),
+            None => self.db.get(key).map_err(engine_error),
         }
-        self.db.get(key).map_err(engine_error)
+    }
+
+    /// Queues `op` as the newest write of its key in this group.
+    fn queue(&mut self, op: WriteOp) {
+        self.overlay.insert(op.key().to_vec(), self.pending.len());
+        self.pending.push(op);
     }
 
     /// Queues a write. Keys and values are checked here, so one bad write never fails its group.
@@ -280,8 +291,7 @@ impl Worker {
                 strata::MAX_VALUE_LEN
             ));
         }
-        self.overlay.insert(key.to_vec(), Some(value.clone()));
-        self.pending.push(WriteOp::Put {
+        self.queue(WriteOp::Put {
             key: key.to_vec(),
             value,
         });
@@ -289,8 +299,7 @@ impl Worker {
     }
 
     fn delete(&mut self, key: &[u8]) {
-        self.overlay.insert(key.to_vec(), None);
-        self.pending.push(WriteOp::Delete { key: key.to_vec() });
+        self.queue(WriteOp::Delete { key: key.to_vec() });
     }
 
     fn apply(&mut self, op: &Op, commit_error: &mut Option<String>) -> OpResult {
@@ -497,8 +506,7 @@ impl Worker {
     /// when they were written.
     fn queue_write_back(&mut self, key: Vec<u8>, value: Option<Vec<u8>>) {
         self.counters.write_backs.fetch_add(1, Ordering::Relaxed);
-        self.overlay.insert(key.clone(), value.clone());
-        self.pending.push(match value {
+        self.queue(match value {
             Some(value) => WriteOp::Put { key, value },
             None => WriteOp::Delete { key },
         });
