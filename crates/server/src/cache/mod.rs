@@ -311,13 +311,15 @@ impl HotCache {
         value: Option<Vec<u8>>,
         partition: usize,
     ) -> Option<(usize, Vec<u8>)> {
-        self.populating.lock().remove(key);
         if value
             .as_ref()
             .is_some_and(|v| v.len() > self.config.max_value)
         {
+            // Too large to cache: the key stays marked until the next snapshot ages the sketch, so a hot key
+            // with a large value is not offered again on every access.
             return None;
         }
+        self.populating.lock().remove(key);
         {
             let mut shard = self.shard(key).lock();
             if shard.contains_key(key) {
@@ -417,9 +419,10 @@ impl HotCache {
         Ok(())
     }
 
-    /// Halves the sketch (called at each snapshot).
+    /// Halves the sketch and forgets which keys were offered (called at each snapshot).
     pub fn age(&self) {
         self.sketch.halve();
+        self.populating.lock().clear();
     }
 }
 
