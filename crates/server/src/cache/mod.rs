@@ -365,16 +365,29 @@ impl HotCache {
         best.map(|(_, p, k)| (p, k))
     }
 
-    /// Removes `key` (called by its partition's worker): the value to write to the partition if the entry
-    /// was dirty (`Some(None)`: delete it), and whether an eviction record must be logged after the write
-    /// is committed (the log still holds records about the key).
-    pub fn take_for_eviction(&self, key: &[u8]) -> Option<(Option<Option<Vec<u8>>>, bool)> {
-        let e = self.shard(key).lock().remove(key)?;
-        self.len.fetch_sub(1, Ordering::Relaxed);
-        self.counters.evictions.fetch_add(1, Ordering::Relaxed);
+    /// Removes `key` (called by its partition's worker): first `write_back` gets the value to make durable
+    /// in the partition if the entry was dirty (`Some(None)`: delete it), then the entry goes. Returns
+    /// whether an eviction record must be logged (the log still holds records about the key); `None` if the
+    /// key was not cached.
+    pub fn take_for_eviction(
+        &self,
+        key: &[u8],
+        write_back: impl FnOnce(Option<Option<Vec<u8>>>) -> Result<(), String>,
+    ) -> Result<Option<bool>, String> {
+        // The entry stays (and its shard locked) until its value is in the partition, so no reader on a
+        // connection thread ever finds the key in neither place.
+        let mut shard = self.shard(key).lock();
+        let Some(e) = shard.get(key) else {
+            return Ok(None);
+        };
+        write_back(e.dirty.then(|| e.value.clone()))?;
         let needs_record =
             e.logged_gen != 0 && e.logged_gen >= self.oldest_gen.load(Ordering::Acquire);
-        Some((e.dirty.then_some(e.value), needs_record))
+        shard.remove(key);
+        drop(shard);
+        self.len.fetch_sub(1, Ordering::Relaxed);
+        self.counters.evictions.fetch_add(1, Ordering::Relaxed);
+        Ok(Some(needs_record))
     }
 
     /// Logs that `key` now lives in its partition; returns the ticket.

@@ -521,16 +521,21 @@ impl Worker {
         key: &[u8],
         commit_error: &mut Option<String>,
     ) -> Result<(), String> {
-        let Some((write, needs_record)) = cache.take_for_eviction(key) else {
-            return Ok(());
-        };
-        if let Some(value) = write {
-            self.queue_write_back(key.to_vec(), value);
-            if let Err(e) = self.commit() {
+        let taken = cache.take_for_eviction(key, |write| match write {
+            Some(value) => {
+                self.queue_write_back(key.to_vec(), value);
+                self.commit()
+            }
+            None => Ok(()),
+        });
+        let needs_record = match taken {
+            Ok(Some(n)) => n,
+            Ok(None) => return Ok(()),
+            Err(e) => {
                 commit_error.get_or_insert(e.clone());
                 return Err(e);
             }
-        }
+        };
         if needs_record {
             let t = cache.log_eviction(key);
             if self.durability != Durability::None {
