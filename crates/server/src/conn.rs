@@ -215,61 +215,26 @@ async fn run_pipeline(
         plans.push(plan);
     }
     // Results of every routed plan, by plan then by operation.
-    let mut results: Vec<Vec<Option<OpResult>>> = plans
+    let mut results: Vec<Vec<OpResult>> = plans
         .iter()
         .map(|p| match p {
-            Planned::Routed(n, _) => vec![None; *n],
+            Planned::Routed(n, _) => vec![no_answer(); *n],
             Planned::Now(_) => Vec::new(),
         })
         .collect();
     for ((i, j), r) in early {
-        results[i][j] = Some(r);
+        results[i][j] = r;
     }
-    let mut waiting = Vec::new();
-    for (p, ops) in per_part.into_iter().enumerate() {
-        if ops.is_empty() {
-            continue;
-        }
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        match shared.store.submit(p, Job { ops, reply: tx }) {
-            Ok(()) => waiting.push((p, rx)),
-            Err(e) => {
-                for &(i, j) in slots[p].iter().filter(|&&s| s != NO_SLOT) {
-                    results[i][j] = Some(OpResult::Error(format!("ERR {e}")));
-                }
-            }
-        }
-    }
-    for (p, rx) in waiting {
-        let reply = rx.await.unwrap_or_default();
-        ticket = ticket.max(reply.ticket);
-        let mut answers = reply.results.into_iter();
-        for &(i, j) in &slots[p] {
-            let answer = answers
-                .next()
-                .unwrap_or_else(|| OpResult::Error(format!("ERR partition {p} stopped")));
-            if (i, j) != NO_SLOT {
-                results[i][j] = Some(answer);
-            }
-        }
-    }
+    ticket = ticket.max(run_jobs(shared, per_part, &slots, &mut results).await);
     // Writes answered by the cache are acknowledged once their log records are durable.
     if ticket > 0
         && let Some(cache) = cache
         && let Err(e) = cache.log().wait_async(ticket).await
     {
         for r in results.iter_mut().flatten() {
-            *r = Some(OpResult::Error(e.clone()));
+            *r = OpResult::Error(e.clone());
         }
     }
-    let mut results: Vec<Vec<OpResult>> = results
-        .into_iter()
-        .map(|res| {
-            res.into_iter()
-                .map(|r| r.unwrap_or_else(|| OpResult::Error("ERR no answer".into())))
-                .collect()
-        })
-        .collect();
     second_rounds(shared, &mut plans, &mut results).await;
     for (plan, res) in plans.into_iter().zip(results) {
         let reply = match plan {
@@ -280,13 +245,56 @@ async fn run_pipeline(
     }
 }
 
+fn no_answer() -> OpResult {
+    OpResult::Error("ERR no answer".into())
+}
+
+/// Sends each partition its operations as one job and puts every answer at its slot in `results` (slots
+/// [`NO_SLOT`] are dropped); returns the highest cache-log ticket the answers wait for.
+async fn run_jobs(
+    shared: &Shared,
+    per_part: Vec<Vec<Op>>,
+    slots: &[Vec<(usize, usize)>],
+    results: &mut [Vec<OpResult>],
+) -> u64 {
+    let mut waiting = Vec::new();
+    for (p, ops) in per_part.into_iter().enumerate() {
+        if ops.is_empty() {
+            continue;
+        }
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        match shared.store.submit(p, Job { ops, reply: tx }) {
+            Ok(()) => waiting.push((p, rx)),
+            Err(e) => {
+                for &(i, j) in slots[p].iter().filter(|&&s| s != NO_SLOT) {
+                    results[i][j] = OpResult::Error(format!("ERR {e}"));
+                }
+            }
+        }
+    }
+    let mut ticket = 0;
+    for (p, rx) in waiting {
+        let reply = rx.await.unwrap_or_default();
+        ticket = ticket.max(reply.ticket);
+        let mut answers = reply.results.into_iter();
+        for &(i, j) in &slots[p] {
+            let answer = answers
+                .next()
+                .unwrap_or_else(|| OpResult::Error(format!("ERR partition {p} stopped")));
+            if (i, j) != NO_SLOT {
+                results[i][j] = answer;
+            }
+        }
+    }
+    ticket
+}
+
 /// Runs the second round of the plans that have one (their operations, grouped per partition, then their
 /// new finish), replacing their results.
 async fn second_rounds(shared: &Shared, plans: &mut [Planned], results: &mut [Vec<OpResult>]) {
     let parts = shared.store.partitions();
     let mut per_part: Vec<Vec<Op>> = vec![Vec::new(); parts];
     let mut slots: Vec<Vec<(usize, usize)>> = vec![Vec::new(); parts];
-    let mut any = false;
     for (i, plan) in plans.iter_mut().enumerate() {
         let Planned::Routed(n, finish) = plan else {
             continue;
@@ -294,31 +302,13 @@ async fn second_rounds(shared: &Shared, plans: &mut [Planned], results: &mut [Ve
         if let Some((ops, next)) = command::next_round(finish, &results[i]) {
             *n = ops.len();
             *finish = next;
-            results[i] = vec![OpResult::Error("ERR no answer".into()); ops.len()];
+            results[i] = vec![no_answer(); ops.len()];
             for (j, (p, op)) in ops.into_iter().enumerate() {
                 per_part[p].push(op);
                 slots[p].push((i, j));
             }
-            any = true;
         }
     }
-    if !any {
-        return;
-    }
-    let mut waiting = Vec::new();
-    for (p, ops) in per_part.into_iter().enumerate() {
-        if ops.is_empty() {
-            continue;
-        }
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        if shared.store.submit(p, Job { ops, reply: tx }).is_ok() {
-            waiting.push((p, rx));
-        }
-    }
-    for (p, rx) in waiting {
-        let reply = rx.await.unwrap_or_default();
-        for (&(i, j), r) in slots[p].iter().zip(reply.results) {
-            results[i][j] = r;
-        }
-    }
+    // Nothing is sent when no plan has a second round.
+    run_jobs(shared, per_part, &slots, results).await;
 }

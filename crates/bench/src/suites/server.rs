@@ -191,6 +191,20 @@ fn labels(cfg: &SuiteConfig, engine: &str, workload: &str) -> PhaseLabels {
     }
 }
 
+/// What the rows of a phase over the network share: its time and the server's directory size (no engine
+/// I/O counters or RSS: redis-server runs in a process of its own, so they would not compare).
+fn row_parts(secs: f64, dir: &Path) -> RowParts {
+    RowParts {
+        secs,
+        io: None,
+        os: None,
+        rss: None,
+        rss_scope: "none",
+        disk_bytes: crate::measure::dir_bytes(dir).unwrap_or(0),
+        height: None,
+    }
+}
+
 /// The rows of one load phase; `partitions` = per-partition operation counts during it (strata only).
 fn rows(
     cfg: &SuiteConfig,
@@ -207,15 +221,7 @@ fn rows(
             out.first_error.as_deref().unwrap_or("?")
         )));
     }
-    let parts = RowParts {
-        secs: out.secs,
-        io: None,
-        os: None,
-        rss: None,
-        rss_scope: "none",
-        disk_bytes: crate::measure::dir_bytes(disk).unwrap_or(0),
-        height: None,
-    };
+    let parts = row_parts(out.secs, disk);
     let l = labels(cfg, engine, workload);
     let (imbalance, normalized) = match &partitions {
         Some(p) if !p.is_empty() => {
@@ -376,15 +382,7 @@ pub fn run(cfg: &SuiteConfig, _engines: &[Box<dyn Engine>]) -> Result<Vec<BenchR
             )?;
             lat.record(t.elapsed());
         }
-        let parts = RowParts {
-            secs: start.elapsed().as_secs_f64(),
-            io: None,
-            os: None,
-            rss: None,
-            rss_scope: "none",
-            disk_bytes: crate::measure::dir_bytes(&dir).unwrap_or(0),
-            height: None,
-        };
+        let parts = row_parts(start.elapsed().as_secs_f64(), &dir);
         let mut l = labels(cfg, STRATA, workload);
         l.threads = 1;
         out.push(row(&l, "sample", &lat, &parts));

@@ -252,11 +252,7 @@ impl HotCache {
                     Ok(n) => n,
                     Err(msg) => return Served::Done(OpResult::Error(msg), 0),
                 };
-                let stored = if *u64_values {
-                    (next as u64).to_be_bytes().to_vec()
-                } else {
-                    next.to_string().into_bytes()
-                };
+                let stored = crate::store::counter_bytes(next, *u64_values);
                 let ticket = self.write_entry(key, e, Some(stored));
                 self.counters.hits.fetch_add(1, Ordering::Relaxed);
                 return Served::Done(OpResult::Int(next), ticket);

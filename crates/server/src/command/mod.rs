@@ -263,13 +263,13 @@ pub fn finish(shared: &Shared, finish: &Finish, results: Vec<OpResult>) -> Reply
     }
     let mode = shared.store.layout().key_mode;
     let value = |v: Option<Vec<u8>>| match v {
-        Some(v) => Reply::Bulk(Bytes::from(mode.decode_owned(v))),
+        Some(v) => Reply::Bulk(Bytes::from(mode.decode(v))),
         None => Reply::Null,
     };
     let mut results = results.into_iter();
     match finish {
         Finish::Strlen => match results.next() {
-            Some(OpResult::Value(v)) => Reply::Int(v.map_or(0, |v| mode.decode(&v).len() as i64)),
+            Some(OpResult::Value(v)) => Reply::Int(v.map_or(0, |v| mode.decode(v).len() as i64)),
             other => unexpected(other),
         },
         Finish::Value => match results.next() {

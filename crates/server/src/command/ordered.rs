@@ -93,10 +93,16 @@ fn flat_records(shared: &Shared, records: Vec<(Vec<u8>, Vec<u8>)>) -> Reply {
     let mode = shared.store.layout().key_mode;
     let mut out = Vec::with_capacity(records.len() * 2);
     for (k, v) in records {
-        out.push(Reply::Bulk(Bytes::from(mode.decode(&k))));
-        out.push(Reply::Bulk(Bytes::from(mode.decode(&v))));
+        out.push(Reply::Bulk(Bytes::from(mode.decode(k))));
+        out.push(Reply::Bulk(Bytes::from(mode.decode(v))));
     }
     Reply::Array(out)
+}
+
+/// The seed of partition `p`'s sample stream: each partition draws from its own stream, all fixed by the
+/// command's seed.
+fn partition_seed(seed: u64, p: usize) -> u64 {
+    seed ^ (p as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15)
 }
 
 /// SAMPLE over several partitions, first round: their exact counts of the range.
@@ -151,8 +157,7 @@ impl SampleSplit {
                         lo: self.lo.clone(),
                         hi: self.hi.clone(),
                         k: k_i,
-                        // Each partition draws from its own stream, all fixed by the seed.
-                        seed: self.seed ^ (p as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15),
+                        seed: partition_seed(self.seed, p),
                     },
                 ));
             }
@@ -174,7 +179,7 @@ impl SampleFinish {
         let mut lists = Vec::with_capacity(results.len());
         for r in results {
             match r {
-                OpResult::Sample { records, .. } => lists.push(records.into_iter()),
+                OpResult::Sample(records) => lists.push(records.into_iter()),
                 other => return Reply::err(format!("internal error: {other:?}")),
             }
         }
@@ -219,7 +224,7 @@ impl ScanFinish {
         let mode = shared.store.layout().key_mode;
         let keys = records
             .into_iter()
-            .map(|(k, _)| mode.decode(&k))
+            .map(|(k, _)| mode.decode(k))
             .filter(|k| {
                 self.pattern
                     .as_deref()
@@ -374,7 +379,7 @@ fn plan_checked(shared: &Shared, spec: &CommandSpec, args: &[Bytes]) -> Result<P
                             lo,
                             hi,
                             k,
-                            seed: seed ^ (p as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15),
+                            seed: partition_seed(seed, p),
                         },
                     )],
                     finish: Finish::Sample(SampleFinish { order: vec![0; k] }),

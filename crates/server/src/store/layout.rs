@@ -35,13 +35,8 @@ impl KeyMode {
         }
     }
 
-    /// The engine's bytes as the client sees them.
-    pub fn decode(self, stored: &[u8]) -> Vec<u8> {
-        self.decode_owned(stored.to_vec())
-    }
-
-    /// [`decode`](Self::decode) of bytes the caller owns (no copy in `bytes` mode).
-    pub fn decode_owned(self, stored: Vec<u8>) -> Vec<u8> {
+    /// The engine's bytes as the client sees them (no copy in `bytes` mode).
+    pub fn decode(self, stored: Vec<u8>) -> Vec<u8> {
         match self {
             KeyMode::Bytes => stored,
             KeyMode::U64 => match <[u8; 8]>::try_from(stored.as_slice()) {
@@ -290,6 +285,6 @@ mod tests {
         }
         let e = KeyMode::U64.encode(b"258").unwrap();
         assert_eq!(e, 258u64.to_be_bytes());
-        assert_eq!(KeyMode::U64.decode(&e), b"258");
+        assert_eq!(KeyMode::U64.decode(e.clone()), b"258");
     }
 }

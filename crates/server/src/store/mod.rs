@@ -26,8 +26,8 @@ mod snapshot;
 mod worker;
 
 pub use layout::{KeyMode, Layout, Partitioning};
-pub(crate) use worker::incr;
 pub use worker::{BACKGROUND_SYNC, Job, JobReply, Op, OpResult, SetCondition};
+pub(crate) use worker::{counter_bytes, incr};
 
 use crate::cache::{CacheConfig, HotCache};
 use crate::error::{ServerError, ServerResult};

@@ -61,7 +61,7 @@ pub enum Op {
         lo: Bound<Vec<u8>>,
         hi: Bound<Vec<u8>>,
     },
-    /// The range's exact count and `k` uniform samples (with replacement) of it, both from one state.
+    /// `k` uniform samples (with replacement) of the range's records (none if it is empty).
     Sample {
         lo: Bound<Vec<u8>>,
         hi: Bound<Vec<u8>>,
@@ -93,10 +93,7 @@ pub enum OpResult {
     Bool(bool),
     Int(i64),
     Records(Vec<(Vec<u8>, Vec<u8>)>),
-    Sample {
-        count: u64,
-        records: Vec<(Vec<u8>, Vec<u8>)>,
-    },
+    Sample(Vec<(Vec<u8>, Vec<u8>)>),
     /// The operation failed; the text is the client's error reply (with its code).
     Error(String),
     /// [`Op::IfPresent`]: the key is not here, the operation did not run.
@@ -373,11 +370,7 @@ impl Worker {
             } => {
                 let old = self.read(key)?;
                 let next = incr(old.as_deref(), *by, *u64_values)?;
-                let stored = if *u64_values {
-                    (next as u64).to_be_bytes().to_vec()
-                } else {
-                    next.to_string().into_bytes()
-                };
+                let stored = counter_bytes(next, *u64_values);
                 self.put(key, stored)?;
                 Ok(OpResult::Int(next))
             }
@@ -470,17 +463,12 @@ impl Worker {
             }
             Op::Sample { lo, hi, k, seed } => {
                 self.commit_before_read(commit_error);
-                let range = key_range(lo, hi);
-                let count = self.db.count_range(&range).map_err(engine_error)?;
                 let mut rng = ChaCha8Rng::seed_from_u64(*seed);
-                let records = if count == 0 || *k == 0 {
-                    Vec::new()
-                } else {
-                    self.db
-                        .sample_range(&range, *k, &mut rng)
-                        .map_err(engine_error)?
-                };
-                Ok(OpResult::Sample { count, records })
+                let records = self
+                    .db
+                    .sample_range(&key_range(lo, hi), *k, &mut rng)
+                    .map_err(engine_error)?;
+                Ok(OpResult::Sample(records))
             }
             Op::Len => {
                 self.commit_before_read(commit_error);
@@ -557,6 +545,16 @@ fn writes(op: &Op) -> bool {
             | Op::Evict(_)
             | Op::FlushCached
     ) || matches!(op, Op::IfPresent(inner) if writes(inner))
+}
+
+/// How a counter's value is stored: a `u64` (`u64_values`, never negative: `incr` refuses that) or decimal
+/// text.
+pub(crate) fn counter_bytes(n: i64, u64_values: bool) -> Vec<u8> {
+    if u64_values {
+        (n as u64).to_be_bytes().to_vec()
+    } else {
+        n.to_string().into_bytes()
+    }
 }
 
 /// The new value of INCRBY `by` on `old` (decimal text, or a `u64` when `u64_values`).
