@@ -1,8 +1,8 @@
 //! # strata-server: Strata behind the Redis protocol
 //!
 //! `strata serve` starts this server: every Redis client and tool can talk to it (RESP2 and RESP3,
-//! pipelining, inline commands). Keys live in N partitions, each its own Strata database with its own worker
-//! thread (see [`store`]); commands are planned per key and scattered to the partitions they touch
+//! pipelining, inline commands). Keys live in N partitions, each its own Strata database
+//! (see [`store`]); commands are planned per key and scattered to the partitions they touch
 //! ([`command`]); connections are tokio tasks ([`conn`]) that run each pipeline as one round trip per
 //! partition.
 //!
@@ -14,9 +14,10 @@
 //! closes — never a panic; a write is answered only after it is durable at the server's durability (group
 //! commit: one WAL append, and one `fsync` at `sync`, per batch of waiting jobs of a partition).
 //!
-//! Cost model: a pipeline of c commands touching p partitions costs p channel round trips plus the engine's
-//! own work; a partition runs one job at a time, so a hot partition is the server's bottleneck (what the
-//! hot-key cache and range splits address).
+//! Cost model: a pipeline of c commands touching p partitions costs, per partition, one job run on the
+//! connection's own thread when the partition is idle (else a hand-off to the thread running it) plus the
+//! engine's own work; a partition runs one job at a time, so a hot partition is the server's bottleneck (what
+//! the hot-key cache and range splits address).
 
 pub mod cache;
 pub mod cluster;

@@ -1,18 +1,21 @@
 //! # The partitioned store
 //!
-//! N partitions, each its own Strata database in `DIR/p<i>` served by its own worker thread (shared nothing:
-//! a partition's database is touched only by its worker). Keys are routed by **hash** (xxh3-64 of the key,
-//! modulo N) or by **range** (N − 1 split keys: partition i holds keys in `[split[i−1], split[i])`).
+//! N partitions, each its own Strata database in `DIR/p<i>` (shared nothing: a partition's writes and reads
+//! of its group state run under its worker lock, one job at a time). Keys are routed by **hash** (xxh3-64 of
+//! the key, modulo N) or by **range** (N − 1 split keys: partition i holds keys in `[split[i−1], split[i])`).
 //!
 //! * [`route`](Store::route) maps a client key to its partition; [`overlapping`](Store::overlapping) lists
 //!   the partitions a key range can touch (all of them under hash partitioning).
-//! * Work reaches a partition as a [`Job`] of [`Op`]s; its worker runs jobs in arrival order, so one
-//!   connection's operations on a partition happen in the order it sent them. Read-modify-write commands
-//!   (SET NX/XX/GET, INCR, APPEND) are atomic because a partition runs one operation at a time.
-//! * **Group commit**: a worker takes every job waiting in its queue (up to [`MAX_GROUP`]), runs them, and
-//!   makes all their writes durable with one write-ahead-log append (and one `fsync` at durability `sync`)
-//!   before answering any of them. Point reads inside a group see the group's earlier writes through an
-//!   overlay; range reads commit the writes before them first.
+//! * Work reaches a partition as a [`Job`] of [`Op`]s through its [`executor`]: the submitting connection
+//!   runs the partition's queue itself when the partition is idle (no thread hand-off), else the thread
+//!   running it does; range operations and durability `sync` run on the partition's own thread. Jobs run in
+//!   queue order, so one connection's operations on a partition happen in the order it sent them.
+//!   Read-modify-write commands (SET NX/XX/GET, INCR, APPEND) are atomic because a partition runs one
+//!   operation at a time.
+//! * **Group commit**: whoever runs the queue takes every job waiting in it (up to [`MAX_GROUP`]), runs
+//!   them, and makes all their writes durable with one write-ahead-log append (and one `fsync` at durability
+//!   `sync`) before answering any of them. Point reads inside a group see the group's earlier writes through
+//!   an overlay; range reads commit the writes before them first.
 //!
 //! The layout is recorded in `DIR/SERVER.json` at creation (partition count, partitioning, split keys,
 //! index family, key mode); reopening with a different layout is refused, since keys would be looked for in
@@ -21,6 +24,7 @@
 //! Key modes ([`KeyMode`]): `bytes` (keys and values are any bytes; B+-tree and Bε-tree) and `u64` (keys
 //! and values are decimal integers stored as `u64`; the dynamized index, which stores only those).
 
+mod executor;
 mod layout;
 mod snapshot;
 mod worker;
@@ -32,6 +36,7 @@ pub(crate) use worker::{counter_bytes, incr};
 use crate::cache::{CacheConfig, HotCache};
 use crate::error::{ServerError, ServerResult};
 use crossbeam_channel::Sender;
+use executor::Executor;
 use parking_lot::RwLock;
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
@@ -70,7 +75,7 @@ pub struct PartitionCounters {
 }
 
 struct Partition {
-    tx: Sender<Job>,
+    exec: Arc<Executor>,
     db: RawDb,
     counters: Arc<PartitionCounters>,
     worker: Option<std::thread::JoinHandle<()>>,
@@ -81,7 +86,8 @@ pub struct Store {
     layout: Layout,
     parts: Vec<Partition>,
     cache: Option<Arc<HotCache>>,
-    queues: Arc<RwLock<Vec<Sender<Job>>>>,
+    /// Every partition's executor (shared with the workers and the snapshot thread; emptied at stop).
+    queues: Arc<RwLock<Vec<Arc<Executor>>>>,
     snapshots: Option<(Sender<()>, std::thread::JoinHandle<()>)>,
     caps: Capabilities,
     max_key: usize,
@@ -142,26 +148,36 @@ impl Store {
         let queues = Arc::new(RwLock::new(Vec::with_capacity(layout.partitions)));
         let peers = worker::Peers {
             cache: cache.clone(),
-            queues: queues.clone(),
+            partitions: queues.clone(),
         };
+        // A connection's thread runs an idle partition's point jobs itself, except at `sync`, where every
+        // commit waits for an fsync that must not stall a network thread.
+        let inline = config.durability != Durability::Sync;
         let mut parts = Vec::with_capacity(layout.partitions);
         for (i, db) in dbs.into_iter().enumerate() {
             let counters = Arc::new(PartitionCounters::default());
-            let (tx, rx) = crossbeam_channel::unbounded();
-            queues.write().push(tx.clone());
-            let worker = worker::spawn(
+            let state = worker::Worker::new(
                 i,
                 db.clone(),
                 config.durability,
-                rx,
                 counters.clone(),
                 peers.clone(),
-            )?;
+            );
+            let (exec, woken) = Executor::new(state, inline);
+            let exec = Arc::new(exec);
+            queues.write().push(exec.clone());
+            let on_thread = exec.clone();
+            let thread = std::thread::Builder::new()
+                .name(format!("strata-p{i}"))
+                .spawn(move || on_thread.thread_loop(woken))
+                .map_err(|e| {
+                    ServerError::Engine(format!("starting the thread of partition {i}: {e}"))
+                })?;
             parts.push(Partition {
-                tx,
+                exec,
                 db,
                 counters,
-                worker: Some(worker),
+                worker: Some(thread),
             });
         }
         let snapshots = match &cache {
@@ -231,14 +247,16 @@ impl Store {
         self.layout.overlapping(lo, hi)
     }
 
-    /// Sends `job` to partition `p`'s worker.
+    /// Runs `job` at partition `p`: on this thread when the partition is idle and the job is made of point
+    /// operations, else by the thread running the partition (see [`executor`]). The answers arrive on the
+    /// job's reply channel.
     pub fn submit(&self, p: usize, job: Job) -> ServerResult<()> {
         let part = self
             .parts
             .get(p)
             .ok_or_else(|| ServerError::Engine(format!("no partition {p}")))?;
-        part.tx
-            .send(job)
+        part.exec
+            .submit(job)
             .map_err(|_| ServerError::Engine(format!("partition {p} has stopped")))
     }
 
@@ -294,11 +312,10 @@ impl Store {
 
     fn stop_workers(&mut self) {
         self.stop_snapshots();
-        // Dropping every sender ends a worker's loop once its queue is empty.
+        // Each partition's thread runs what is queued, then ends; the workers no longer reach each other.
         self.queues.write().clear();
-        for part in &mut self.parts {
-            let (dead, _) = crossbeam_channel::unbounded();
-            part.tx = dead;
+        for part in &self.parts {
+            part.exec.stop();
         }
         for part in &mut self.parts {
             if let Some(w) = part.worker.take() {

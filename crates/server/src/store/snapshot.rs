@@ -1,6 +1,7 @@
 //! Cache snapshots: periodically, every dirty cached value is written into its partition and the cache log's
 //! older generations are deleted (see `cache`'s module doc).
 
+use super::executor::Executor;
 use super::{Job, Op};
 use crate::cache::HotCache;
 use crate::error::{ServerError, ServerResult};
@@ -12,13 +13,17 @@ use std::time::Duration;
 
 /// Takes one snapshot: starts a new log generation, has every partition write its dirty cached values into
 /// itself (and commit), then deletes the older generations.
-pub fn take(cache: &HotCache, queues: &RwLock<Vec<Sender<Job>>>, dir: &Path) -> ServerResult<()> {
+pub(crate) fn take(
+    cache: &HotCache,
+    partitions: &RwLock<Vec<Arc<Executor>>>,
+    dir: &Path,
+) -> ServerResult<()> {
     cache.age();
     let old = cache.rotate();
     let mut waiting = Vec::new();
-    for (p, q) in queues.read().iter().enumerate() {
+    for (p, exec) in partitions.read().iter().enumerate() {
         let (reply, rx) = tokio::sync::oneshot::channel();
-        q.send(Job {
+        exec.submit(Job {
             ops: vec![Op::FlushCached],
             reply,
         })
@@ -41,7 +46,7 @@ pub fn take(cache: &HotCache, queues: &RwLock<Vec<Sender<Job>>>, dir: &Path) -> 
 /// Starts the snapshot thread; dropping the returned sender stops it.
 pub(super) fn spawn(
     cache: Arc<HotCache>,
-    queues: Arc<RwLock<Vec<Sender<Job>>>>,
+    partitions: Arc<RwLock<Vec<Arc<Executor>>>>,
     dir: PathBuf,
     every: Duration,
 ) -> ServerResult<(Sender<()>, std::thread::JoinHandle<()>)> {
@@ -54,7 +59,7 @@ pub(super) fn spawn(
                     Err(RecvTimeoutError::Timeout) => {
                         // A failed snapshot leaves the log generations in place: nothing is lost, the next
                         // snapshot tries again.
-                        let _ = take(&cache, &queues, &dir);
+                        let _ = take(&cache, &partitions, &dir);
                     }
                     _ => return,
                 }

@@ -1,9 +1,9 @@
-//! A partition's worker thread: runs the jobs of its queue in order, commits their writes as a group.
+//! A partition's worker state: runs groups of jobs in order and commits their writes as one (its executor decides
+//! which thread runs it).
 
-use super::{MAX_GROUP, PartitionCounters};
+use super::PartitionCounters;
+use super::executor::Executor;
 use crate::cache::{HotCache, Served};
-use crate::error::{ServerError, ServerResult};
-use crossbeam_channel::{Receiver, RecvTimeoutError};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use std::collections::HashMap;
@@ -120,39 +120,13 @@ pub struct Job {
 pub(super) struct Peers {
     /// The hot-key cache, if on.
     pub cache: Option<Arc<HotCache>>,
-    /// Every partition's queue (to ask another partition to evict a cache victim).
-    pub queues: Arc<parking_lot::RwLock<Vec<crossbeam_channel::Sender<Job>>>>,
+    /// Every partition's executor (to ask another partition to evict a cache victim).
+    pub partitions: Arc<parking_lot::RwLock<Vec<Arc<Executor>>>>,
 }
 
-pub(super) fn spawn(
-    index: usize,
-    db: RawDb,
-    durability: Durability,
-    rx: Receiver<Job>,
-    counters: Arc<PartitionCounters>,
-    peers: Peers,
-) -> ServerResult<std::thread::JoinHandle<()>> {
-    std::thread::Builder::new()
-        .name(format!("strata-p{index}"))
-        .spawn(move || {
-            Worker {
-                partition: index,
-                peers,
-                ticket: 0,
-                db,
-                durability,
-                counters,
-                pending: Vec::new(),
-                overlay: HashMap::new(),
-                failed: None,
-                unsynced: false,
-            }
-            .run(rx)
-        })
-        .map_err(|e| ServerError::Engine(format!("starting the worker of partition {index}: {e}")))
-}
-
-struct Worker {
+/// A partition's state: its database, the writes of the group being run, and its counters. It lives in the
+/// partition's [`Executor`], which runs groups of jobs on it.
+pub(crate) struct Worker {
     partition: usize,
     peers: Peers,
     /// Highest cache-log ticket of the current job.
@@ -171,58 +145,58 @@ struct Worker {
 }
 
 impl Worker {
-    fn run(mut self, rx: Receiver<Job>) {
-        let mut group: Vec<(Job, Vec<OpResult>)> = Vec::new();
-        let mut last_sync = Instant::now();
-        loop {
-            let first = match rx.recv_timeout(BACKGROUND_SYNC) {
-                Ok(job) => job,
-                Err(RecvTimeoutError::Timeout) => {
-                    self.background_sync(&mut last_sync);
-                    continue;
-                }
-                Err(RecvTimeoutError::Disconnected) => break,
-            };
-            group.push((first, Vec::new()));
-            while group.len() < MAX_GROUP {
-                match rx.try_recv() {
-                    Ok(job) => group.push((job, Vec::new())),
-                    Err(_) => break,
-                }
-            }
-            let mut commit_error = None;
-            let mut tickets = Vec::with_capacity(group.len());
-            for (job, results) in &mut group {
-                self.ticket = 0;
-                for op in &job.ops {
-                    results.push(self.apply(op, &mut commit_error));
-                }
-                tickets.push(self.ticket);
-            }
-            if let Err(e) = self.commit() {
-                commit_error.get_or_insert(e);
-            }
-            let n_ops: usize = group.iter().map(|(j, _)| j.ops.len()).sum();
-            self.counters.ops.fetch_add(n_ops as u64, Ordering::Relaxed);
-            for ((job, mut results), ticket) in group.drain(..).zip(tickets) {
-                if let Some(e) = &commit_error {
-                    // Nothing of this group is known to be durable: every answer becomes the error.
-                    results
-                        .iter_mut()
-                        .for_each(|r| *r = OpResult::Error(e.clone()));
-                }
-                let _ = job.reply.send(JobReply { results, ticket });
-            }
-            if last_sync.elapsed() >= BACKGROUND_SYNC {
-                self.background_sync(&mut last_sync);
-            }
+    pub(super) fn new(
+        partition: usize,
+        db: RawDb,
+        durability: Durability,
+        counters: Arc<PartitionCounters>,
+        peers: Peers,
+    ) -> Worker {
+        Worker {
+            partition,
+            peers,
+            ticket: 0,
+            db,
+            durability,
+            counters,
+            pending: Vec::new(),
+            overlay: HashMap::new(),
+            failed: None,
+            unsynced: false,
         }
-        self.background_sync(&mut last_sync);
+    }
+
+    /// Runs a group of jobs: every operation in order, then one commit of their writes, then the answers
+    /// (every answer of the group becomes the commit's error if it failed). Leaves `group` empty.
+    pub(super) fn run_group(&mut self, group: &mut Vec<(Job, Vec<OpResult>)>) {
+        let mut commit_error = None;
+        let mut tickets = Vec::with_capacity(group.len());
+        for (job, results) in group.iter_mut() {
+            self.ticket = 0;
+            for op in &job.ops {
+                results.push(self.apply(op, &mut commit_error));
+            }
+            tickets.push(self.ticket);
+        }
+        if let Err(e) = self.commit() {
+            commit_error.get_or_insert(e);
+        }
+        let n_ops: usize = group.iter().map(|(j, _)| j.ops.len()).sum();
+        self.counters.ops.fetch_add(n_ops as u64, Ordering::Relaxed);
+        for ((job, mut results), ticket) in group.drain(..).zip(tickets) {
+            if let Some(e) = &commit_error {
+                // Nothing of this group is known to be durable: every answer becomes the error.
+                results
+                    .iter_mut()
+                    .for_each(|r| *r = OpResult::Error(e.clone()));
+            }
+            let _ = job.reply.send(JobReply { results, ticket });
+        }
     }
 
     /// At durability `none`, writes are acknowledged from memory; this makes them durable (WAL written and
     /// synced) at most about [`BACKGROUND_SYNC`] later, as Redis's `appendfsync everysec` does.
-    fn background_sync(&mut self, last_sync: &mut Instant) {
+    pub(super) fn background_sync(&mut self, last_sync: &mut Instant) {
         *last_sync = Instant::now();
         if self.durability != Durability::None || !self.unsynced || self.failed.is_some() {
             return;
@@ -414,9 +388,9 @@ impl Worker {
                 if let Some((p, victim)) = cache.populate(key, value, self.partition) {
                     if p == self.partition {
                         self.evict(&cache, &victim, commit_error)?;
-                    } else if let Some(q) = self.peers.queues.read().get(p) {
+                    } else if let Some(q) = self.peers.partitions.read().get(p) {
                         let (reply, _) = tokio::sync::oneshot::channel();
-                        let _ = q.send(Job {
+                        q.submit_to_thread(Job {
                             ops: vec![Op::Evict(victim)],
                             reply,
                         });

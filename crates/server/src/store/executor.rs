@@ -1,0 +1,203 @@
+//! A partition's executor: its queue of jobs and its worker state behind one lock, run by whoever finds the
+//! partition idle.
+//!
+//! A connection that submits a job of point operations runs the partition's queue itself when no other
+//! thread is running it (flat combining): it takes the worker lock, runs every queued job as one group with
+//! one commit, answers them, releases the lock, and looks at the queue once more. A job that arrives while
+//! another thread holds the lock stays queued, and that thread runs it before it lets go. So an idle
+//! partition costs a submitter no thread hand-off at all, and a busy one still commits many jobs as a group.
+//!
+//! Each partition also has a thread of its own, which runs what a connection's thread should not: jobs with
+//! range operations (RANGE, COUNT, SAMPLE, DBSIZE and cache write-backs, which can take long), every job at
+//! durability `sync` (an `fsync` would stall a network thread), the once-a-second background sync at
+//! durability `none`, and whatever is left queued when a connection's thread stops at such a job.
+//!
+//! Invariant (no stranded job): a submitter pushes its job and then tries the lock; a runner, after it
+//! releases the lock, looks at the queue again. Both the push and that look happen under the queue's mutex,
+//! so either the runner sees the job, or the submitter's try of the lock comes after the runner released it.
+//! Jobs run in queue order, so one connection's jobs at a partition run in the order it sent them.
+
+use super::worker::{Job, OpResult, Worker};
+use super::{MAX_GROUP, Op};
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
+use parking_lot::Mutex;
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+/// Who runs a partition's queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Runner {
+    /// A connection's (network) thread: runs point-operation jobs, leaves the rest to the partition's thread.
+    Connection,
+    /// The partition's own thread: runs everything.
+    Thread,
+}
+
+/// One partition's queue, worker state and the wake-up of its thread.
+pub(crate) struct Executor {
+    queue: Mutex<VecDeque<Job>>,
+    worker: Mutex<Worker>,
+    /// Wakes the partition's thread (a full channel means a wake-up is already pending).
+    wake: Sender<()>,
+    /// Run submitted point jobs on the submitter's thread (off at durability `sync`).
+    inline: bool,
+    stopping: AtomicBool,
+}
+
+impl Executor {
+    /// An executor over `worker`, and the receiving end of its thread's wake-ups.
+    pub(super) fn new(worker: Worker, inline: bool) -> (Executor, Receiver<()>) {
+        let (wake, woken) = crossbeam_channel::bounded(1);
+        let exec = Executor {
+            queue: Mutex::new(VecDeque::new()),
+            worker: Mutex::new(worker),
+            wake,
+            inline,
+            stopping: AtomicBool::new(false),
+        };
+        (exec, woken)
+    }
+
+    /// Queues `job`, then runs the queue on this thread if the partition is idle and the job is made of point
+    /// operations (else the partition's thread runs it). Answers go to the job's reply channel.
+    pub fn submit(&self, job: Job) -> Result<(), Job> {
+        if self.stopping.load(Ordering::Acquire) {
+            return Err(job);
+        }
+        let inline = self.inline && !job.ops.iter().any(runs_long);
+        self.queue.lock().push_back(job);
+        if inline {
+            self.run(Runner::Connection);
+        } else {
+            self.wake_thread();
+        }
+        Ok(())
+    }
+
+    /// Queues `job` for the partition's thread (from inside another partition's worker: never runs inline,
+    /// so no thread ever runs two partitions at once).
+    pub fn submit_to_thread(&self, job: Job) {
+        self.queue.lock().push_back(job);
+        self.wake_thread();
+    }
+
+    fn wake_thread(&self) {
+        let _ = self.wake.try_send(());
+    }
+
+    /// Runs queued jobs while this thread can take the worker lock and there are jobs `runner` may run.
+    fn run(&self, runner: Runner) {
+        let mut group: Vec<(Job, Vec<OpResult>)> = Vec::new();
+        loop {
+            let Some(mut worker) = self.worker.try_lock() else {
+                // Whoever holds the lock looks at the queue after releasing it.
+                return;
+            };
+            loop {
+                let left_for_thread = self.take_group(runner, &mut group);
+                if group.is_empty() {
+                    if left_for_thread {
+                        self.wake_thread();
+                    }
+                    break;
+                }
+                worker.run_group(&mut group);
+            }
+            drop(worker);
+            // The look after releasing: a job pushed while the lock was held, and whose submitter found the
+            // lock taken, is run here.
+            let queue = self.queue.lock();
+            match queue.front() {
+                None => return,
+                Some(job) if runner == Runner::Connection && job.ops.iter().any(runs_long) => {
+                    drop(queue);
+                    self.wake_thread();
+                    return;
+                }
+                Some(_) => {}
+            }
+        }
+    }
+
+    /// Moves up to [`MAX_GROUP`] jobs from the queue into `group`; a connection's thread stops before a job
+    /// it must leave to the partition's thread. Returns whether it stopped at such a job.
+    fn take_group(&self, runner: Runner, group: &mut Vec<(Job, Vec<OpResult>)>) -> bool {
+        let mut queue = self.queue.lock();
+        while group.len() < MAX_GROUP {
+            match queue.front() {
+                None => return false,
+                Some(job) if runner == Runner::Connection && job.ops.iter().any(runs_long) => {
+                    return true;
+                }
+                Some(_) => {}
+            }
+            if let Some(job) = queue.pop_front() {
+                group.push((job, Vec::new()));
+            }
+        }
+        false
+    }
+
+    /// The partition's thread: runs what it is woken for, syncs in the background at durability `none`, and
+    /// at stop runs what is left and returns.
+    pub(super) fn thread_loop(&self, woken: Receiver<()>) {
+        let mut last_sync = Instant::now();
+        loop {
+            let stop = match woken.recv_timeout(super::BACKGROUND_SYNC) {
+                Ok(()) | Err(RecvTimeoutError::Timeout) => self.stopping.load(Ordering::Acquire),
+                Err(RecvTimeoutError::Disconnected) => true,
+            };
+            if stop {
+                // Wait for a connection's thread to finish, then run whatever is queued.
+                self.run_blocking();
+                self.worker.lock().background_sync(&mut last_sync);
+                return;
+            }
+            self.run(Runner::Thread);
+            if last_sync.elapsed() >= super::BACKGROUND_SYNC {
+                self.worker.lock().background_sync(&mut last_sync);
+            }
+        }
+    }
+
+    /// Runs every queued job, waiting for the lock.
+    fn run_blocking(&self) {
+        let mut group = Vec::new();
+        let mut worker = self.worker.lock();
+        loop {
+            self.take_group(Runner::Thread, &mut group);
+            if group.is_empty() {
+                return;
+            }
+            worker.run_group(&mut group);
+        }
+    }
+
+    /// Refuses new jobs and has the partition's thread run what is queued and end.
+    pub(super) fn stop(&self) {
+        self.stopping.store(true, Ordering::Release);
+        self.wake_thread();
+    }
+}
+
+/// Operations that may take long (they read ranges, or write back many cached values): a connection's thread
+/// leaves them to the partition's thread.
+fn runs_long(op: &Op) -> bool {
+    match op {
+        Op::Range { .. }
+        | Op::Count { .. }
+        | Op::Sample { .. }
+        | Op::Len
+        | Op::FlushCached
+        | Op::Populate(_)
+        | Op::Evict(_) => true,
+        Op::IfPresent(inner) => runs_long(inner),
+        Op::Get(_)
+        | Op::Set { .. }
+        | Op::Del(_)
+        | Op::Exists(_)
+        | Op::Incr { .. }
+        | Op::Append { .. } => false,
+    }
+}
