@@ -27,8 +27,34 @@ use tokio::net::TcpStream;
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum KeyDist {
     Uniform,
-    /// Zipf with this θ over ranks (rank 0 hottest).
+    /// Zipf with this θ over ranks (rank 0 hottest), rank i being key i: the hottest keys are the lowest
+    /// ones, all in the first range partition (the worst case for range partitioning).
     Zipf(f64),
+    /// Zipf with this θ over ranks, the ranks scattered over the key space by a fixed permutation (rank i is
+    /// key `i · s mod n`, `s` coprime with `n`), as YCSB scrambles its zipfian keys: hot keys land in every
+    /// range partition.
+    ZipfScattered(f64),
+}
+
+/// The stride of [`KeyDist::ZipfScattered`]'s permutation over `n` keys: near `n` times the golden ratio's
+/// fraction, and coprime with `n`.
+fn scatter_stride(n: u64) -> u64 {
+    let gcd = |mut a: u64, mut b: u64| {
+        while b != 0 {
+            (a, b) = (b, a % b);
+        }
+        a
+    };
+    let mut s = ((n as f64) * 0.618_033_988_749_895) as u64 | 1;
+    while n > 1 && gcd(s, n) != 1 {
+        s += 2;
+    }
+    s.max(1)
+}
+
+/// The key index of `rank` under the scattering permutation with `stride` over `n` keys.
+fn scatter(rank: u64, stride: u64, n: u64) -> u64 {
+    ((u128::from(rank) * u128::from(stride)) % u128::from(n.max(1))) as u64
 }
 
 /// Fractions of reads, updates and read-modify-writes (summing to 1).
@@ -181,8 +207,14 @@ async fn connection(
     let mut rng =
         ChaCha8Rng::seed_from_u64(spec.seed ^ (index as u64 + 1).wrapping_mul(0x9E37_79B9));
     let zipf = match spec.dist {
-        KeyDist::Zipf(theta) => Some(Zipfian::new(spec.keys, theta)),
+        KeyDist::Zipf(theta) | KeyDist::ZipfScattered(theta) => {
+            Some(Zipfian::new(spec.keys, theta))
+        }
         KeyDist::Uniform => None,
+    };
+    let stride = match spec.dist {
+        KeyDist::ZipfScattered(_) => Some(scatter_stride(spec.keys)),
+        _ => None,
     };
     let value = vec![b'v'; spec.value_size];
     let mut out = LoadOutcome::default();
@@ -193,10 +225,13 @@ async fn connection(
         buf.clear();
         kinds.clear();
         for _ in 0..spec.pipeline {
-            let rank = match &zipf {
+            let mut rank = match &zipf {
                 Some(z) => z.next(&mut rng),
                 None => rng.random_range(0..spec.keys),
             };
+            if let Some(s) = stride {
+                rank = scatter(rank, s, spec.keys);
+            }
             let k = key(rank, spec.keys);
             let u: f64 = rng.random();
             let kind = if u < spec.mix.read {
@@ -332,5 +367,31 @@ pub fn command(addr: SocketAddr, args: &[&[u8]]) -> Result<String> {
         }
         Some(b'-') => Err(BenchError::Usage(format!("{addr}: {}", line.trim()))),
         _ => Ok(line.trim().to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scattering_is_a_permutation_that_spreads_the_hottest_ranks() {
+        for n in [1u64, 2, 7, 100, 1000, 100_000] {
+            let s = scatter_stride(n);
+            let mut seen = vec![false; n as usize];
+            for r in 0..n {
+                let k = scatter(r, s, n) as usize;
+                assert!(!seen[k], "rank {r} of {n} maps to a key taken");
+                seen[k] = true;
+            }
+        }
+        // The 8 hottest ranks of 100,000 keys fall in every quarter of the key space.
+        let n = 100_000;
+        let s = scatter_stride(n);
+        let mut quarters = [0; 4];
+        for r in 0..8 {
+            quarters[(scatter(r, s, n) * 4 / n) as usize] += 1;
+        }
+        assert!(quarters.iter().all(|&q| q > 0), "{quarters:?}");
     }
 }

@@ -1,8 +1,8 @@
 //! The cache log: the write-ahead log of the hot-key cache, in generations `DIR/cache-<gen>.log`.
 //!
-//! A write to a cached key is answered from the cache once its record is durable here (group commit: one
-//! writer thread takes every waiting record, writes them with one `write`, and at durability `sync` one
-//! `fdatasync`). A record:
+//! A write to a cached key is answered from the cache once its record is durable here (group commit: whoever
+//! writes — a waiting connection at durability `none` and `flush`, the log's thread at `sync` — takes every
+//! pending record and writes them with one `write`, and at durability `sync` one `fdatasync`). A record:
 //!
 //! | bytes | field |
 //! |---|---|
@@ -220,36 +220,48 @@ fn sync_dir(dir: &Path) {
 
 struct Pending {
     buf: Vec<u8>,
-    /// Ticket of the last record in `buf`.
     last_ticket: u64,
-    /// Switch to this generation before writing the next batch.
     rotate_to: Option<u64>,
     shutdown: bool,
     error: Option<String>,
+}
+
+/// The open generation and its sync state; whoever holds it writes the pending records.
+struct LogFile {
+    file: File,
+    /// Written since the last `fdatasync`.
+    unsynced: bool,
+    last_sync: std::time::Instant,
+    /// The batch being written (kept for its allocation).
+    batch: Vec<u8>,
 }
 
 struct Inner {
     dir: PathBuf,
     durability: Durability,
     pending: Mutex<Pending>,
-    /// Wakes the writer.
+    file: Mutex<LogFile>,
     work: Condvar,
-    /// Wakes threads waiting for durability.
     done: Condvar,
     durable: AtomicU64,
     notify: tokio::sync::Notify,
     generation: AtomicU64,
 }
 
-/// The cache log's writer: appends records, each identified by a ticket (an increasing number); a ticket is
-/// durable once [`durable`](CacheLog::durable) reaches it.
+/// The cache log of a running server. At durability `none` and `flush` a waiter writes the pending records
+/// itself when no other thread is writing (one `write` for every record pending, no thread hand-off); at
+/// `sync` the log's own thread writes and syncs, so an `fdatasync` never stalls a network thread. The thread
+/// also writes what nobody waits for (durability `none`) within [`IDLE_WRITE`], and syncs within
+/// [`BACKGROUND_SYNC`](crate::store::BACKGROUND_SYNC).
 pub struct CacheLog {
     inner: Arc<Inner>,
     writer: Option<std::thread::JoinHandle<()>>,
 }
 
+/// How long records nobody waits for may stay in memory before the log's thread writes them.
+pub const IDLE_WRITE: std::time::Duration = std::time::Duration::from_millis(200);
+
 impl CacheLog {
-    /// Starts a log in `dir` at generation `generation` (a new, empty file).
     pub fn start(dir: &Path, generation: u64, durability: Durability) -> ServerResult<CacheLog> {
         let path = log_path(dir, generation);
         let file = File::create(&path).map_err(|e| ServerError::io(&path, e))?;
@@ -265,6 +277,12 @@ impl CacheLog {
                 shutdown: false,
                 error: None,
             }),
+            file: Mutex::new(LogFile {
+                file,
+                unsynced: false,
+                last_sync: std::time::Instant::now(),
+                batch: Vec::new(),
+            }),
             work: Condvar::new(),
             done: Condvar::new(),
             durable: AtomicU64::new(0),
@@ -274,7 +292,7 @@ impl CacheLog {
         let w = inner.clone();
         let writer = std::thread::Builder::new()
             .name("strata-cache-log".into())
-            .spawn(move || writer_loop(&w, file))
+            .spawn(move || writer_loop(&w))
             .map_err(|e| ServerError::Engine(format!("starting the cache log writer: {e}")))?;
         Ok(CacheLog {
             inner,
@@ -282,44 +300,39 @@ impl CacheLog {
         })
     }
 
-    /// Queues a record; returns its ticket. Call with the cached entry's lock held, so tickets follow the
-    /// order of the entry's changes.
     pub fn append(&self, rec: &LogRecord) -> u64 {
         let mut p = self.inner.pending.lock();
         rec.encode(&mut p.buf);
         p.last_ticket += 1;
         let t = p.last_ticket;
         drop(p);
-        self.inner.work.notify_one();
+        if !self.inner.waiters_write() {
+            self.inner.work.notify_one();
+        }
         t
     }
 
-    /// The current generation (records appended now belong to it).
     pub fn generation(&self) -> u64 {
         self.inner.generation.load(Ordering::Acquire)
     }
 
-    /// Starts generation `g`: records queued after this call go to its file.
     pub fn rotate(&self, g: u64) {
         let mut p = self.inner.pending.lock();
-        // Records queued so far still go to the old file: the writer switches before the next batch.
         p.rotate_to = Some(g);
         self.inner.generation.store(g, Ordering::Release);
         drop(p);
         self.inner.work.notify_one();
     }
 
-    /// Highest durable ticket.
     pub fn durable(&self) -> u64 {
         self.inner.durable.load(Ordering::Acquire)
     }
 
-    /// The failure that stopped the writer, if any.
     pub fn error(&self) -> Option<String> {
         self.inner.pending.lock().error.clone()
     }
 
-    /// Waits (blocking) until `ticket` is durable; `Err` if the writer failed.
+    /// Blocks until every record up to `ticket` is durable.
     pub fn wait(&self, ticket: u64) -> Result<(), String> {
         let mut p = self.inner.pending.lock();
         loop {
@@ -329,11 +342,19 @@ impl CacheLog {
             if let Some(e) = &p.error {
                 return Err(e.clone());
             }
+            if let Some(mut file) = self.try_write() {
+                drop(p);
+                self.inner.write_pending(&mut file);
+                drop(file);
+                p = self.inner.pending.lock();
+                continue;
+            }
+            // Whoever writes takes the pending lock before it notifies: no wake-up is missed.
             self.inner.done.wait(&mut p);
         }
     }
 
-    /// Waits (async) until `ticket` is durable; `Err` if the writer failed.
+    /// Waits until every record up to `ticket` is durable, writing the pending records itself when it can.
     pub async fn wait_async(&self, ticket: u64) -> Result<(), String> {
         loop {
             let notified = self.inner.notify.notified();
@@ -343,7 +364,20 @@ impl CacheLog {
             if let Some(e) = self.error() {
                 return Err(e);
             }
+            if let Some(mut file) = self.try_write() {
+                self.inner.write_pending(&mut file);
+                continue;
+            }
             notified.await;
+        }
+    }
+
+    /// The file, if waiters write at this durability and nobody is writing now.
+    fn try_write(&self) -> Option<parking_lot::MutexGuard<'_, LogFile>> {
+        if self.inner.waiters_write() {
+            self.inner.file.try_lock()
+        } else {
+            None
         }
     }
 }
@@ -358,70 +392,78 @@ impl Drop for CacheLog {
     }
 }
 
-fn writer_loop(inner: &Inner, mut file: File) {
-    let mut batch = Vec::new();
-    let mut last_sync = std::time::Instant::now();
-    let mut unsynced = false;
-    loop {
+impl Inner {
+    /// Waiters write the log themselves (durability `none` and `flush`); at `sync` the log's thread does.
+    fn waiters_write(&self) -> bool {
+        self.durability != Durability::Sync
+    }
+
+    /// Writes every pending record (and syncs, rotates) with the file held, then marks them durable and wakes
+    /// the waiters. After a failure the log refuses everything: the error is every waiter's answer.
+    fn write_pending(&self, f: &mut LogFile) {
         let (ticket, rotate) = {
-            let mut p = inner.pending.lock();
-            while p.buf.is_empty() && p.rotate_to.is_none() && !p.shutdown {
-                let timed_out = inner
-                    .work
-                    .wait_for(&mut p, std::time::Duration::from_millis(200))
-                    .timed_out();
-                if timed_out && unsynced {
-                    break;
-                }
-            }
-            if p.buf.is_empty() && p.rotate_to.is_none() && p.shutdown {
-                if unsynced {
-                    let _ = file.sync_data();
-                }
+            let mut p = self.pending.lock();
+            if p.error.is_some() {
                 return;
             }
-            std::mem::swap(&mut batch, &mut p.buf);
+            std::mem::swap(&mut f.batch, &mut p.buf);
             (p.last_ticket, p.rotate_to.take())
         };
         let result = (|| -> std::io::Result<()> {
-            if !batch.is_empty() {
-                file.write_all(&batch)?;
-                unsynced = true;
+            if !f.batch.is_empty() {
+                f.file.write_all(&f.batch)?;
+                f.unsynced = true;
             }
-            let sync_now = inner.durability == Durability::Sync
+            let sync_now = self.durability == Durability::Sync
                 || rotate.is_some()
-                || (unsynced && last_sync.elapsed() >= crate::store::BACKGROUND_SYNC);
-            if sync_now && unsynced {
-                file.sync_data()?;
-                unsynced = false;
-                last_sync = std::time::Instant::now();
+                || (f.unsynced && f.last_sync.elapsed() >= crate::store::BACKGROUND_SYNC);
+            if sync_now && f.unsynced {
+                f.file.sync_data()?;
+                f.unsynced = false;
+                f.last_sync = std::time::Instant::now();
             }
             if let Some(g) = rotate {
-                let path = log_path(&inner.dir, g);
-                file = File::create(&path)?;
-                file.sync_all()?;
-                sync_dir(&inner.dir);
+                let path = log_path(&self.dir, g);
+                f.file = File::create(&path)?;
+                f.file.sync_all()?;
+                sync_dir(&self.dir);
             }
             Ok(())
         })();
-        batch.clear();
+        f.batch.clear();
+        let mut p = self.pending.lock();
         match result {
-            Ok(()) => {
-                inner.durable.store(ticket, Ordering::Release);
-            }
-            Err(e) => {
-                let mut p = inner.pending.lock();
-                p.error = Some(format!("ERR cache log write failed: {e}"));
-                drop(p);
-                inner.done.notify_all();
-                inner.notify.notify_waiters();
-                return;
-            }
+            Ok(()) => self.durable.store(ticket, Ordering::Release),
+            Err(e) => p.error = Some(format!("ERR cache log write failed: {e}")),
         }
-        // Wake the blocking waiters under the lock they wait with, so none misses it.
-        drop(inner.pending.lock());
-        inner.done.notify_all();
-        inner.notify.notify_waiters();
+        drop(p);
+        self.done.notify_all();
+        self.notify.notify_waiters();
+    }
+}
+
+/// The log's thread: writes when woken (rotations, every append at `sync`), every [`IDLE_WRITE`] what is
+/// pending, syncs what was written, and at shutdown writes and syncs the rest.
+fn writer_loop(inner: &Inner) {
+    loop {
+        let shutdown = {
+            let mut p = inner.pending.lock();
+            if p.buf.is_empty() && p.rotate_to.is_none() && !p.shutdown {
+                inner.work.wait_for(&mut p, IDLE_WRITE);
+            }
+            p.shutdown
+        };
+        let mut file = inner.file.lock();
+        inner.write_pending(&mut file);
+        if inner.pending.lock().error.is_some() {
+            return;
+        }
+        if shutdown {
+            if file.unsynced {
+                let _ = file.file.sync_data();
+            }
+            return;
+        }
     }
 }
 
