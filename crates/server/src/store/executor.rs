@@ -201,3 +201,115 @@ fn runs_long(op: &Op) -> bool {
         | Op::Append { .. } => false,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::worker::{JobReply, Peers};
+    use crate::store::{PartitionCounters, SetCondition};
+    use std::sync::Arc;
+    use std::time::Duration;
+    use strata::{Config, Durability, Options, RawDb, TypeKind};
+
+    fn executor(dir: &std::path::Path) -> (Arc<Executor>, std::thread::JoinHandle<()>, RawDb) {
+        let config = Config {
+            key: TypeKind::Bytes,
+            value: TypeKind::Bytes,
+            durability: Durability::Flush,
+            ..Config::default()
+        };
+        let db = RawDb::open_or_create(dir, &config, &Options::default()).unwrap();
+        let peers = Peers {
+            cache: None,
+            partitions: Arc::default(),
+        };
+        let worker = Worker::new(
+            0,
+            db.clone(),
+            Durability::Flush,
+            Arc::new(PartitionCounters::default()),
+            peers,
+        );
+        let (exec, woken) = Executor::new(worker, true);
+        let exec = Arc::new(exec);
+        let on_thread = exec.clone();
+        let thread = std::thread::spawn(move || on_thread.thread_loop(woken));
+        (exec, thread, db)
+    }
+
+    fn job(ops: Vec<Op>) -> (Job, tokio::sync::oneshot::Receiver<JobReply>) {
+        let (reply, rx) = tokio::sync::oneshot::channel();
+        (Job { ops, reply }, rx)
+    }
+
+    /// Many threads submit point (and range) jobs at once: every job is answered (none is left in the queue
+    /// while nobody runs it), each thread's writes land in its order, and range jobs see every write answered
+    /// before them.
+    #[test]
+    fn concurrent_submitters_get_every_answer_in_order() {
+        submitters_race(false);
+        submitters_race(true);
+    }
+
+    fn submitters_race(with_ranges: bool) {
+        let dir = tempfile::tempdir().unwrap();
+        let (exec, thread, db) = executor(dir.path());
+        let threads = 6;
+        let per_thread = 20_000u64;
+        std::thread::scope(|s| {
+            for t in 0..threads {
+                let exec = exec.clone();
+                s.spawn(move || {
+                    let key = format!("k{t}").into_bytes();
+                    for i in 0..per_thread {
+                        let mut ops = vec![Op::Set {
+                            key: key.clone(),
+                            value: i.to_string().into_bytes(),
+                            condition: SetCondition::Always,
+                            get_old: true,
+                        }];
+                        if with_ranges && i % 100 == 0 {
+                            ops.push(Op::Count {
+                                lo: std::ops::Bound::Unbounded,
+                                hi: std::ops::Bound::Unbounded,
+                            });
+                        }
+                        let (job, rx) = job(ops);
+                        exec.submit(job).unwrap_or_else(|_| panic!("refused"));
+                        let deadline = std::time::Instant::now() + Duration::from_millis(750);
+                        let mut rx = rx;
+                        let reply = loop {
+                            match rx.try_recv() {
+                                Ok(r) => break r,
+                                Err(tokio::sync::oneshot::error::TryRecvError::Empty) => {
+                                    assert!(
+                                        std::time::Instant::now() < deadline,
+                                        "job {i} of thread {t} waited for the partition thread's periodic wake-up"
+                                    );
+                                    std::thread::yield_now();
+                                }
+                                Err(e) => panic!("reply dropped: {e}"),
+                            }
+                        };
+                        let old = (i > 0).then(|| (i - 1).to_string().into_bytes());
+                        assert_eq!(reply.results[0], OpResult::WrittenWithOld(true, old));
+                        if with_ranges && i % 100 == 0 {
+                            assert!(matches!(reply.results[1], OpResult::Int(n) if n >= 1));
+                        }
+                    }
+                });
+            }
+        });
+        exec.stop();
+        thread.join().unwrap();
+        for t in 0..threads {
+            let v = db.get(format!("k{t}").as_bytes()).unwrap();
+            assert_eq!(v, Some((per_thread - 1).to_string().into_bytes()));
+        }
+        let (late, _) = job(vec![Op::Len]);
+        assert!(
+            exec.submit(late).is_err(),
+            "a stopped executor takes no job"
+        );
+    }
+}
