@@ -38,6 +38,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 use strata::Durability;
+use xxhash_rust::xxh3::Xxh3DefaultBuilder;
 
 /// A key is hot only if its estimate is at least this many times the sketch's mean counter.
 pub const HOT_OVER_MEAN: u64 = 4;
@@ -91,7 +92,7 @@ pub struct CacheCounters {
 /// The cache; see the module doc.
 pub struct HotCache {
     config: CacheConfig,
-    shards: Vec<Mutex<HashMap<Vec<u8>, Entry>>>,
+    shards: Vec<Mutex<HashMap<Vec<u8>, Entry, Xxh3DefaultBuilder>>>,
     sketch: CountMin,
     /// Keys with a population queued (so a hot key is populated once).
     populating: Mutex<HashSet<Vec<u8>>>,
@@ -128,7 +129,9 @@ impl HotCache {
         durability: Durability,
     ) -> ServerResult<HotCache> {
         Ok(HotCache {
-            shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
+            shards: (0..SHARDS)
+                .map(|_| Mutex::new(HashMap::default()))
+                .collect(),
             sketch: CountMin::default(),
             populating: Mutex::new(HashSet::new()),
             dirty: (0..partitions).map(|_| Mutex::new(Vec::new())).collect(),
@@ -142,7 +145,7 @@ impl HotCache {
         })
     }
 
-    fn shard(&self, key: &[u8]) -> &Mutex<HashMap<Vec<u8>, Entry>> {
+    fn shard(&self, key: &[u8]) -> &Mutex<HashMap<Vec<u8>, Entry, Xxh3DefaultBuilder>> {
         &self.shards[(xxhash_rust::xxh3::xxh3_64(key) as usize) % SHARDS]
     }
 

@@ -160,8 +160,10 @@ pub fn plan(shared: &Shared, session: &mut Session, args: &[Bytes]) -> Plan {
     let Some(first) = args.first() else {
         return Plan::Now(Reply::Ok);
     };
-    let name = String::from_utf8_lossy(first).to_ascii_uppercase();
-    let Some(spec) = COMMANDS.iter().find(|c| c.name == name) else {
+    let Some(spec) = COMMANDS
+        .iter()
+        .find(|c| c.name.as_bytes().eq_ignore_ascii_case(first))
+    else {
         return unknown_command(args);
     };
     let arity_ok = if spec.arity >= 0 {
