@@ -45,9 +45,10 @@ pub struct BenchArgs {
     /// List the suites and exit.
     #[arg(long)]
     list: bool,
-    /// Durability of every write of the run, for every engine.
-    #[arg(long, value_enum, default_value = "none")]
-    durability: DurabilityArg,
+    /// Durability of every write of the run, for every engine (default: `flush` for the `server` suite,
+    /// whose goals are stated at that durability, `none` for the others).
+    #[arg(long, value_enum)]
+    durability: Option<DurabilityArg>,
     /// Seed of every random choice.
     #[arg(long, default_value_t = 42)]
     seed: u64,
@@ -85,7 +86,11 @@ pub fn run(args: &BenchArgs, cache_bytes: usize) -> CliResult {
         target_rate: args.target_rate,
         nexts: args.nexts,
         cache_bytes,
-        durability: args.durability.into(),
+        durability: match args.durability {
+            Some(d) => d.into(),
+            None if args.suite == strata_bench::suites::server::NAME => strata::Durability::Flush,
+            None => strata::Durability::None,
+        },
         page_size: args.page_size,
         seed: args.seed,
         out_dir: args.out.clone(),

@@ -20,7 +20,6 @@ thread_local! {
 }
 
 /// The sketch.
-
 pub struct CountMin {
     counters: Vec<AtomicU16>,
     /// Accesses counted since the last halving (halved with the counters).
