@@ -25,7 +25,7 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = 6379)]
     port: u16,
     /// Partitions, each its own database in DIR/p<i> with its own worker thread.
-    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    #[arg(long, default_value_t = strata_server::DEFAULT_PARTITIONS, value_parser = clap::value_parser!(u32).range(1..=1024))]
     partitions: u32,
     /// How keys are spread over the partitions.
     #[arg(long, value_enum, default_value = "hash")]

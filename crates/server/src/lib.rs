@@ -29,7 +29,7 @@ pub mod store;
 
 pub use error::{ServerError, ServerResult};
 pub use resp::Limits;
-pub use store::{Partitioning, StoreConfig};
+pub use store::{DEFAULT_PARTITIONS, Partitioning, StoreConfig};
 
 use command::Shared;
 use std::net::SocketAddr;

@@ -6,8 +6,8 @@
 //! (default 100,000) of `--value-size`-byte values (default 100) are preloaded before each group of phases;
 //! every phase runs `--ops` seconds (default 3) with 50 connections.
 //!
-//! 1. `set-pP` / `get-pP`: uniform SET then GET, pipeline P = 16 and 1, on `strata-serve` (4 hash
-//!    partitions, the durability of the run, hot-key cache on) and `redis-server`.
+//! 1. `set-pP` / `get-pP`: uniform SET then GET, pipeline P = 16 and 1, on `strata-serve` (the server's
+//!    default of 2 hash partitions, the durability of the run, hot-key cache on) and `redis-server`.
 //! 2. `zipf-w50-<hash|range>-<n>p`: Zipf 0.99, 50% GET / 50% SET, pipeline 16, range partitions 1, 2, 4, 8
 //!    and hash partitions 4, each with the hot-key cache (`strata-serve`) and without
 //!    (`strata-serve-nocache`); the hottest keys are the lowest, all in the first range partition.
@@ -58,9 +58,11 @@ pub fn notes(cfg: &SuiteConfig) -> Vec<String> {
             phase(cfg).as_secs()
         ),
         format!(
-            "`{STRATA}`: `strata serve` in this process, B+-tree partitions, durability `{}`, hot-key cache of \
-             10,000 entries (values ≤ 128 B); `{STRATA_NOCACHE}`: the same without the cache. `{REDIS}`: the \
+            "`{STRATA}`: `strata serve` in this process, B+-tree partitions ({} hash partitions, the server's \
+             default, for the peer and YCSB rows), durability `{}`, hot-key cache of 10,000 entries (values \
+             ≤ 128 B); `{STRATA_NOCACHE}`: the same without the cache. `{REDIS}`: the \
              Debian `redis-server` with `appendonly yes`, `appendfsync everysec`, no RDB snapshots.",
+            strata_server::DEFAULT_PARTITIONS,
             cfg.durability.name()
         ),
         "Imbalance = most ÷ fewest operations run by one partition during the phase (INFO partitions); \
@@ -286,10 +288,12 @@ pub fn run(cfg: &SuiteConfig, _engines: &[Box<dyn Engine>]) -> Result<Vec<BenchR
     let mut out = Vec::new();
     let data = &cfg.data_dir;
     let zipf = KeyDist::Zipf(0.99);
-    // 1 and 3: the peer comparison and YCSB, on strata (4 hash partitions, cache) and redis.
+    // 1 and 3: the peer comparison and YCSB, on strata (the server's defaults: hash partitions, cache) and
+    // redis.
     let strata_dir = data.join("strata");
     let redis_dir = data.join("redis");
-    let strata = start_strata(cfg, &strata_dir, 4, Partitioning::Hash, true)?;
+    let parts = strata_server::DEFAULT_PARTITIONS as usize;
+    let strata = start_strata(cfg, &strata_dir, parts, Partitioning::Hash, true)?;
     let redis = start_redis(&redis_dir);
     let mut targets = vec![(STRATA, strata.addr, strata_dir.as_path())];
     if let Some(r) = &redis {

@@ -312,4 +312,68 @@ mod tests {
             "a stopped executor takes no job"
         );
     }
+
+    /// Point reads inside a group see the group's earlier writes (the overlay), key by key, before the commit.
+    #[test]
+    fn a_group_reads_its_own_writes() {
+        let dir = tempfile::tempdir().unwrap();
+        let (exec, thread, db) = executor(dir.path());
+        let set = |k: &str, v: &str| Op::Set {
+            key: k.as_bytes().to_vec(),
+            value: v.as_bytes().to_vec(),
+            condition: SetCondition::Always,
+            get_old: false,
+        };
+        let get = |k: &str| Op::Get(k.as_bytes().to_vec());
+        let value = |v: &str| OpResult::Value(Some(v.as_bytes().to_vec()));
+        let (first, rx1) = job(vec![set("a", "1"), get("a"), set("b", "2"), set("a", "3")]);
+        let (second, rx2) = job(vec![
+            get("a"),
+            get("b"),
+            Op::Del(b"a".to_vec()),
+            get("a"),
+            Op::Incr {
+                key: b"n".to_vec(),
+                by: 5,
+                u64_values: false,
+            },
+            Op::Incr {
+                key: b"n".to_vec(),
+                by: 2,
+                u64_values: false,
+            },
+            get("n"),
+        ]);
+        // Both jobs queued before anyone runs them: one group, one commit.
+        exec.queue.lock().extend([first, second]);
+        exec.run(Runner::Connection);
+        let r1 = rx1.blocking_recv().unwrap().results;
+        let r2 = rx2.blocking_recv().unwrap().results;
+        assert_eq!(
+            r1,
+            vec![
+                OpResult::Written(true),
+                value("1"),
+                OpResult::Written(true),
+                OpResult::Written(true)
+            ]
+        );
+        assert_eq!(
+            r2,
+            vec![
+                value("3"),
+                value("2"),
+                OpResult::Bool(true),
+                OpResult::Value(None),
+                OpResult::Int(5),
+                OpResult::Int(7),
+                value("7")
+            ]
+        );
+        exec.stop();
+        thread.join().unwrap();
+        assert_eq!(db.get(b"a").unwrap(), None);
+        assert_eq!(db.get(b"b").unwrap(), Some(b"2".to_vec()));
+        assert_eq!(db.get(b"n").unwrap(), Some(b"7".to_vec()));
+    }
 }

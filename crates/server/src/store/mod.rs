@@ -44,6 +44,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use strata::{Capabilities, Config, Durability, IndexConfig, Options, RawDb, TypeKind};
 
+/// Partitions of `strata serve` unless `--partitions` says otherwise (one per core of a two-core machine).
+pub const DEFAULT_PARTITIONS: u32 = 2;
+
 /// Most jobs one group commit takes from a partition's queue.
 pub const MAX_GROUP: usize = 256;
 

@@ -6,12 +6,12 @@ use super::executor::Executor;
 use crate::cache::{HotCache, Served};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
-use std::collections::HashMap;
 use std::ops::Bound;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 use strata::{Direction, Durability, KeyRange, RawDb, WriteOp};
+use xxhash_rust::xxh3::xxh3_64;
 
 /// At durability `none`, how long an acknowledged write may stay only in memory.
 pub const BACKGROUND_SYNC: Duration = Duration::from_secs(1);
@@ -137,7 +137,7 @@ pub(crate) struct Worker {
     /// Writes of the current group not yet committed.
     pending: Vec<WriteOp>,
     /// Their effect on point reads: key → index in `pending` of its newest write.
-    overlay: HashMap<Vec<u8>, usize>,
+    overlay: hashbrown::HashTable<usize>,
     /// Set when a group commit failed: the database refuses writes from then on.
     failed: Option<String>,
     /// Writes were committed since the last background sync (durability `none`).
@@ -160,7 +160,7 @@ impl Worker {
             durability,
             counters,
             pending: Vec::new(),
-            overlay: HashMap::new(),
+            overlay: hashbrown::HashTable::new(),
             failed: None,
             unsynced: false,
         }
@@ -171,9 +171,11 @@ impl Worker {
     pub(super) fn run_group(&mut self, group: &mut Vec<(Job, Vec<OpResult>)>) {
         let mut commit_error = None;
         let mut tickets = Vec::with_capacity(group.len());
+        let mut n_ops = 0;
         for (job, results) in group.iter_mut() {
             self.ticket = 0;
-            for op in &job.ops {
+            n_ops += job.ops.len();
+            for op in job.ops.drain(..) {
                 results.push(self.apply(op, &mut commit_error));
             }
             tickets.push(self.ticket);
@@ -181,7 +183,6 @@ impl Worker {
         if let Err(e) = self.commit() {
             commit_error.get_or_insert(e);
         }
-        let n_ops: usize = group.iter().map(|(j, _)| j.ops.len()).sum();
         self.counters.ops.fetch_add(n_ops as u64, Ordering::Relaxed);
         for ((job, mut results), ticket) in group.drain(..).zip(tickets) {
             if let Some(e) = &commit_error {
@@ -239,22 +240,43 @@ impl Worker {
     }
 
     fn read(&self, key: &[u8]) -> Result<Option<Vec<u8>>, String> {
-        match self.overlay.get(key).and_then(|&i| self.pending.get(i)) {
+        let newest = self
+            .overlay
+            .find(xxh3_64(key), |&i| self.pending_key_is(i, key))
+            .and_then(|&i| self.pending.get(i));
+        match newest {
             Some(WriteOp::Put { value, .. }) => Ok(Some(value.clone())),
             Some(_) => Ok(None),
             None => self.db.get(key).map_err(engine_error),
         }
     }
 
+    fn pending_key_is(&self, i: usize, key: &[u8]) -> bool {
+        self.pending.get(i).is_some_and(|w| w.key() == key)
+    }
+
     /// Queues `op` as the newest write of its key in this group.
     fn queue(&mut self, op: WriteOp) {
-        self.overlay.insert(op.key().to_vec(), self.pending.len());
+        let i = self.pending.len();
+        let pending = &self.pending;
+        let key = op.key();
+        let entry = self.overlay.entry(
+            xxh3_64(key),
+            |&j| pending.get(j).is_some_and(|w| w.key() == key),
+            |&j| pending.get(j).map_or(0, |w| xxh3_64(w.key())),
+        );
+        match entry {
+            hashbrown::hash_table::Entry::Occupied(mut e) => *e.get_mut() = i,
+            hashbrown::hash_table::Entry::Vacant(e) => {
+                e.insert(i);
+            }
+        }
         self.pending.push(op);
     }
 
     /// Queues a write. Keys and values are checked here, so one bad write never fails its group.
-    fn put(&mut self, key: &[u8], value: Vec<u8>) -> Result<(), String> {
-        self.db.validate_key(key).map_err(engine_error)?;
+    fn put(&mut self, key: Vec<u8>, value: Vec<u8>) -> Result<(), String> {
+        self.db.validate_key(&key).map_err(engine_error)?;
         if value.len() > strata::MAX_VALUE_LEN {
             return Err(format!(
                 "ERR value of {} bytes exceeds the limit of {} bytes",
@@ -262,10 +284,7 @@ impl Worker {
                 strata::MAX_VALUE_LEN
             ));
         }
-        self.queue(WriteOp::Put {
-            key: key.to_vec(),
-            value,
-        });
+        self.queue(WriteOp::Put { key, value });
         Ok(())
     }
 
@@ -273,46 +292,42 @@ impl Worker {
         self.queue(WriteOp::Delete { key: key.to_vec() });
     }
 
-    fn apply(&mut self, op: &Op, commit_error: &mut Option<String>) -> OpResult {
+    fn apply(&mut self, op: Op, commit_error: &mut Option<String>) -> OpResult {
         match self.try_apply(op, commit_error) {
             Ok(r) => r,
             Err(e) => OpResult::Error(e),
         }
     }
 
-    fn try_apply(
-        &mut self,
-        op: &Op,
-        commit_error: &mut Option<String>,
-    ) -> Result<OpResult, String> {
-        if self.failed.is_some() && writes(op) {
+    fn try_apply(&mut self, op: Op, commit_error: &mut Option<String>) -> Result<OpResult, String> {
+        if self.failed.is_some() && writes(&op) {
             return Err(self.failed.clone().unwrap_or_default());
         }
         if let Some(cache) = self.peers.cache.clone() {
-            match cache.serve(op) {
+            match cache.serve(&op) {
                 Served::Done(r, t) => {
                     self.ticket = self.ticket.max(t);
                     return Ok(r);
                 }
                 Served::NotCached => {}
                 Served::NeedsEviction => {
-                    if let Some(key) = crate::cache::op_key(op) {
+                    if let Some(key) = crate::cache::op_key(&op) {
                         self.evict(&cache, key, commit_error)?;
                     }
                 }
             }
         }
         match op {
-            Op::Get(key) => Ok(OpResult::Value(self.read(key)?)),
-            Op::Exists(key) => Ok(OpResult::Bool(self.read(key)?.is_some())),
+            Op::Get(key) => Ok(OpResult::Value(self.read(&key)?)),
+            Op::Exists(key) => Ok(OpResult::Bool(self.read(&key)?.is_some())),
             Op::Set {
                 key,
                 value,
                 condition,
                 get_old,
             } => {
-                let old = if *get_old || *condition != SetCondition::Always {
-                    self.read(key)?
+                let old = if get_old || condition != SetCondition::Always {
+                    self.read(&key)?
                 } else {
                     None
                 };
@@ -322,18 +337,18 @@ impl Worker {
                     SetCondition::IfPresent => old.is_some(),
                 };
                 if write {
-                    self.put(key, value.clone())?;
+                    self.put(key, value)?;
                 }
-                Ok(if *get_old {
+                Ok(if get_old {
                     OpResult::WrittenWithOld(write, old)
                 } else {
                     OpResult::Written(write)
                 })
             }
             Op::Del(key) => {
-                let existed = self.read(key)?.is_some();
+                let existed = self.read(&key)?.is_some();
                 if existed {
-                    self.delete(key);
+                    self.delete(&key);
                 }
                 Ok(OpResult::Bool(existed))
             }
@@ -342,27 +357,27 @@ impl Worker {
                 by,
                 u64_values,
             } => {
-                let old = self.read(key)?;
-                let next = incr(old.as_deref(), *by, *u64_values)?;
-                let stored = counter_bytes(next, *u64_values);
+                let old = self.read(&key)?;
+                let next = incr(old.as_deref(), by, u64_values)?;
+                let stored = counter_bytes(next, u64_values);
                 self.put(key, stored)?;
                 Ok(OpResult::Int(next))
             }
             Op::Append { key, value } => {
-                let mut v = self.read(key)?.unwrap_or_default();
+                let mut v = self.read(&key)?.unwrap_or_default();
                 if v.len() + value.len() > strata::MAX_VALUE_LEN {
                     return Err(format!(
                         "ERR string exceeds maximum allowed size ({} bytes)",
                         strata::MAX_VALUE_LEN
                     ));
                 }
-                v.extend_from_slice(value);
+                v.extend_from_slice(&value);
                 let len = v.len() as i64;
                 self.put(key, v)?;
                 Ok(OpResult::Int(len))
             }
             Op::IfPresent(inner) => {
-                let key = crate::cache::op_key(inner)
+                let key = crate::cache::op_key(&inner)
                     .map(<[u8]>::to_vec)
                     .unwrap_or_default();
                 let here = match self
@@ -375,7 +390,7 @@ impl Worker {
                     _ => self.read(&key)?.is_some(),
                 };
                 if here {
-                    self.try_apply(inner, commit_error)
+                    self.try_apply(*inner, commit_error)
                 } else {
                     Ok(OpResult::Absent)
                 }
@@ -384,8 +399,8 @@ impl Worker {
                 let Some(cache) = self.peers.cache.clone() else {
                     return Ok(OpResult::Bool(false));
                 };
-                let value = self.read(key)?;
-                if let Some((p, victim)) = cache.populate(key, value, self.partition) {
+                let value = self.read(&key)?;
+                if let Some((p, victim)) = cache.populate(&key, value, self.partition) {
                     if p == self.partition {
                         self.evict(&cache, &victim, commit_error)?;
                     } else if let Some(q) = self.peers.partitions.read().get(p) {
@@ -400,7 +415,7 @@ impl Worker {
             }
             Op::Evict(key) => {
                 if let Some(cache) = self.peers.cache.clone() {
-                    self.evict(&cache, key, commit_error)?;
+                    self.evict(&cache, &key, commit_error)?;
                 }
                 Ok(OpResult::Bool(true))
             }
@@ -415,15 +430,15 @@ impl Worker {
                 reverse,
             } => {
                 self.commit_before_read(commit_error);
-                let range = key_range(lo, hi);
-                let dir = if *reverse {
+                let range = key_range(&lo, &hi);
+                let dir = if reverse {
                     Direction::Reverse
                 } else {
                     Direction::Forward
                 };
                 let mut out = Vec::new();
                 self.db
-                    .scan_into(&range, dir, *limit, &mut out)
+                    .scan_into(&range, dir, limit, &mut out)
                     .map_err(engine_error)?;
                 Ok(OpResult::Records(out))
             }
@@ -431,16 +446,16 @@ impl Worker {
                 self.commit_before_read(commit_error);
                 let n = self
                     .db
-                    .count_range(&key_range(lo, hi))
+                    .count_range(&key_range(&lo, &hi))
                     .map_err(engine_error)?;
                 Ok(OpResult::Int(n as i64))
             }
             Op::Sample { lo, hi, k, seed } => {
                 self.commit_before_read(commit_error);
-                let mut rng = ChaCha8Rng::seed_from_u64(*seed);
+                let mut rng = ChaCha8Rng::seed_from_u64(seed);
                 let records = self
                     .db
-                    .sample_range(&key_range(lo, hi), *k, &mut rng)
+                    .sample_range(&key_range(&lo, &hi), k, &mut rng)
                     .map_err(engine_error)?;
                 Ok(OpResult::Sample(records))
             }
