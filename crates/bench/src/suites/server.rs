@@ -299,32 +299,38 @@ pub fn run(cfg: &SuiteConfig, _engines: &[Box<dyn Engine>]) -> Result<Vec<BenchR
     if let Some(r) = &redis {
         targets.push((REDIS, r.addr, redis_dir.as_path()));
     }
-    for &(engine, addr, dir) in &targets {
+    for &(_, addr, _) in &targets {
         resp_load::preload(addr, cfg.records, cfg.codec.size())?;
-        for pipeline in [16, 1] {
-            let o = load(cfg, addr, pipeline, KeyDist::Uniform, Mix::UPDATES)?;
-            out.extend(rows(
-                cfg,
-                engine,
-                &format!("set-p{pipeline}"),
-                &o,
-                None,
-                dir,
-            )?);
-            let o = load(cfg, addr, pipeline, KeyDist::Uniform, Mix::READS)?;
-            out.extend(rows(
-                cfg,
-                engine,
-                &format!("get-p{pipeline}"),
-                &o,
-                None,
-                dir,
-            )?);
-        }
-        for w in ['a', 'b', 'c', 'f'] {
-            let mix = Mix::ycsb(w).unwrap_or(Mix::READS);
-            let o = load(cfg, addr, 16, zipf, mix)?;
-            out.extend(rows(cfg, engine, &format!("ycsb-{w}"), &o, None, dir)?);
+    }
+    // Each workload runs on every engine back to back, so a ratio compares phases close in time (the
+    // machine's speed drifts over a run).
+    let mut workloads: Vec<(String, usize, KeyDist, Mix)> = Vec::new();
+    for pipeline in [16, 1] {
+        workloads.push((
+            format!("set-p{pipeline}"),
+            pipeline,
+            KeyDist::Uniform,
+            Mix::UPDATES,
+        ));
+        workloads.push((
+            format!("get-p{pipeline}"),
+            pipeline,
+            KeyDist::Uniform,
+            Mix::READS,
+        ));
+    }
+    for w in ['a', 'b', 'c', 'f'] {
+        workloads.push((
+            format!("ycsb-{w}"),
+            16,
+            zipf,
+            Mix::ycsb(w).unwrap_or(Mix::READS),
+        ));
+    }
+    for (workload, pipeline, dist, mix) in &workloads {
+        for &(engine, addr, dir) in &targets {
+            let o = load(cfg, addr, *pipeline, *dist, *mix)?;
+            out.extend(rows(cfg, engine, workload, &o, None, dir)?);
         }
     }
     drop(strata);
