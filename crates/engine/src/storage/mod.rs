@@ -26,6 +26,9 @@
 //!   sealed with an xxh3 checksum seeded by (file id, page number) — the dynamized index's shard files — and
 //!   [`extent_cache`], a small LRU cache of runs of their pages with read-ahead for sequential passes.
 //! * [`io_stats`]: read/write/byte/fsync counters per file kind, snapshotted and subtracted by anyone.
+//! * [`pm`]: persistent-memory regions behind one `Pm` trait (offsets, 8 B atomic commit stores, flush /
+//!   fence / persist in ADR or eADR mode, non-temporal XPLine writes): an mmap region, an Optane traffic
+//!   model (`CountingPm`) and a crash model (`ShadowPm`); its module doc states invariants and costs.
 //!
 //! ## Invariants
 //! * A page's on-disk bytes always verify against its checksum unless the media damaged them; every read
@@ -54,6 +57,7 @@ pub mod overlay_vfs;
 pub mod page;
 pub mod page_accounting;
 pub mod page_file;
+pub mod pm;
 pub mod sealed;
 pub mod std_vfs;
 pub mod vfs;
