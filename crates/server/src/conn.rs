@@ -10,11 +10,13 @@ use crate::command::{self, Plan, Session, Shared};
 use crate::resp::{Limits, Parsed, Protocol, Reply, parse_request};
 use crate::store::{Job, Op, OpResult};
 use bytes::{Bytes, BytesMut};
-use std::collections::HashSet;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
+
+/// One command's arguments (slices of the frame it came in); short commands need no allocation of their own.
+type Args = smallvec::SmallVec<[Bytes; 3]>;
 
 /// Most commands run as one pipeline step.
 pub const MAX_PIPELINE: usize = 1024;
@@ -91,7 +93,7 @@ fn has_complete_command(input: &BytesMut, limits: &Limits) -> bool {
 
 /// Takes up to [`MAX_PIPELINE`] complete commands from the front of `input`, and the protocol error that
 /// stopped parsing, if any.
-fn take_commands(input: &mut BytesMut, limits: &Limits) -> (Vec<Vec<Bytes>>, Option<String>) {
+fn take_commands(input: &mut BytesMut, limits: &Limits) -> (Vec<Args>, Option<String>) {
     let mut commands = Vec::new();
     while commands.len() < MAX_PIPELINE {
         match parse_request(input, limits) {
@@ -138,7 +140,7 @@ enum Planned {
 async fn run_pipeline(
     shared: &Arc<Shared>,
     session: &mut Session,
-    commands: Vec<Vec<Bytes>>,
+    commands: Vec<Args>,
     output: &mut BytesMut,
 ) {
     shared
@@ -154,7 +156,8 @@ async fn run_pipeline(
     // hashes of the keys queued at partitions.
     let mut early = Vec::new();
     let mut ticket = 0u64;
-    let mut queued: HashSet<u64> = HashSet::new();
+    // (The hashes are xxh3 values already: the table uses them as they are.)
+    let mut queued: hashbrown::HashTable<u64> = hashbrown::HashTable::new();
     for args in &commands {
         // After QUIT, nothing more of this pipeline runs.
         if session.quit {
@@ -170,7 +173,8 @@ async fn run_pipeline(
                     // A key this pipeline already queued at its partition stays there (it is neither served
                     // by the cache nor read here), so this connection's operations on it keep their order.
                     // Keys are tracked by hash: a collision only sends an operation the slower, safe way.
-                    let queued_before = key_hash.is_some_and(|h| queued.contains(&h));
+                    let queued_before =
+                        key_hash.is_some_and(|h| queued.find(h, |&q| q == h).is_some());
                     let mut populate = None;
                     if let (Some(cache), false) = (cache, queued_before) {
                         match cache.serve(&op) {
@@ -198,8 +202,10 @@ async fn run_pipeline(
                     {
                         early.push((at, result));
                     } else {
-                        if let Some(h) = key_hash {
-                            queued.insert(h);
+                        if let Some(h) = key_hash
+                            && !queued_before
+                        {
+                            queued.insert_unique(h, h, |&q| q);
                         }
                         per_part[p].push(op);
                         slots[p].push(at);
@@ -246,7 +252,7 @@ async fn run_pipeline(
 }
 
 fn no_answer() -> OpResult {
-    OpResult::Error("ERR no answer".into())
+    OpResult::NoAnswer
 }
 
 /// Sends each partition its operations as one job and puts every answer at its slot in `results` (slots

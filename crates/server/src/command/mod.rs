@@ -259,6 +259,7 @@ pub fn finish(shared: &Shared, finish: &Finish, results: Vec<OpResult>) -> Reply
     }
     if let Some(e) = results.iter().find_map(|r| match r {
         OpResult::Error(e) => Some(e.clone()),
+        OpResult::NoAnswer => Some("ERR no answer".to_string()),
         _ => None,
     }) {
         return Reply::Error(e);

@@ -98,6 +98,9 @@ pub enum OpResult {
     Error(String),
     /// [`Op::IfPresent`]: the key is not here, the operation did not run.
     Absent,
+    /// No answer arrived (the placeholder a pipeline's results start from; finishing a command with it
+    /// answers an error).
+    NoAnswer,
 }
 
 /// The answers to a job: one per operation, and the cache-log ticket that must be durable before they are
