@@ -18,6 +18,7 @@ pub mod betree;
 pub mod btree;
 pub mod dynamized;
 pub mod family;
+pub mod hash;
 
 pub use family::{Capabilities, IndexConfig, IndexContext, IndexFamily, IndexKind};
 
