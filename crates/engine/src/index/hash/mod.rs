@@ -11,6 +11,9 @@
 //! Parts: [`layout`] (PM format, hash), [`bucket`] (DRAM bucket), [`log`] (collecting log), `index`
 //! (lookups and writes), `rebuild` (resize / compaction), `recover` (open), `check` (iteration, self-check).
 //!
+//! * [`dash`]: the Dash-EH-style baseline (extendible hashing, 256 B buckets with in-PM fingerprints) on
+//!   the same PM layer and API.
+//!
 //! ## PM layout (offsets, never pointers; little-endian)
 //! | bytes | contents |
 //! |---|---|
@@ -78,6 +81,7 @@
 
 pub mod bucket;
 mod check;
+pub mod dash;
 mod index;
 pub mod layout;
 pub mod log;
