@@ -27,13 +27,6 @@ impl<P: Pm> HashIndex<P> {
         Ok(())
     }
 
-    /// Every live record, in no particular order.
-    pub fn entries(&self) -> Result<Vec<(u64, u64)>> {
-        let mut out = Vec::with_capacity(self.len as usize);
-        self.for_each(|k, v| out.push((k, v)))?;
-        Ok(out)
-    }
-
     /// Verifies the DRAM state against PM and itself: each bucket's meta mirror, fingerprints and live bits
     /// equal what a fresh scan of its P-bucket gives (minus keys the D-bucket supersedes); D-bucket keys are
     /// distinct and hash to their bucket; the staged set lists exactly the non-empty D-buckets; `len` counts

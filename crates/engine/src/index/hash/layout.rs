@@ -1,10 +1,9 @@
 //! The PM layout: constants, offsets, the superblock and table header codecs, the hash and fingerprint of
 //! a key, and the bit layout of a P-bucket's meta line (valid + tombstone bits, committed by one 8 B store).
 
-use std::path::Path;
+use xxhash_rust::xxh3::xxh3_64_with_seed;
 
-use xxhash_rust::xxh3::{xxh3_64, xxh3_64_with_seed};
-
+use super::format::{corruption_in, le, read_superblock, write_superblock};
 use crate::error::{Error, Result};
 use crate::storage::pm::{CACHE_LINE, Pm, XPLINE};
 
@@ -50,13 +49,9 @@ pub const SB_ROOT: u64 = 64;
 /// Tail word of log `i` (first record that may not have reached a P-bucket) at `SB_TAIL0 + 64 i`.
 pub const SB_TAIL0: u64 = 128;
 
-/// Name under which damage is reported (a PM region has no path).
-pub fn pm_name() -> &'static Path {
-    Path::new("<pm hash index>")
-}
-
+/// Damage in the region, reported under the name `<pm hash index>`.
 pub fn corruption(offset: u64, detail: impl Into<String>) -> Error {
-    Error::corruption(pm_name(), offset, detail)
+    corruption_in("<pm hash index>", offset, detail)
 }
 
 /// 64-bit hash of a key: the low bits pick the bucket, the top byte is the fingerprint.
@@ -100,47 +95,29 @@ impl Geometry {
         SUPER_BYTES + self.logs * self.log_span()
     }
 
-    fn encode(&self) -> [u8; SB_CHECK as usize] {
-        let mut b = [0u8; SB_CHECK as usize];
-        for (at, v) in [
-            (SB_MAGIC, MAGIC),
-            (SB_VERSION, VERSION),
-            (SB_BUCKET_BYTES, BUCKET_BYTES),
-            (SB_LOGS, self.logs),
-            (SB_LOG_LINES, self.log_lines),
-            (SB_NONCE, self.nonce),
-            (SB_REGION_LEN, self.region_len),
-        ] {
-            b[at as usize..at as usize + 8].copy_from_slice(&v.to_le_bytes());
-        }
-        b
-    }
-
     /// Writes the superblock's immutable part and its checksum (not persisted).
     pub fn write<P: Pm>(&self, pm: &P) -> Result<()> {
-        let b = self.encode();
-        pm.write(0, &b)?;
-        pm.write_u64(SB_CHECK, xxh3_64(&b))
+        write_superblock(
+            pm,
+            SB_CHECK,
+            &[
+                (SB_MAGIC, MAGIC),
+                (SB_VERSION, VERSION),
+                (SB_BUCKET_BYTES, BUCKET_BYTES),
+                (SB_LOGS, self.logs),
+                (SB_LOG_LINES, self.log_lines),
+                (SB_NONCE, self.nonce),
+                (SB_REGION_LEN, self.region_len),
+            ],
+        )
     }
 
     /// Reads and validates the superblock of `pm`.
     pub fn read<P: Pm>(pm: &P) -> Result<Geometry> {
-        if pm.len() < SUPER_BYTES {
-            return Err(corruption(0, "region smaller than the superblock"));
-        }
-        let mut b = [0u8; SB_CHECK as usize + 8];
-        pm.read(0, &mut b)?;
-        let word = |at: u64| {
-            let mut w = [0u8; 8];
-            w.copy_from_slice(&b[at as usize..at as usize + 8]);
-            u64::from_le_bytes(w)
-        };
-        if word(SB_MAGIC) != MAGIC {
-            return Err(corruption(0, "bad superblock magic"));
-        }
-        if word(SB_CHECK) != xxh3_64(&b[..SB_CHECK as usize]) {
-            return Err(corruption(0, "superblock checksum mismatch"));
-        }
+        let b = read_superblock(pm, SUPER_BYTES, SB_CHECK, MAGIC, |at, what| {
+            corruption(at, what)
+        })?;
+        let word = |at: u64| le(&b[at as usize..]);
         if word(SB_VERSION) != VERSION || word(SB_BUCKET_BYTES) != BUCKET_BYTES {
             return Err(Error::Incompatible(format!(
                 "hash index version {} with {} B buckets, expected {VERSION} and {BUCKET_BYTES}",

@@ -11,6 +11,8 @@
 //! Parts: [`layout`] (PM format, hash), [`bucket`] (DRAM bucket), [`log`] (collecting log), `index`
 //! (lookups and writes), `rebuild` (resize / compaction), `recover` (open), `check` (iteration, self-check).
 //!
+//! * `format`: the PM-format pieces both indexes share (damage reports, checksummed superblock).
+//! * [`api`]: [`PmHashIndex`], the operations both indexes implement (what tests and benchmarks drive).
 //! * [`dash`]: the Dash-EH-style baseline (extendible hashing, 256 B buckets with in-PM fingerprints) on
 //!   the same PM layer and API.
 //!
@@ -79,9 +81,11 @@
 //! logs needs a global order), integration as an index family of the `Db` shell, variable-length values,
 //! shrinking, the Dash / CCEH baselines.
 
+pub mod api;
 pub mod bucket;
 mod check;
 pub mod dash;
+mod format;
 mod index;
 pub mod layout;
 pub mod log;
@@ -89,6 +93,9 @@ mod rebuild;
 mod recover;
 
 #[cfg(test)]
+pub(crate) mod testkit;
+#[cfg(test)]
 mod tests;
 
+pub use api::PmHashIndex;
 pub use index::{HashConfig, HashIndex, HashStats};

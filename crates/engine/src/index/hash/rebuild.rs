@@ -9,6 +9,7 @@
 //! old durable tail only re-applies versions that are already visible.
 
 use super::bucket::Bucket;
+use super::format::le;
 use super::index::HashIndex;
 use super::layout::{
     CHUNK_SLOTS, MAX_LOG2_BUCKETS, META_BYTES, SB_ROOT, SLOTS, Table, fingerprint, hash,
@@ -151,10 +152,4 @@ impl<P: Pm> HashIndex<P> {
         self.pm.fence();
         Ok(buckets)
     }
-}
-
-fn le(b: &[u8]) -> u64 {
-    let mut w = [0u8; 8];
-    w.copy_from_slice(b);
-    u64::from_le_bytes(w)
 }

@@ -26,13 +26,6 @@ impl<P: Pm> DashIndex<P> {
         Ok(())
     }
 
-    /// Every live record, in no particular order.
-    pub fn entries(&self) -> Result<Vec<(u64, u64)>> {
-        let mut out = Vec::with_capacity(self.len as usize);
-        self.for_each(|k, v| out.push((k, v)))?;
-        Ok(out)
-    }
-
     /// Verifies PM against itself and the DRAM state: the root word and directory equal the mirror; the
     /// directory is well formed with no split pending; segment depths equal the DRAM map; every bucket and
     /// record is valid (as `open` checks), with no duplicate key anywhere, overflow counts exact and no

@@ -1,11 +1,11 @@
 //! The PM format of the Dash-style index: constants, the superblock and root word, segment headers, the
 //! bucket header word, and the hash of a key (directory prefix, home bucket, fingerprint).
 
-use std::path::Path;
-
 use xxhash_rust::xxh3::{xxh3_64, xxh3_64_with_seed};
 
 use crate::error::{Error, Result};
+pub use crate::index::hash::format::le;
+use crate::index::hash::format::{corruption_in, read_superblock, write_superblock};
 use crate::storage::pm::{Pm, XPLINE};
 
 /// Bytes of a bucket: one XPLine.
@@ -48,13 +48,9 @@ pub const SEG_PATTERN: u64 = 8;
 pub const SEG_STATE: u64 = 16;
 pub const SEG_CHECK: u64 = 24;
 
-/// Name under which damage is reported (a PM region has no path).
-pub fn pm_name() -> &'static Path {
-    Path::new("<pm dash index>")
-}
-
+/// Damage in the region, reported under the name `<pm dash index>`.
 pub fn corruption(offset: u64, detail: impl Into<String>) -> Error {
-    Error::corruption(pm_name(), offset, detail)
+    corruption_in("<pm dash index>", offset, detail)
 }
 
 /// 64-bit hash of a key: the top bits index the directory, the low bits pick the home bucket, bits 16..24
@@ -115,41 +111,27 @@ impl Geometry {
         (self.buckets + self.stash) * SLOTS as u64
     }
 
-    fn encode(&self) -> [u8; SB_CHECK as usize] {
-        let mut b = [0u8; SB_CHECK as usize];
-        for (at, v) in [
-            (SB_MAGIC, MAGIC),
-            (SB_VERSION, VERSION),
-            (SB_SEG_BUCKETS, self.buckets),
-            (SB_STASH, self.stash),
-            (SB_REGION_LEN, self.region_len),
-        ] {
-            b[at as usize..at as usize + 8].copy_from_slice(&v.to_le_bytes());
-        }
-        b
-    }
-
     /// Writes the immutable superblock and its checksum (not persisted).
     pub fn write<P: Pm>(&self, pm: &P) -> Result<()> {
-        let b = self.encode();
-        pm.write(0, &b)?;
-        pm.write_u64(SB_CHECK, xxh3_64(&b))
+        write_superblock(
+            pm,
+            SB_CHECK,
+            &[
+                (SB_MAGIC, MAGIC),
+                (SB_VERSION, VERSION),
+                (SB_SEG_BUCKETS, self.buckets),
+                (SB_STASH, self.stash),
+                (SB_REGION_LEN, self.region_len),
+            ],
+        )
     }
 
     /// Reads and validates the superblock.
     pub fn read<P: Pm>(pm: &P) -> Result<Geometry> {
-        if pm.len() < SUPER_BYTES {
-            return Err(corruption(0, "region smaller than the superblock"));
-        }
-        let mut b = [0u8; SB_CHECK as usize + 8];
-        pm.read(0, &mut b)?;
-        let word = |at: u64| le(&b[at as usize..at as usize + 8]);
-        if word(SB_MAGIC) != MAGIC {
-            return Err(corruption(0, "bad superblock magic"));
-        }
-        if word(SB_CHECK) != xxh3_64(&b[..SB_CHECK as usize]) {
-            return Err(corruption(0, "superblock checksum mismatch"));
-        }
+        let b = read_superblock(pm, SUPER_BYTES, SB_CHECK, MAGIC, |at, what| {
+            corruption(at, what)
+        })?;
+        let word = |at: u64| le(&b[at as usize..]);
         if word(SB_VERSION) != VERSION {
             return Err(Error::Incompatible(format!(
                 "dash index version {}, expected {VERSION}",
@@ -190,13 +172,6 @@ impl Geometry {
         }
         Ok(())
     }
-}
-
-/// Little-endian `u64` of an 8-byte slice.
-pub fn le(b: &[u8]) -> u64 {
-    let mut w = [0u8; 8];
-    w.copy_from_slice(&b[..8]);
-    u64::from_le_bytes(w)
 }
 
 /// Checksum of a segment's immutable header fields (the offset included, so a copy elsewhere fails).

@@ -4,143 +4,31 @@
 //! and checked: every acknowledged operation is reflected, only the operation in flight may or may not be,
 //! no record has a value never written, no key is visited twice, and the invariants hold.
 
-use std::collections::HashMap;
-
-use rand::{Rng, SeedableRng};
-use rand_chacha::ChaCha8Rng;
-
 use super::tiny_config;
 use crate::index::hash::HashIndex;
-use crate::storage::pm::{CrashPlan, PersistMode, Pm, ShadowPm};
+use crate::index::hash::testkit::{self, CrashSpec};
+use crate::storage::pm::{PersistMode, ShadowPm};
 
-const REGION: u64 = 1 << 20;
-const KEYS: u64 = 700;
-
-#[derive(Debug, Clone, Copy)]
-enum Op {
-    Put(u64, u64),
-    Del(u64),
-}
-
-impl Op {
-    fn key(self) -> u64 {
-        match self {
-            Op::Put(k, _) | Op::Del(k) => k,
-        }
-    }
-}
-
-/// Inserts of new keys first dominate (to cross resizes), then updates and deletes mix in.
-fn workload(n: usize) -> Vec<Op> {
-    let mut rng = ChaCha8Rng::seed_from_u64(17);
-    (0..n)
-        .map(|i| {
-            let k = rng.random_range(0..KEYS.min(64 + i as u64 / 2));
-            // Values carry the operation number, so a value never written is recognisable.
-            let v = (i as u64) << 20 | k;
-            if rng.random_range(0..10) < 2 {
-                Op::Del(k)
-            } else {
-                Op::Put(k, v)
-            }
-        })
-        .collect()
-}
-
-fn run<P: Pm>(index: &mut HashIndex<P>, model: &mut HashMap<u64, u64>, op: Op) {
-    match op {
-        Op::Put(k, v) => {
-            index.insert(k, v).unwrap();
-            model.insert(k, v);
-        }
-        Op::Del(k) => {
-            assert_eq!(index.remove(k).unwrap(), model.remove(&k).is_some());
-        }
-    }
-}
-
-/// Recovers `image` and checks it against `before` (state after the acknowledged operations) with `op` in
-/// flight; with `extra`, also writes to the recovered index and recovers it again.
-fn verify(image: Vec<u8>, mode: PersistMode, before: &HashMap<u64, u64>, op: Op, extra: bool) {
-    let pm = ShadowPm::from_image(image, mode).unwrap();
-    let mut index = HashIndex::open(&pm).unwrap_or_else(|e| panic!("recovery failed: {e}"));
-    index.check_invariants().unwrap();
-    let after = match op {
-        Op::Put(_, v) => Some(v),
-        Op::Del(_) => None,
-    };
-    let allowed = |k: u64, got: Option<u64>| {
-        got == before.get(&k).copied() || (k == op.key() && got == after)
-    };
-    let mut seen = HashMap::new();
-    for (k, v) in index.entries().unwrap() {
-        assert!(seen.insert(k, v).is_none(), "key {k} visited twice");
-        assert!(
-            allowed(k, Some(v)),
-            "phantom or stale {k} = {v:#x} ({op:?})"
-        );
-    }
-    assert_eq!(index.len(), seen.len() as u64);
-    for k in 0..KEYS {
-        let got = index.get(k).unwrap();
-        assert!(
-            allowed(k, got),
-            "key {k}: got {got:?}, expected {:?} ({op:?})",
-            before.get(&k)
-        );
-        assert_eq!(got, seen.get(&k).copied());
-    }
-    if extra {
-        // The recovered index keeps working and recovers again.
-        let mut model = seen;
-        for k in 0..40 {
-            index.insert(k, k + 1).unwrap();
-            model.insert(k, k + 1);
-        }
-        drop(index);
-        let index = HashIndex::open(&pm).unwrap();
-        super::assert_matches(&index, &model);
-    }
-}
+const SPEC: CrashSpec<HashIndex<ShadowPm>> = CrashSpec {
+    region: 1 << 20,
+    keys: 700,
+    extra_inserts: 40,
+    create: |pm| HashIndex::create(pm, tiny_config()),
+};
 
 fn crash_every_persist_point(mode: PersistMode, ops: usize) -> (u64, u64) {
-    let ops = workload(ops);
-    let (mut images, mut fences) = (0u64, 0u64);
-    for r in 0.. {
-        let pm = ShadowPm::new(REGION, mode).unwrap();
-        let mut index = HashIndex::create(&pm, tiny_config()).unwrap();
-        let mut model = HashMap::new();
-        let mut fired = false;
-        for (i, &op) in ops.iter().enumerate() {
-            let f0 = pm.persist_points();
-            pm.arm_crash(CrashPlan {
-                at_fence: f0 + 1 + r,
-                evict_probability: 0.5,
-                tear: true,
-                seed: r << 32 | i as u64,
-            })
-            .unwrap();
-            let before = model.clone();
-            run(&mut index, &mut model, op);
-            if let Some(image) = pm.take_crash_image() {
-                fired = true;
-                images += 1;
-                verify(image, mode, &before, op, images % 64 == 1);
-            }
-        }
-        if r == 0 {
-            fences = pm.persist_points();
+    testkit::crash_every_persist_point(
+        &SPEC,
+        mode,
+        ops,
+        |_| {},
+        |index| {
             assert!(index.stats().grows >= 2, "{:?}", index.stats());
             assert!(
                 index.stats().forced_flushes > 0 && index.stats().rebuilds > index.stats().grows
             );
-        }
-        if !fired {
-            break;
-        }
-    }
-    eprintln!("{mode:?}: {images} crash images, {fences} fences");
-    (images, fences)
+        },
+    )
 }
 
 #[test]

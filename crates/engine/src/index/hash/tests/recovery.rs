@@ -6,9 +6,9 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use super::{assert_matches, tiny_config};
-use crate::error::Error;
 use crate::index::hash::layout::{SB_LOG_LINES, SB_ROOT, SB_TAIL0, Table, hash};
-use crate::index::hash::{HashConfig, HashIndex};
+use crate::index::hash::testkit;
+use crate::index::hash::{HashConfig, HashIndex, PmHashIndex};
 use crate::storage::pm::{MmapRegion, PersistMode, Pm};
 
 fn filled(n: u64) -> (MmapRegion, HashMap<u64, u64>) {
@@ -22,17 +22,8 @@ fn filled(n: u64) -> (MmapRegion, HashMap<u64, u64>) {
         },
     )
     .unwrap();
-    let mut model = HashMap::new();
-    let mut rng = ChaCha8Rng::seed_from_u64(4);
-    for i in 0..n {
-        let k = rng.random_range(0..n);
-        if i % 5 == 4 {
-            assert_eq!(index.remove(k).unwrap(), model.remove(&k).is_some());
-        } else {
-            index.insert(k, i).unwrap();
-            model.insert(k, i);
-        }
-    }
+    let model = testkit::fill(&mut index, n);
+    drop(index);
     (pm, model)
 }
 
@@ -54,13 +45,7 @@ fn one_and_four_threads_recover_the_same_state() {
 }
 
 fn expect_corruption(image: &MmapRegion, what: &str) {
-    match HashIndex::open(image) {
-        Err(Error::Corruption { .. }) => {}
-        other => panic!(
-            "{what}: expected corruption, got {:?}",
-            other.map(|i| i.len())
-        ),
-    }
+    testkit::expect_corruption::<HashIndex<_>>(image, what);
 }
 
 fn fresh() -> (MmapRegion, Table) {
@@ -129,28 +114,19 @@ fn random_damage_never_panics() {
     let mut rng = ChaCha8Rng::seed_from_u64(9);
     let mut image = vec![0u8; end as usize];
     pm.read(0, &mut image).unwrap();
-    let (mut ok, mut bad) = (0, 0);
-    for _ in 0..300 {
-        let copy = MmapRegion::anonymous(pm.len(), PersistMode::Adr).unwrap();
-        copy.write(0, &image).unwrap();
-        for _ in 0..rng.random_range(1..4) {
-            // Mostly the superblock, the log and the table's header and meta lines.
-            let at = match rng.random_range(0..3) {
-                0 => rng.random_range(0..4096),
-                1 => rng.random_range(4096..root),
-                _ => rng.random_range(root..(root + 4096).min(end)),
-            };
-            copy.write(at, &[rng.random()]).unwrap();
-        }
-        match HashIndex::open(&copy) {
-            Ok(index) => {
-                ok += 1;
-                let _ = index.entries();
-                let _ = index.check_invariants();
-            }
-            Err(_) => bad += 1,
-        }
-    }
+    let (ok, bad) = testkit::random_damage::<HashIndex<_>>(
+        &image,
+        pm.len(),
+        300,
+        &mut rng,
+        // Mostly the superblock, the log and the table's header and meta lines.
+        |rng| match rng.random_range(0..3) {
+            0 => rng.random_range(0..4096),
+            1 => rng.random_range(4096..root),
+            _ => rng.random_range(root..(root + 4096).min(end)),
+        },
+        |_, _| {},
+    );
     assert!(ok > 0 && bad > 0, "{ok} opened, {bad} refused");
     assert!(!model.is_empty());
 }

@@ -1,75 +1,23 @@
 //! Random operation sequences against `std::collections::HashMap`, with reopen (drop the index and
 //! recover from the same region) at random points; and the load factor reached before splits.
 
-use std::collections::HashMap;
-
 use proptest::prelude::*;
 
-use super::{assert_matches, tiny_config};
+use crate::index::hash::dash::tests::tiny_config;
 use crate::index::hash::dash::{DashConfig, DashIndex};
+use crate::index::hash::testkit::{self, ModelOp, cases, model_op};
 use crate::storage::pm::{MmapRegion, PersistMode};
-
-#[derive(Debug, Clone)]
-enum Op {
-    Insert(u64, u64),
-    Remove(u64),
-    Get(u64),
-    Reopen,
-}
-
-fn key() -> impl Strategy<Value = u64> {
-    prop_oneof![
-        8 => 0u64..400,
-        1 => prop_oneof![Just(0u64), Just(u64::MAX), Just(1 << 63), any::<u64>()],
-    ]
-}
-
-fn op() -> impl Strategy<Value = Op> {
-    prop_oneof![
-        10 => (key(), prop_oneof![Just(0u64), Just(u64::MAX), any::<u64>()]).prop_map(|(k, v)| Op::Insert(k, v)),
-        4 => key().prop_map(Op::Remove),
-        4 => key().prop_map(Op::Get),
-        1 => Just(Op::Reopen),
-    ]
-}
-
-fn cases() -> u32 {
-    std::env::var("STRATA_PROPTEST_CASES")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(24)
-}
 
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(cases()))]
 
     #[test]
-    fn matches_hashmap_across_reopens(ops in prop::collection::vec(op(), 1..1200)) {
+    fn matches_hashmap_across_reopens(
+        ops in prop::collection::vec(model_op(400, Just(ModelOp::Reopen(1))), 1..1200)
+    ) {
         let pm = MmapRegion::anonymous(1 << 20, PersistMode::Adr).unwrap();
-        let mut index = DashIndex::create(&pm, tiny_config()).unwrap();
-        let mut model = HashMap::new();
-        for op in ops {
-            match op {
-                Op::Insert(k, v) => {
-                    index.insert(k, v).unwrap();
-                    model.insert(k, v);
-                }
-                Op::Remove(k) => {
-                    prop_assert_eq!(index.remove(k).unwrap(), model.remove(&k).is_some());
-                }
-                Op::Get(k) => prop_assert_eq!(index.get(k).unwrap(), model.get(&k).copied()),
-                Op::Reopen => {
-                    drop(index);
-                    index = DashIndex::open(&pm).unwrap();
-                    assert_matches(&index, &model);
-                }
-            }
-            prop_assert_eq!(index.len(), model.len() as u64);
-        }
-        assert_matches(&index, &model);
-        drop(index);
-        let index = DashIndex::open(&pm).unwrap();
-        assert_matches(&index, &model);
+        let index = DashIndex::create(pm, tiny_config()).unwrap();
+        testkit::model_run(index, ops, |pm, _| DashIndex::open(pm), None)?;
     }
 }
 

@@ -11,34 +11,19 @@ use crate::index::hash::dash::DashIndex;
 use crate::index::hash::dash::layout::{
     FP_OFF, Header, SB_ROOT, SB_SEG_BUCKETS, SEG_PATTERN, SEG_STATE, SLOT_OFF, hash,
 };
+use crate::index::hash::testkit;
 use crate::storage::pm::{MmapRegion, PersistMode, Pm};
 
 fn filled(n: u64) -> (MmapRegion, HashMap<u64, u64>) {
     let pm = MmapRegion::anonymous(1 << 20, PersistMode::Adr).unwrap();
     let mut index = DashIndex::create(&pm, tiny_config()).unwrap();
-    let mut model = HashMap::new();
-    let mut rng = ChaCha8Rng::seed_from_u64(4);
-    for i in 0..n {
-        let k = rng.random_range(0..n);
-        if i % 5 == 4 {
-            assert_eq!(index.remove(k).unwrap(), model.remove(&k).is_some());
-        } else {
-            index.insert(k, i).unwrap();
-            model.insert(k, i);
-        }
-    }
+    let model = testkit::fill(&mut index, n);
     assert!(index.global_depth() >= 2);
     (pm, model)
 }
 
 fn expect_corruption(image: &MmapRegion, what: &str) {
-    match DashIndex::open(image) {
-        Err(Error::Corruption { .. }) => {}
-        other => panic!(
-            "{what}: expected corruption, got {:?}",
-            other.map(|i| i.len())
-        ),
-    }
+    testkit::expect_corruption::<DashIndex<_>>(image, what);
 }
 
 /// Offsets of the directory and of the first segment it names.
@@ -192,32 +177,24 @@ fn random_damage_never_panics() {
     let mut image = vec![0u8; pm.len() as usize];
     pm.read(0, &mut image).unwrap();
     let mut rng = ChaCha8Rng::seed_from_u64(9);
-    let (mut ok, mut bad) = (0, 0);
-    for _ in 0..400 {
-        let copy = MmapRegion::anonymous(pm.len(), PersistMode::Adr).unwrap();
-        copy.write(0, &image).unwrap();
-        for _ in 0..rng.random_range(1..4) {
-            // Superblock and root, directory, segment and bucket headers, anywhere.
-            let at = match rng.random_range(0..5) {
-                0 => rng.random_range(0..72),
-                1 => dir + rng.random_range(0..64),
-                2 => seg + rng.random_range(0..32),
-                3 => seg + 256 * rng.random_range(1..6) + rng.random_range(0..22),
-                _ => rng.random_range(0..end),
-            };
-            copy.write(at, &[rng.random()]).unwrap();
-        }
-        match DashIndex::open(&copy) {
-            Ok(mut index) => {
-                ok += 1;
-                let _ = index.entries();
-                let _ = index.check_invariants();
-                let _ = index.insert(rng.random(), 1);
-                let _ = index.get(rng.random());
-            }
-            Err(_) => bad += 1,
-        }
-    }
+    let (ok, bad) = testkit::random_damage::<DashIndex<_>>(
+        &image,
+        pm.len(),
+        400,
+        &mut rng,
+        // Superblock and root, directory, segment and bucket headers, anywhere.
+        |rng| match rng.random_range(0..5) {
+            0 => rng.random_range(0..72),
+            1 => dir + rng.random_range(0..64),
+            2 => seg + rng.random_range(0..32),
+            3 => seg + 256 * rng.random_range(1..6) + rng.random_range(0..22),
+            _ => rng.random_range(0..end),
+        },
+        |mut index, rng| {
+            let _ = index.insert(rng.random(), 1);
+            let _ = index.get(rng.random());
+        },
+    );
     assert!(ok > 0 && bad > 0, "{ok} opened, {bad} refused");
 }
 
