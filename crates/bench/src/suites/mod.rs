@@ -9,7 +9,8 @@
 //! Suites today: [`default_suite`], [`ycsb`] and [`dbbench`] (key-value workloads on every engine), [`smoke`]
 //! (a quick pass over every index family and operation), [`btree_cost`] (the B+-tree at scale against its
 //! I/O cost model), and the sampling suites [`irs`] (independent range sampling: the dynamized index against
-//! the AB-tree and a static ISAM) and [`wss`] (weighted set and weighted range sampling).
+//! the AB-tree and a static ISAM) and [`wss`] (weighted set and weighted range sampling), and [`hash`] (the
+//! persistent hash indexes, ElimDA-style against Dash-EH-style, with modelled PM traffic).
 //!
 //! Engines that store `u64` values only (`strata-dynamized`) are left out of runs with byte-string values
 //! when the engine list is the default one, and refused when named.
@@ -21,6 +22,7 @@ pub mod btree_cost;
 mod common;
 pub mod dbbench;
 pub mod default_suite;
+pub mod hash;
 pub mod irs;
 mod runner;
 mod sampling;
@@ -167,6 +169,16 @@ pub fn suites() -> &'static [SuiteInfo] {
             notes: betree_wall::notes,
             analysis: Some(betree_wall::analysis),
             figures: Some(betree_wall::figures),
+        },
+        SuiteInfo {
+            name: hash::NAME,
+            description: hash::DESCRIPTION,
+            default_records: hash::DEFAULT_RECORDS,
+            default_value_size: 8,
+            run: hash::run,
+            notes: hash::notes,
+            analysis: Some(hash::analysis),
+            figures: None,
         },
     ]
 }
