@@ -462,7 +462,8 @@ fn bench_lists_suites_and_rejects_unknown_ones() {
             "wss",
             "server",
             "betree-io",
-            "betree-wall"
+            "betree-wall",
+            "hash"
         ],
         "{listed}"
     );
