@@ -69,6 +69,9 @@ pub struct BenchResult {
     /// Server suites: total operations ÷ the busiest partition's (FarReach's normalized throughput).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub normalized: Option<f64>,
+    /// Hash suites: the index's load factor (live keys ÷ slots) at the end of the phase.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load_factor: Option<f64>,
 }
 
 impl BenchResult {

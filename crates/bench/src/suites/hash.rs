@@ -27,7 +27,6 @@ use rand_chacha::ChaCha8Rng;
 use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
 use std::hash::{BuildHasherDefault, Hasher};
-use std::sync::Mutex;
 use std::time::Instant;
 use strata::lab::index::hash::PmHashIndex;
 use strata::lab::index::hash::dash::{DashConfig, DashIndex};
@@ -198,19 +197,6 @@ fn value(k: u64) -> u64 {
     k.rotate_left(17) ^ 0x5555
 }
 
-/// End state of one engine (load factor, DRAM and PM bytes per key), kept for the analysis: the row type
-/// has no load-factor column.
-#[derive(Debug, Clone)]
-struct EndState {
-    engine: &'static str,
-    records: u64,
-    load_factor: f64,
-    dram_per_key: f64,
-    pm_per_key: f64,
-}
-
-static END_STATES: Mutex<Vec<EndState>> = Mutex::new(Vec::new());
-
 /// Runs the preload and the four phases on `index`; `traffic` snapshots the model (drained) when counted.
 fn phases(
     cfg: &SuiteConfig,
@@ -262,7 +248,7 @@ fn phases(
             (Some(t), Some(t0)) => Some(t().since(&t0)),
             _ => None,
         };
-        let (_, dram, pm) = index.state();
+        let (load_factor, dram, pm) = index.state();
         let parts = RowParts {
             secs,
             io: None,
@@ -283,23 +269,12 @@ fn phases(
             page_size: 0,
         };
         let mut r = row(&labels, op, &lat, &parts);
+        r.load_factor = Some(load_factor);
         if let Some(m) = media {
             r.bytes_read = Some(m.media_read_bytes);
             r.bytes_written = Some(m.media_write_bytes);
         }
         out.push(r);
-    }
-    let (load_factor, dram, pm) = index.state();
-    let live = cfg.records as f64;
-    if let Ok(mut s) = END_STATES.lock() {
-        s.retain(|e| e.engine != engine);
-        s.push(EndState {
-            engine,
-            records: cfg.records,
-            load_factor,
-            dram_per_key: dram as f64 / live,
-            pm_per_key: pm as f64 / live,
-        });
     }
     Ok(out)
 }
@@ -431,14 +406,17 @@ pub fn analysis(_cfg: &SuiteConfig, rows: &[BenchResult]) -> String {
             times(ratio(ew, dw))
         );
     }
-    let states = END_STATES.lock().map(|s| s.clone()).unwrap_or_default();
+    // The end state is what the last phase's rows carry (N live keys after the deletes).
     s.push_str("### End state (after delete: N live keys)\n\n| engine | load factor | DRAM B/key | PM B/key |\n|---|---|---|---|\n");
-    let records = rows.first().map(|r| r.records);
-    for e in states.iter().filter(|e| Some(e.records) == records) {
+    for r in rows.iter().filter(|r| r.workload == "delete") {
+        let live = r.records.max(1) as f64;
         let _ = writeln!(
             s,
-            "| {} | {:.3} | {:.1} | {:.1} |",
-            e.engine, e.load_factor, e.dram_per_key, e.pm_per_key
+            "| {} | {} | {:.1} | {:.1} |",
+            r.engine,
+            fmt(r.load_factor, 3),
+            r.rss_bytes.unwrap_or(0) as f64 / live,
+            r.disk_bytes as f64 / live
         );
     }
     s.push_str("\n### Goals (issue 17, one thread)\n\n| goal | measured | met |\n|---|---|---|\n");
