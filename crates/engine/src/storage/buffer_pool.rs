@@ -3,25 +3,42 @@
 //! ## Design
 //! * `frame_count = max(budget_bytes / page_size, 8)` frames, each a page-sized heap buffer (allocated when the
 //!   frame is first used, so a large budget costs nothing until it fills) behind its own
-//!   `parking_lot::RwLock`, with an atomic pin count and an atomic dirty bit.
-//! * One `parking_lot::Mutex` guards the page table (page id → frame), the CLOCK hand, the per-frame page id
-//!   and reference bit, the list of empty frames and the hit/miss counters. Pins are only *taken* under that
-//!   mutex (so the victim search, which also runs under it, sees a stable "pins == 0"); they are released
-//!   without it (an atomic decrement when a guard drops).
+//!   `parking_lot::RwLock` (the **data lock**), plus one atomic **state word**: the pin count, a `LOCKED` bit
+//!   and the frame's hit counter. A frame sits alone in its cache line.
+//! * The map from page id to frame is a lock-free [`PageTable`]; each frame also records its page id. A
+//!   **hit** takes no lock: it looks the frame up, pins it with one compare-and-swap of the state word (refused
+//!   while `LOCKED`), then checks that the frame still holds the page (it may have been reassigned between the
+//!   look-up and the pin; then it unpins and looks again).
+//! * One **replacement mutex** serializes changes of the mapping: the CLOCK hand, the list of empty frames,
+//!   the miss counters and every `set`/`clear` of the page table. It is never held during I/O.
+//! * A **miss** claims a frame under the mutex: an empty one, or the CLOCK victim, whose state goes from 0 (no
+//!   pin) to `LOCKED` in one compare-and-swap, so nobody can pin it any more. The claimer takes the frame's
+//!   data lock, releases the mutex, writes the victim back if it is dirty (the old page stays mapped,
+//!   `LOCKED`, meanwhile), maps the new page under the mutex again, releases it, and reads the page. Threads
+//!   wanting a `LOCKED` frame wait on its data lock, which the claimer holds for the whole I/O, and then
+//!   look again: misses on different pages overlap, and concurrent misses on the same page read it once.
 //! * A guard ([`PageReadGuard`], [`PageWriteGuard`]) holds the frame's pin and its data lock; on drop it
-//!   releases the data lock first, then the pin. Hence an unpinned frame's data lock is always free.
+//!   releases the data lock first, then the pin. Hence an unpinned frame's data lock is free, except for the
+//!   instant a waiter holds it.
 //! * Replacement is CLOCK with insertion at 0: a page loaded on a miss gets its reference bit only when it
 //!   is used again (a hit), so pages read once (a scan's leaves, a random lookup's leaf) are evicted before
-//!   pages every operation touches (a tree's upper levels). Freshly allocated pages start referenced.
-//! * A miss does its I/O while holding the table mutex (simplicity first): the victim's write-back when it is
-//!   dirty, then the read (checksum verified by the page file, then the optional validator). A page that fails
-//!   to load is not left cached.
+//!   pages every operation touches (a tree's upper levels). Freshly allocated pages start referenced. A
+//!   page that fails to load is not left cached.
+//!
+//! ## Invariants
+//! * A frame's page id and its page-table entry change only while the frame is `LOCKED` (or, in `free` and
+//!   `allocate`, unpinned) and under the replacement mutex; `LOCKED` is set only when the pin count is 0, and
+//!   a pin is taken only when `LOCKED` is clear. So a pinned frame keeps its page.
+//! * A frame in the empty list holds no page and is neither pinned (but for a stale look-up's instant) nor
+//!   `LOCKED`.
+//! * A dirty page is written back before its frame is reused, by whoever claims the frame; `flush_dirty` waits
+//!   for a write-back under way, so after it returns every page dirty when it started is on file.
 //!
 //! ## Lock order (no deadlocks)
-//! table mutex → data lock of an **unpinned** frame (never contended, see above). A thread may take the table
-//! mutex while holding data locks (guards of other pages), because nobody blocks on the data lock of a pinned
-//! frame while holding the table mutex: hits pin under the mutex, release it, and only then lock the data.
-//! `flush_dirty` pins one dirty frame at a time under the mutex, releases it, then locks the frame's data.
+//! replacement mutex → data lock of a frame this thread just `LOCKED` (only instantly contended). Nobody
+//! blocks on anything while holding the mutex otherwise, and a thread holding a `LOCKED` frame only waits for
+//! the mutex and for its own I/O. A thread may hold guards (pins, data locks) while it misses, because the
+//! victim is never a pinned frame.
 //!
 //! Caller rules: a thread must not take a guard on a page it already holds a *write* guard for, nor a write
 //! guard on a page it holds any guard for (self-deadlock on the frame's RwLock), nor call `write_cow(id)` while
@@ -30,66 +47,119 @@
 //! (not `PageFile::free` directly) so no stale copy stays cached.
 //!
 //! ## Cost
-//! A hit: one mutex acquisition, one hash lookup (a multiplicative hash of the u64 id), one atomic increment,
-//! one RwLock acquisition; no allocation. Dropping a guard: an RwLock release and an atomic decrement. A miss:
-//! one page read, plus one page write when the CLOCK victim is dirty. `allocate` never reads.
+//! A hit: three loads in the page table, one compare-and-swap and one load on the frame's line, one RwLock
+//! acquisition; no allocation, no shared write but the frame's own line. Dropping a guard: an RwLock release
+//! and an atomic decrement. A miss: the replacement mutex twice (three times with a dirty victim), one page
+//! read, plus one page write when the CLOCK victim is dirty. `allocate` never reads.
 
 use super::page::{PageId, page_epoch, set_page_epoch};
 use super::page_file::PageFile;
+use super::page_table::{ID_LIMIT, PageTable};
 use crate::error::{Error, Result};
-use parking_lot::{Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
+use parking_lot::{Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::ops::{Deref, DerefMut};
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// Checks the structure of a page image when it is loaded from disk (after its checksum verified).
 pub type PageValidator = Box<dyn Fn(&[u8]) -> std::result::Result<(), String> + Send + Sync>;
 
-/// Hasher for page ids: one folded 64×64→128 multiply (good high and low bits for sequential ids).
-#[derive(Default, Clone, Copy)]
-struct IdHasher(u64);
+/// State word: pins in the low bits.
+const PIN_MASK: u64 = (1 << 24) - 1;
+/// State word: the frame is being claimed, loaded or written back by one thread; nobody may pin it.
+const LOCKED: u64 = 1 << 24;
+/// State word: one hit, counted in the bits above `LOCKED`.
+const HIT: u64 = 1 << 25;
+/// A frame's page id when it holds no page.
+const NO_PAGE: u64 = u64::MAX;
 
-const HASH_K: u64 = 0x9E37_79B9_7F4A_7C15;
-
-impl Hasher for IdHasher {
-    #[inline]
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.write_u64(b as u64);
-        }
-    }
-    #[inline]
-    fn write_u64(&mut self, x: u64) {
-        let m = ((self.0 ^ x) as u128).wrapping_mul(HASH_K as u128);
-        self.0 = (m as u64) ^ ((m >> 64) as u64);
-    }
-    #[inline]
-    fn finish(&self) -> u64 {
-        self.0
-    }
-}
-
-type PageTable = HashMap<PageId, usize, BuildHasherDefault<IdHasher>>;
-
-/// One cache frame.
+/// One cache frame, alone in its cache line.
+#[repr(align(64))]
 struct Frame {
+    /// Pins (bits 0..24), `LOCKED` (bit 24), hits since the pool was created (bits 25..64).
+    state: AtomicU64,
+    /// The page held, or `NO_PAGE`. Changes only while `LOCKED` or unpinned, under the replacement mutex.
+    page: AtomicU64,
     /// The page image; empty until the frame is first used. Plain heap memory: the page file bounces
     /// O_DIRECT I/O through an aligned buffer, which costs a 4 KiB copy per I/O but saves the 2× overhead of
     /// aligned small allocations on every frame.
     data: RwLock<Vec<u8>>,
-    /// Guards (and `flush_dirty`) holding the frame. Incremented only under the table mutex.
-    pins: AtomicU32,
     /// The bytes differ from the page on disk. Set by a write guard (holding the data lock), cleared after a
     /// write-back (holding the data lock).
     dirty: AtomicBool,
+    /// CLOCK reference bit: set by hits, cleared by the hand.
+    referenced: AtomicBool,
 }
 
-/// Per-frame state guarded by the table mutex.
-#[derive(Clone, Copy, Default)]
-struct Slot {
-    page: Option<PageId>,
-    referenced: bool,
+impl Frame {
+    fn new() -> Frame {
+        Frame {
+            state: AtomicU64::new(0),
+            page: AtomicU64::new(NO_PAGE),
+            data: RwLock::new(Vec::new()),
+            dirty: AtomicBool::new(false),
+            referenced: AtomicBool::new(false),
+        }
+    }
+
+    /// Pins the frame if it is not `LOCKED` (counting a hit when `hit`); `false` if it is.
+    #[inline]
+    fn try_pin(&self, hit: bool) -> bool {
+        let add = 1 + if hit { HIT } else { 0 };
+        let mut s = self.state.load(Ordering::Relaxed);
+        loop {
+            if s & LOCKED != 0 {
+                return false;
+            }
+            debug_assert!(s & PIN_MASK < PIN_MASK, "pin count overflow");
+            match self
+                .state
+                .compare_exchange_weak(s, s + add, Ordering::Acquire, Ordering::Relaxed)
+            {
+                Ok(_) => return true,
+                Err(now) => s = now,
+            }
+        }
+    }
+
+    /// Sets `LOCKED` if the frame is neither pinned nor `LOCKED`.
+    fn try_lock(&self) -> bool {
+        let s = self.state.load(Ordering::Relaxed);
+        s & (PIN_MASK | LOCKED) == 0
+            && self
+                .state
+                .compare_exchange(s, s | LOCKED, Ordering::Acquire, Ordering::Relaxed)
+                .is_ok()
+    }
+
+    /// Clears `LOCKED`, leaving `pins` pins (0 or 1) to the caller.
+    fn unlock(&self, pins: u64) {
+        let s = self.state.load(Ordering::Relaxed);
+        debug_assert!(s & LOCKED != 0 && s & PIN_MASK == 0);
+        self.state.store((s & !LOCKED) + pins, Ordering::Release);
+    }
+
+    /// Waits while another thread holds the frame `LOCKED` (it holds the data lock throughout its I/O).
+    fn wait_unlocked(&self) {
+        let mut rounds = 0u32;
+        while self.state.load(Ordering::Acquire) & LOCKED != 0 {
+            drop(self.data.read());
+            rounds += 1;
+            if rounds > 16 {
+                std::thread::yield_now();
+            } else {
+                std::hint::spin_loop();
+            }
+        }
+    }
+
+    /// Undoes a `try_pin(true)` that found another page in the frame (the hit is not counted).
+    fn unpin_miscounted(&self) {
+        self.state.fetch_sub(1 + HIT, Ordering::Release);
+    }
+
+    fn pins(&self) -> u64 {
+        self.state.load(Ordering::Acquire) & PIN_MASK
+    }
 }
 
 /// Cache counters since the pool was created.
@@ -103,13 +173,14 @@ pub struct CacheStats {
     pub writebacks: u64,
 }
 
-struct Table {
-    map: PageTable,
-    slots: Vec<Slot>,
-    /// Frames holding no page (never pinned).
+/// What the replacement mutex guards.
+struct Replacer {
+    /// Frames holding no page.
     empty: Vec<usize>,
     hand: usize,
-    stats: CacheStats,
+    misses: u64,
+    evictions: u64,
+    writebacks: u64,
 }
 
 /// A cache of page frames over a [`PageFile`] (see the module doc).
@@ -117,7 +188,8 @@ pub struct BufferPool {
     file: PageFile,
     page_size: usize,
     frames: Box<[Frame]>,
-    table: Mutex<Table>,
+    table: PageTable,
+    replacer: Mutex<Replacer>,
     validator: Option<PageValidator>,
 }
 
@@ -139,7 +211,7 @@ struct Pin<'a>(&'a Frame);
 impl Drop for Pin<'_> {
     #[inline]
     fn drop(&mut self) {
-        self.0.pins.fetch_sub(1, Ordering::Release);
+        self.0.state.fetch_sub(1, Ordering::Release);
     }
 }
 
@@ -206,6 +278,12 @@ impl std::fmt::Debug for PageWriteGuard<'_> {
     }
 }
 
+/// A frame this thread claimed: `LOCKED`, mapped to no page, clean, its data lock held.
+struct Claimed<'a> {
+    frame: usize,
+    data: RwLockWriteGuard<'a, Vec<u8>>,
+}
+
 impl BufferPool {
     /// A pool of `max(budget_bytes / page_size, 8)` frames over `file`. `validator` checks every page loaded
     /// from disk.
@@ -216,25 +294,17 @@ impl BufferPool {
     ) -> BufferPool {
         let page_size = file.page_size();
         let n = (budget_bytes / page_size).max(8);
-        let frames: Box<[Frame]> = (0..n)
-            .map(|_| Frame {
-                data: RwLock::new(Vec::new()),
-                pins: AtomicU32::new(0),
-                dirty: AtomicBool::new(false),
-            })
-            .collect();
-        let mut map = PageTable::default();
-        map.reserve(n);
         BufferPool {
             file,
             page_size,
-            frames,
-            table: Mutex::new(Table {
-                map,
-                slots: vec![Slot::default(); n],
+            frames: (0..n).map(|_| Frame::new()).collect(),
+            table: PageTable::default(),
+            replacer: Mutex::new(Replacer {
                 empty: (0..n).rev().collect(),
                 hand: 0,
-                stats: CacheStats::default(),
+                misses: 0,
+                evictions: 0,
+                writebacks: 0,
             }),
             validator,
         }
@@ -259,7 +329,10 @@ impl BufferPool {
 
     /// Pages currently cached.
     pub fn cached_count(&self) -> usize {
-        self.table.lock().map.len()
+        self.frames
+            .iter()
+            .filter(|f| f.page.load(Ordering::Acquire) != NO_PAGE)
+            .count()
     }
 
     /// Cached pages whose bytes are not yet written to the file.
@@ -272,38 +345,89 @@ impl BufferPool {
 
     /// Hit, miss and eviction counters.
     pub fn cache_stats(&self) -> CacheStats {
-        self.table.lock().stats
+        let r = self.replacer.lock();
+        CacheStats {
+            hits: self
+                .frames
+                .iter()
+                .map(|f| f.state.load(Ordering::Relaxed) / HIT)
+                .sum(),
+            misses: r.misses,
+            evictions: r.evictions,
+            writebacks: r.writebacks,
+        }
     }
 
     /// Pins page `id` in a frame (loading it on a miss) and returns the frame index.
+    #[inline]
     fn pin(&self, id: PageId) -> Result<usize> {
-        let mut t = self.table.lock();
-        if let Some(&f) = t.map.get(&id) {
-            self.frames[f].pins.fetch_add(1, Ordering::Acquire);
-            t.slots[f].referenced = true;
-            t.stats.hits += 1;
-            return Ok(f);
-        }
-        t.stats.misses += 1;
-        let f = self.take_frame(&mut t)?;
-        {
-            // The frame is unpinned and unmapped: its data lock is free.
-            let mut data = self.frames[f].data.write();
-            if let Err(e) = self.load(id, &mut data) {
-                t.empty.push(f);
-                return Err(e);
+        if let Some(f) = self.table.get(id) {
+            let frame = &self.frames[f];
+            if frame.try_pin(true) {
+                if frame.page.load(Ordering::Acquire) == id {
+                    if !frame.referenced.load(Ordering::Relaxed) {
+                        frame.referenced.store(true, Ordering::Relaxed);
+                    }
+                    return Ok(f);
+                }
+                frame.unpin_miscounted();
             }
         }
-        self.frames[f].pins.fetch_add(1, Ordering::Acquire);
-        t.map.insert(id, f);
-        // A page read once starts without a reference bit: it is the next victim unless it is used again
-        // before the hand comes round, so a stream of pages read once (a scan's leaves) cycles through one
-        // frame instead of pushing out the pages every access touches (a tree's upper levels).
-        t.slots[f] = Slot {
-            page: Some(id),
-            referenced: false,
-        };
-        Ok(f)
+        self.pin_slow(id)
+    }
+
+    /// The miss path of [`pin`](Self::pin): waits for a frame being loaded or written back, or loads the page.
+    #[cold]
+    fn pin_slow(&self, id: PageId) -> Result<usize> {
+        if id >= ID_LIMIT {
+            self.file.check_page_id(id)?;
+            return Err(Error::ResourceExhausted(format!(
+                "page {id} is beyond the buffer pool's page table (ids below {ID_LIMIT})"
+            )));
+        }
+        loop {
+            let r = self.replacer.lock();
+            if let Some(f) = self.table.get(id) {
+                drop(r);
+                let frame = &self.frames[f];
+                if frame.try_pin(true) {
+                    if frame.page.load(Ordering::Acquire) == id {
+                        frame.referenced.store(true, Ordering::Relaxed);
+                        return Ok(f);
+                    }
+                    frame.unpin_miscounted();
+                } else {
+                    frame.wait_unlocked();
+                }
+                continue;
+            }
+            let (mut r, claimed) = self.claim_frame(r)?;
+            if self.table.get(id).is_some() {
+                // Loaded by another thread while this one wrote its victim back.
+                self.release_claim(&mut r, claimed);
+                continue;
+            }
+            let Claimed { frame: f, mut data } = claimed;
+            let frame = &self.frames[f];
+            r.misses += 1;
+            frame.page.store(id, Ordering::Release);
+            frame.referenced.store(false, Ordering::Relaxed);
+            self.table.set(id, f);
+            drop(r);
+            return match self.load(id, &mut data) {
+                Ok(()) => {
+                    frame.unlock(1);
+                    Ok(f)
+                }
+                Err(e) => {
+                    let mut r = self.replacer.lock();
+                    self.table.clear(id);
+                    frame.page.store(NO_PAGE, Ordering::Release);
+                    self.release_claim(&mut r, Claimed { frame: f, data });
+                    Err(e)
+                }
+            };
+        }
     }
 
     /// Reads page `id` from the file into `buf` and validates it.
@@ -322,48 +446,79 @@ impl BufferPool {
         Ok(())
     }
 
-    /// Finds a frame holding no page: an empty one, else the CLOCK victim (written back first if dirty).
-    /// The returned frame is unpinned and unmapped.
-    fn take_frame(&self, t: &mut Table) -> Result<usize> {
-        if let Some(f) = t.empty.pop() {
+    /// Claims a frame holding no page: an empty one, else the CLOCK victim, written back first if dirty (the
+    /// mutex is released during that write and taken again). On a write-back error the victim stays cached
+    /// and dirty.
+    fn claim_frame<'a>(
+        &'a self,
+        mut r: MutexGuard<'a, Replacer>,
+    ) -> Result<(MutexGuard<'a, Replacer>, Claimed<'a>)> {
+        let f = self.lock_victim(&mut r)?;
+        let frame = &self.frames[f];
+        let mut data = frame.data.write();
+        let old = frame.page.load(Ordering::Acquire);
+        if old != NO_PAGE && frame.dirty.load(Ordering::Acquire) {
+            // The old page stays mapped and LOCKED while it is written: whoever wants it waits.
+            let written = MutexGuard::unlocked(&mut r, || self.file.write_page(old, &mut data));
+            if let Err(e) = written {
+                frame.unlock(0);
+                return Err(e);
+            }
+            frame.dirty.store(false, Ordering::Release);
+            r.writebacks += 1;
+        }
+        if old != NO_PAGE {
+            self.table.clear(old);
+            frame.page.store(NO_PAGE, Ordering::Release);
+            r.evictions += 1;
+        }
+        Ok((r, Claimed { frame: f, data }))
+    }
+
+    /// Takes an empty frame or the CLOCK victim and sets it `LOCKED`.
+    fn lock_victim(&self, r: &mut Replacer) -> Result<usize> {
+        if let Some(f) = r.empty.pop() {
+            // Only a stale look-up's instant pin can be in the way.
+            let frame = &self.frames[f];
+            while !frame.try_lock() {
+                std::thread::yield_now();
+            }
             return Ok(f);
         }
         let n = self.frames.len();
         // Two sweeps: the first clears every reference bit it passes, so the second finds any unpinned frame.
         for _ in 0..2 * n {
-            let f = t.hand;
-            t.hand = if f + 1 == n { 0 } else { f + 1 };
+            let f = r.hand;
+            r.hand = if f + 1 == n { 0 } else { f + 1 };
             let frame = &self.frames[f];
-            if frame.pins.load(Ordering::Acquire) != 0 {
+            if frame.state.load(Ordering::Relaxed) & (PIN_MASK | LOCKED) != 0 {
                 continue;
             }
-            let slot = &mut t.slots[f];
-            let Some(old) = slot.page else {
-                // Left unmapped by a `free` while pinned; now unpinned.
+            // A frame left unmapped by a `free` while pinned is taken at once; otherwise CLOCK.
+            if frame.page.load(Ordering::Relaxed) != NO_PAGE
+                && frame.referenced.swap(false, Ordering::Relaxed)
+            {
+                continue;
+            }
+            if frame.try_lock() {
                 return Ok(f);
-            };
-            if slot.referenced {
-                slot.referenced = false;
-                continue;
             }
-            if frame.dirty.load(Ordering::Acquire) {
-                let mut data = frame.data.write();
-                // On error the page stays cached and dirty.
-                self.file.write_page(old, &mut data)?;
-                frame.dirty.store(false, Ordering::Release);
-                t.stats.writebacks += 1;
-            }
-            t.map.remove(&old);
-            t.slots[f].page = None;
-            t.stats.evictions += 1;
-            return Ok(f);
         }
         Err(Error::ResourceExhausted(format!(
             "all {n} buffer pool frames are pinned; raise the cache budget or hold fewer pages at once"
         )))
     }
 
+    /// Gives a claimed frame back, empty.
+    fn release_claim(&self, r: &mut Replacer, claimed: Claimed<'_>) {
+        let frame = &self.frames[claimed.frame];
+        r.empty.push(claimed.frame);
+        frame.unlock(0);
+        drop(claimed.data);
+    }
+
     /// Shared access to page `id`, loading it (checksum and validator verified) on a miss.
+    #[inline]
     pub fn read(&self, id: PageId) -> Result<PageReadGuard<'_>> {
         let f = self.pin(id)?;
         let frame = &self.frames[f];
@@ -420,38 +575,40 @@ impl BufferPool {
     pub fn allocate(&self) -> Result<PageWriteGuard<'_>> {
         let id = self.file.allocate();
         let epoch = self.file.epoch();
-        let mut t = self.table.lock();
-        if let Some(stale) = t.map.remove(&id) {
-            // Only possible if the page was freed behind the pool's back: drop the stale copy.
-            debug_assert!(false, "page {id} was cached while free");
-            self.frames[stale].dirty.store(false, Ordering::Release);
-            t.slots[stale].page = None;
-            if self.frames[stale].pins.load(Ordering::Acquire) == 0 {
-                t.empty.push(stale);
-            }
+        if id >= ID_LIMIT {
+            self.file.free(id, epoch);
+            return Err(Error::ResourceExhausted(format!(
+                "page {id} is beyond the buffer pool's page table (ids below {ID_LIMIT})"
+            )));
         }
-        let f = match self.take_frame(&mut t) {
-            Ok(f) => f,
-            Err(e) => {
-                drop(t);
-                self.file.free(id, epoch);
-                return Err(e);
+        let (r, Claimed { frame: f, mut data }) = loop {
+            // A cached copy is only possible if the page was freed behind the pool's back: drop it.
+            if self.table.get(id).is_some() {
+                debug_assert!(false, "page {id} was cached while free");
+                self.uncache(id);
             }
+            let (mut r, claimed) = match self.claim_frame(self.replacer.lock()) {
+                Ok(c) => c,
+                Err(e) => {
+                    self.file.free(id, epoch);
+                    return Err(e);
+                }
+            };
+            if self.table.get(id).is_none() {
+                break (r, claimed);
+            }
+            self.release_claim(&mut r, claimed);
         };
         let frame = &self.frames[f];
-        // The frame is unpinned and unmapped: its data lock is free.
-        let mut data = frame.data.write();
         data.clear();
         data.resize(self.page_size, 0);
         set_page_epoch(&mut data, epoch);
         frame.dirty.store(true, Ordering::Release);
-        frame.pins.fetch_add(1, Ordering::Acquire);
-        t.map.insert(id, f);
-        t.slots[f] = Slot {
-            page: Some(id),
-            referenced: true,
-        };
-        drop(t);
+        frame.referenced.store(true, Ordering::Relaxed);
+        frame.page.store(id, Ordering::Release);
+        self.table.set(id, f);
+        drop(r);
+        frame.unlock(1);
         Ok(PageWriteGuard {
             data,
             id,
@@ -462,44 +619,54 @@ impl BufferPool {
     /// Frees page `id` (whose image carries `page_epoch`): drops its cached copy without writing it back, and
     /// returns it to the page file. The page must not be pinned.
     pub fn free(&self, id: PageId, page_epoch: u64) {
-        {
-            let mut t = self.table.lock();
-            if let Some(f) = t.map.remove(&id) {
-                let frame = &self.frames[f];
-                let pinned = frame.pins.load(Ordering::Acquire) != 0;
-                debug_assert!(!pinned, "free of page {id} while it is pinned");
-                frame.dirty.store(false, Ordering::Release);
-                t.slots[f] = Slot::default();
-                if !pinned {
-                    t.empty.push(f);
-                }
-                // A pinned frame stays out of the empty list; CLOCK reuses it once unpinned.
-            }
-        }
+        self.uncache(id);
         self.file.free(id, page_epoch);
+    }
+
+    /// Drops the cached copy of page `id`, if any, without writing it back (after a write-back under way).
+    fn uncache(&self, id: PageId) {
+        loop {
+            let mut r = self.replacer.lock();
+            let Some(f) = self.table.get(id) else {
+                return;
+            };
+            let frame = &self.frames[f];
+            if frame.state.load(Ordering::Acquire) & LOCKED != 0 {
+                // A write-back of this page is under way; let it land before the id can be reused.
+                drop(r);
+                frame.wait_unlocked();
+                continue;
+            }
+            let pinned = frame.pins() != 0;
+            debug_assert!(!pinned, "free of page {id} while it is pinned");
+            self.table.clear(id);
+            frame.page.store(NO_PAGE, Ordering::Release);
+            frame.dirty.store(false, Ordering::Release);
+            if !pinned {
+                r.empty.push(f);
+            }
+            // A pinned frame stays out of the empty list; CLOCK reuses it once unpinned.
+            return;
+        }
     }
 
     /// Writes every dirty frame to the file and clears its dirty bit. The calling thread must hold no guard.
     pub fn flush_dirty(&self) -> Result<()> {
-        for (f, frame) in self.frames.iter().enumerate() {
-            if !frame.dirty.load(Ordering::Acquire) {
-                continue;
-            }
-            let id = {
-                let t = self.table.lock();
-                match t.slots[f].page {
-                    Some(id) if frame.dirty.load(Ordering::Acquire) => {
-                        frame.pins.fetch_add(1, Ordering::Acquire);
-                        id
-                    }
-                    _ => continue,
+        for frame in self.frames.iter() {
+            while frame.dirty.load(Ordering::Acquire) {
+                if !frame.try_pin(false) {
+                    // Being written back by an eviction: wait for it to land.
+                    frame.wait_unlocked();
+                    continue;
                 }
-            };
-            let _pin = Pin(frame);
-            let mut data = frame.data.write();
-            if frame.dirty.load(Ordering::Acquire) {
-                self.file.write_page(id, &mut data)?;
-                frame.dirty.store(false, Ordering::Release);
+                let _pin = Pin(frame);
+                let mut data = frame.data.write();
+                let id = frame.page.load(Ordering::Acquire);
+                if id != NO_PAGE && frame.dirty.load(Ordering::Acquire) {
+                    self.file.write_page(id, &mut data)?;
+                    frame.dirty.store(false, Ordering::Release);
+                }
+                break;
             }
         }
         Ok(())
@@ -568,6 +735,17 @@ mod tests {
         for (i, chunk) in page[24..].chunks_exact_mut(8).enumerate() {
             chunk.copy_from_slice(&(v.wrapping_mul(31) + i as u64).to_le_bytes());
         }
+    }
+
+    /// Allocates pages 0..n, each filled with its number as the tag.
+    fn allocate_filled(pool: &BufferPool, n: u64) -> Vec<PageId> {
+        (0..n)
+            .map(|v| {
+                let mut g = pool.allocate().unwrap();
+                fill(&mut g, v);
+                g.id()
+            })
+            .collect()
     }
 
     fn check(page: &[u8], v: u64) {
@@ -642,13 +820,7 @@ mod tests {
     fn hits_do_no_io_and_flush_writes_each_dirty_page_once() {
         let e = env();
         let pool = e.create(16);
-        let ids: Vec<_> = (0..10u64)
-            .map(|v| {
-                let mut g = pool.allocate().unwrap();
-                fill(&mut g, v);
-                g.id()
-            })
-            .collect();
+        let ids: Vec<_> = allocate_filled(&pool, 10);
         let before = e.stats.snapshot();
         for _ in 0..3 {
             for &id in &ids {
@@ -737,13 +909,7 @@ mod tests {
         let e = env();
         let pool = e.create(8);
         // 9 pages through 8 frames: the first one is evicted (written back).
-        let ids: Vec<_> = (0..9u64)
-            .map(|v| {
-                let mut g = pool.allocate().unwrap();
-                fill(&mut g, v);
-                g.id()
-            })
-            .collect();
+        let ids: Vec<_> = allocate_filled(&pool, 9);
         let mut guards: Vec<_> = ids[1..].iter().map(|&id| pool.read(id).unwrap()).collect();
         assert!(matches!(
             pool.read(ids[0]),
@@ -874,13 +1040,7 @@ mod tests {
     fn concurrent_readers_see_correct_bytes() {
         let e = env();
         let pool = e.create(16);
-        let ids: Vec<_> = (0..200u64)
-            .map(|v| {
-                let mut g = pool.allocate().unwrap();
-                fill(&mut g, v);
-                g.id()
-            })
-            .collect();
+        let ids: Vec<_> = allocate_filled(&pool, 200);
         pool.commit(b"").unwrap();
         std::thread::scope(|s| {
             for t in 0..4u64 {
@@ -910,13 +1070,7 @@ mod tests {
     fn concurrent_readers_and_a_writer_on_different_pages() {
         let e = env();
         let pool = e.create(12);
-        let ids: Vec<_> = (0..60u64)
-            .map(|v| {
-                let mut g = pool.allocate().unwrap();
-                fill(&mut g, v);
-                g.id()
-            })
-            .collect();
+        let ids: Vec<_> = allocate_filled(&pool, 60);
         // No commit: the pages belong to the working epoch, so writing them in place is allowed.
         std::thread::scope(|s| {
             // The writer rewrites pages 30..60 in place (same content), forcing dirty evictions, and flushes.
@@ -945,5 +1099,156 @@ mod tests {
         for (v, &id) in ids.iter().enumerate() {
             check(&pool.read(id).unwrap(), v as u64);
         }
+    }
+
+    /// A page file whose reads of one offset block until the test opens the gate.
+    mod gate {
+        use crate::error::Result;
+        use crate::storage::vfs::{OpenOptions, Vfs, VfsFile, VfsLock};
+        use parking_lot::{Condvar, Mutex};
+        use std::path::Path;
+        use std::sync::Arc;
+
+        #[derive(Debug, Default)]
+        pub struct Gate {
+            /// (offset held back, threads waiting at it, open)
+            state: Mutex<(Option<u64>, usize, bool)>,
+            cv: Condvar,
+        }
+
+        impl Gate {
+            pub fn hold(&self, offset: u64) {
+                *self.state.lock() = (Some(offset), 0, false);
+            }
+            /// Waits until `n` reads wait at the gate.
+            pub fn wait_for_readers(&self, n: usize) {
+                let mut st = self.state.lock();
+                while st.1 < n {
+                    self.cv.wait(&mut st);
+                }
+            }
+            pub fn open(&self) {
+                self.state.lock().2 = true;
+                self.cv.notify_all();
+            }
+            fn pass(&self, offset: u64) {
+                let mut st = self.state.lock();
+                if st.0 != Some(offset) {
+                    return;
+                }
+                st.1 += 1;
+                self.cv.notify_all();
+                while !st.2 {
+                    self.cv.wait(&mut st);
+                }
+            }
+        }
+
+        #[derive(Debug)]
+        pub struct GateVfs(pub Arc<dyn Vfs>, pub Arc<Gate>);
+
+        #[derive(Debug)]
+        struct GateFile(Box<dyn VfsFile>, Arc<Gate>);
+
+        impl VfsFile for GateFile {
+            fn path(&self) -> &Path {
+                self.0.path()
+            }
+            fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<usize> {
+                self.1.pass(offset);
+                self.0.read_at(buf, offset)
+            }
+            fn write_all_at(&self, buf: &[u8], offset: u64) -> Result<()> {
+                self.0.write_all_at(buf, offset)
+            }
+            fn len(&self) -> Result<u64> {
+                self.0.len()
+            }
+            fn set_len(&self, len: u64) -> Result<()> {
+                self.0.set_len(len)
+            }
+            fn sync_data(&self) -> Result<()> {
+                self.0.sync_data()
+            }
+        }
+
+        impl Vfs for GateVfs {
+            fn open(&self, path: &Path, opts: OpenOptions) -> Result<Box<dyn VfsFile>> {
+                Ok(Box::new(GateFile(self.0.open(path, opts)?, self.1.clone())))
+            }
+            fn exists(&self, path: &Path) -> bool {
+                self.0.exists(path)
+            }
+            fn create_dir_all(&self, path: &Path) -> Result<()> {
+                self.0.create_dir_all(path)
+            }
+            fn list_dir(&self, path: &Path) -> Result<Vec<String>> {
+                self.0.list_dir(path)
+            }
+            fn remove_file(&self, path: &Path) -> Result<()> {
+                self.0.remove_file(path)
+            }
+            fn rename(&self, from: &Path, to: &Path) -> Result<()> {
+                self.0.rename(from, to)
+            }
+            fn sync_dir(&self, path: &Path) -> Result<()> {
+                self.0.sync_dir(path)
+            }
+            fn lock(&self, path: &Path) -> Result<Box<dyn VfsLock>> {
+                self.0.lock(path)
+            }
+            fn lock_shared(&self, path: &Path) -> Result<Box<dyn VfsLock>> {
+                self.0.lock_shared(path)
+            }
+        }
+    }
+
+    /// A miss whose read is stuck holds up neither hits nor misses on other pages (no I/O under a shared
+    /// lock), and a second reader of the stuck page waits for that one read instead of issuing its own.
+    #[test]
+    fn a_stuck_miss_holds_up_no_other_page_and_is_read_once() {
+        let e = env();
+        let ids: Vec<_> = {
+            let pool = e.create(16);
+            let ids = allocate_filled(&pool, 6);
+            pool.commit(b"").unwrap();
+            ids
+        };
+        let g = Arc::new(gate::Gate::default());
+        let vfs: Arc<dyn Vfs> = Arc::new(gate::GateVfs(e.vfs.clone(), g.clone()));
+        let pf = PageFile::open(&vfs, &e.path, OPTS, e.stats.clone()).unwrap();
+        let pool = BufferPool::new(pf, 8 * PS, None);
+        check(&pool.read(ids[0]).unwrap(), 0);
+        g.hold(ids[1] * PS as u64);
+        let reads_before = e.reads();
+        std::thread::scope(|s| {
+            let (pool, ids) = (&pool, &ids);
+            let stuck: Vec<_> = (0..2)
+                .map(|_| s.spawn(move || check(&pool.read(ids[1]).unwrap(), 1)))
+                .collect();
+            g.wait_for_readers(1);
+            // While the read of ids[1] is stuck: a hit and misses on other pages complete.
+            let (tx, rx) = std::sync::mpsc::channel();
+            s.spawn(move || {
+                check(&pool.read(ids[0]).unwrap(), 0);
+                for (v, &id) in ids.iter().enumerate().skip(2) {
+                    check(&pool.read(id).unwrap(), v as u64);
+                }
+                tx.send(()).unwrap();
+            });
+            let done = rx.recv_timeout(std::time::Duration::from_secs(10));
+            g.open();
+            assert!(done.is_ok(), "other pages waited for a stuck read");
+            for t in stuck {
+                t.join().unwrap();
+            }
+        });
+        assert_eq!(
+            e.reads() - reads_before,
+            5,
+            "ids[1] read once for both readers, ids[2..6] once each"
+        );
+        let cs = pool.cache_stats();
+        assert_eq!((cs.hits, cs.misses), (2, 6), "{cs:?}");
     }
 }

@@ -16,7 +16,9 @@
 //!   allocated in; pages of the last committed epoch are never written again until a newer commit no longer
 //!   references them, so a crash at any moment leaves the last commit intact.
 //! * [`buffer_pool`]: a CLOCK cache of page frames within a memory budget in bytes; RAII pin guards
-//!   (`PageReadGuard`, `PageWriteGuard`), dirty tracking, write-back on eviction. A freshly allocated page is
+//!   (`PageReadGuard`, `PageWriteGuard`), dirty tracking, write-back on eviction. Hits take no lock (a
+//!   lock-free page table and one compare-and-swap on the frame); misses do their I/O outside the
+//!   replacement mutex, each holding only its own frame, so they overlap. A freshly allocated page is
 //!   zeroed in memory and never read from disk. `write_cow` gives a writable page, relocating it first when it
 //!   belongs to the last commit.
 //! * [`log`]: an append-only log of checksummed frames in a preallocated file with a two-slot header; recovery
@@ -41,7 +43,7 @@
 //! are in different sectors, so a torn write damages at most one of them.
 //!
 //! ## Cost model
-//! A buffer-pool hit costs a hash lookup and a latch; a miss costs one page read, plus one page write when
+//! A buffer-pool hit costs a page-table lookup and a compare-and-swap on its frame; a miss costs one page read, plus one page write when
 //! the CLOCK victim is dirty. A commit costs one write per dirty page, one per free-list page, one meta write
 //! and two `fdatasync`s.
 
@@ -57,6 +59,7 @@ pub mod overlay_vfs;
 pub mod page;
 pub mod page_accounting;
 pub mod page_file;
+mod page_table;
 pub mod pm;
 pub mod sealed;
 pub mod std_vfs;

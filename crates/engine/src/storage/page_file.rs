@@ -448,9 +448,9 @@ impl PageFile {
         id.saturating_mul(self.page_size as u64)
     }
 
-    /// Reads and verifies page `id` (≥ 2, < page count) into `buf` (`page_size` bytes).
-    pub fn read_page(&self, id: PageId, buf: &mut [u8]) -> Result<()> {
-        assert_eq!(buf.len(), self.page_size, "buffer is not one page");
+    /// `Corruption` unless page `id` is one of the file's pages (≥ 2, < page count), as a reference read
+    /// from another page must be.
+    pub fn check_page_id(&self, id: PageId) -> Result<()> {
         let count = self.page_count();
         if id < 2 || id >= count {
             return Err(Error::corruption(
@@ -459,6 +459,13 @@ impl PageFile {
                 format!("reference to page {id} outside the file's pages 2..{count}"),
             ));
         }
+        Ok(())
+    }
+
+    /// Reads and verifies page `id` (≥ 2, < page count) into `buf` (`page_size` bytes).
+    pub fn read_page(&self, id: PageId, buf: &mut [u8]) -> Result<()> {
+        assert_eq!(buf.len(), self.page_size, "buffer is not one page");
+        self.check_page_id(id)?;
         let off = self.offset(id);
         let n = self.read_aligned(buf, off)?;
         self.stats.record_read(FileKind::Pages, self.page_size);

@@ -114,4 +114,30 @@ mod tests {
         assert!((250..260).contains(&s.estimate(b"hot")));
         assert_eq!(s.estimate(b"never"), 0);
     }
+    /// What the cache relies on: under a uniform load no key reaches 4× the mean counter, while keys with a
+    /// few times the mean's share of the accesses do.
+    #[test]
+    fn a_uniform_load_has_no_hot_key_and_skewed_keys_stand_out() {
+        let s = CountMin::default();
+        for round in 0..10 {
+            for i in 0..100_000u32 {
+                s.touch(format!("key:{i:012}").as_bytes());
+            }
+            if round < 5 {
+                for h in 0..20u32 {
+                    for _ in 0..20 {
+                        s.touch(format!("hot:{h}").as_bytes());
+                    }
+                }
+            }
+        }
+        let bar = 4 * s.mean();
+        let hot = (0..100_000u32)
+            .filter(|i| u64::from(s.estimate(format!("key:{i:012}").as_bytes())) >= bar)
+            .count();
+        assert_eq!(hot, 0, "uniform keys estimated at 4x the mean {}", s.mean());
+        for h in 0..20u32 {
+            assert!(u64::from(s.estimate(format!("hot:{h}").as_bytes())) >= bar);
+        }
+    }
 }
