@@ -1,7 +1,8 @@
 //! The tree's root record, stored as the page file's user root at every checkpoint.
 //!
-//! Layout (little endian): magic `b"SBT1"`, root u64, height u32, len u64, seqno u64, key width u16, value
-//! width u16 (0 = variable).
+//! Layout (little endian): magic `b"SBT2"`, root u64, height u32, len u64, seqno u64, key width u16, value
+//! width u16 (0 = variable). The magic versions the node formats too: `SBT1` trees (slots without key heads,
+//! before format 2 of the slotted nodes) are refused as incompatible.
 
 // A decoder of bytes read from disk: every index and slice is checked.
 #![deny(clippy::indexing_slicing)]
@@ -9,7 +10,9 @@
 use crate::storage::PageId;
 use crate::storage::codec::{Reader, Writer};
 
-const MAGIC: &[u8; 4] = b"SBT1";
+const MAGIC: &[u8; 4] = b"SBT2";
+/// The magic of trees whose slotted nodes have 2-byte slots (no key heads).
+const MAGIC_V1: &[u8; 4] = b"SBT1";
 const LEN: usize = 4 + 8 + 4 + 8 + 8 + 2 + 2;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -36,10 +39,15 @@ impl TreeMeta {
         b
     }
 
+    /// True if `b` is the root record of a tree of the earlier node format.
+    pub fn is_earlier_format(b: &[u8]) -> bool {
+        b.get(..4) == Some(&MAGIC_V1[..])
+    }
+
     pub fn decode(b: &[u8]) -> Result<TreeMeta, String> {
         if b.len() != LEN || b.get(..4) != Some(&MAGIC[..]) {
             return Err(format!(
-                "expected {LEN} bytes starting with SBT1, found {} bytes",
+                "expected {LEN} bytes starting with SBT2, found {} bytes",
                 b.len()
             ));
         }
@@ -73,5 +81,9 @@ mod tests {
         assert_eq!(TreeMeta::decode(&m.encode()).unwrap(), m);
         assert!(TreeMeta::decode(b"nonsense").is_err());
         assert!(TreeMeta::decode(&[]).is_err());
+        let mut old = m.encode();
+        old[..4].copy_from_slice(MAGIC_V1);
+        assert!(TreeMeta::is_earlier_format(&old) && TreeMeta::decode(&old).is_err());
+        assert!(!TreeMeta::is_earlier_format(&m.encode()));
     }
 }

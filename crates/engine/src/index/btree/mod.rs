@@ -115,7 +115,15 @@ impl BTree {
         // The page size and widths first: a page file of another index family (larger pages) is refused as
         // such, not as a damaged root record.
         let layout = Layout::try_new(file.page_size(), key_width, value_width)?;
-        let meta = TreeMeta::decode(&file.user_root()).map_err(|detail| {
+        let root_record = file.user_root();
+        if TreeMeta::is_earlier_format(&root_record) {
+            return Err(Error::Incompatible(format!(
+                "{}: a B+-tree of node format 1 (slots without key heads); this build reads format 2 — \
+                 copy the records into a database created by this build",
+                file.path().display()
+            )));
+        }
+        let meta = TreeMeta::decode(&root_record).map_err(|detail| {
             Error::corruption(file.path(), 0, format!("B+-tree root record: {detail}"))
         })?;
         crate::index::check_root_record(
@@ -427,5 +435,25 @@ mod tests {
         assert!(tree.get(b"key-002999", &mut out).unwrap());
         assert_eq!(out, vec![2999u32 as u8; 100]);
         tree.check().unwrap();
+    }
+
+    /// A tree written by a build of node format 1 (root record magic `SBT1`) is refused as incompatible, not
+    /// read with the wrong slot layout or reported as damage.
+    #[test]
+    fn trees_of_the_earlier_node_format_are_incompatible() {
+        let vfs: Arc<dyn Vfs> = Arc::new(MemVfs::new());
+        let stats = Arc::new(IoStats::new());
+        let tree =
+            BTree::create(page_file(&vfs, 4096, true), None, None, 0, stats.clone()).unwrap();
+        let mut root = tree.pool.file().user_root();
+        assert_eq!(&root[..4], b"SBT2");
+        root[..4].copy_from_slice(b"SBT1");
+        tree.pool.commit(&root).unwrap();
+        drop(tree);
+        match BTree::open(page_file(&vfs, 4096, false), None, None, 0, stats) {
+            Err(Error::Incompatible(msg)) => assert!(msg.contains("node format 1"), "{msg}"),
+            Err(e) => panic!("expected Incompatible, got {e}"),
+            Ok(_) => panic!("expected Incompatible, got a tree"),
+        }
     }
 }

@@ -46,8 +46,10 @@
 //!
 //! ## Slotted nodes (variable-length keys or values)
 //!
-//! A slot array of u16 cell offsets grows from byte 32 (slot i = entry i, in key order); cells grow down from
-//! the end of the page. Removing or shrinking a cell leaves dead bytes (counted in the header); when an
+//! A slot array grows from byte 32 (slot i = entry i, in key order), 8 bytes a slot: the **head** of the entry's
+//! key (its first 6 bytes, zero-padded; child 0 of an inner node has an empty key and head 0) and the cell
+//! offset (u16). Cells grow down from the end of the page. Searches compare heads and read a cell only where
+//! heads tie (heads order like keys; equal heads decide nothing). Removing or shrinking a cell leaves dead bytes (counted in the header); when an
 //! insertion does not find enough contiguous space between the slots and the cells, the page is compacted in
 //! place (through a stack scratch buffer, no heap allocation).
 //!
@@ -68,10 +70,10 @@
 //! # Invariants
 //!
 //! Let `usable = page_size − 32` and, for slotted nodes, `budget = usable / 4`; an entry's *size* is its cell
-//! plus its 2-byte slot.
+//! plus its 8-byte slot.
 //! 1. **Every slotted entry is at most `budget` bytes.** `max_key_len` (variable keys) is the largest key for
-//!    which the worst entry that must be accepted fits the budget: an inner entry (20 bytes + key), a leaf
-//!    entry with an overflow reference (18 bytes + key), or with a fixed-width value (6 + vw bytes + key);
+//!    which the worst entry that must be accepted fits the budget: an inner entry (26 bytes + key), a leaf
+//!    entry with an overflow reference (24 bytes + key), or with a fixed-width value (12 + vw bytes + key);
 //!    capped at `types::MAX_KEY_LEN`. `value_fits_inline` is exactly "the inline entry fits the budget".
 //!    Hence after a split of a node that had no room for an entry, the entry fits in either half: a full node
 //!    holds more than `usable − budget ≥ 3·budget` bytes, so it has at least 4 entries (inner: 3 separators
@@ -80,7 +82,7 @@
 //!    `3/8·usable ≥ budget` free. Packed nodes split at the middle entry and hold ≥ 31 entries.
 //! 2. **Splits leave at least 2 entries in each half** (leaves: entries; inner nodes: children), for any node on
 //!    which `*_has_room` was false (see 1). Packed capacities for 4 KiB pages with 8-byte keys and values:
-//!    254 leaf entries, 169 inner children; the slotted `max_key_len` is 996 bytes for 4 KiB pages, 4068 for
+//!    254 leaf entries, 169 inner children; the slotted `max_key_len` is 990 bytes for 4 KiB pages, 4062 for
 //!    16 KiB pages and 4096 from 32 KiB on. (4096 is out of reach for 16 KiB pages: four 4096-byte keys do
 //!    not fit in one, so a full leaf of them could not be split 2 + 2.)
 //! 3. **No heap allocation** except the separator returned by [`Layout::inner_split`]; compaction and
@@ -89,8 +91,9 @@
 //! 4. **Everything read from a page is checked by [`Layout::validate`]**: entry counts against capacity, slot
 //!    offsets and cell extents inside the cell area, cells pairwise disjoint, the dead-byte count exact, key
 //!    lengths (≤ `max_key_len`, or = the fixed width), value lengths, entry sizes ≤ budget, strictly increasing
-//!    keys, inner level ≥ 1 and ≥ 1 child, counts summing without overflow, overflow lengths. On a page it
-//!    accepts, every accessor and every mutation (within its documented preconditions) stays in bounds.
+//!    keys, slot heads equal to their keys' heads, inner level ≥ 1 and ≥ 1 child, counts summing without
+//!    overflow, overflow lengths. On a page it accepts, every accessor and every mutation (within its
+//!    documented preconditions) stays in bounds.
 //!    Preconditions (`*_has_room` before an insert, valid indices, item widths) are checked with `assert!`:
 //!    a violation is a bug in the caller and panics instead of corrupting the page.
 //!
@@ -99,7 +102,9 @@
 //! * Packed: search = binary search over the contiguous key array (8-byte keys compare as big-endian u64),
 //!   O(log n) with no indirection; insert / remove = `copy_within` of the array tails, O(n·width);
 //!   split = three `memcpy`s. Accessors are O(1) offset arithmetic.
-//! * Slotted: search = binary search through the slots, O(log n) cache misses into the cells; insert / remove =
+//! * Slotted: search = binary search over the heads in the slot array (a few adjacent cache lines), plus one
+//!   cell read per probe whose head ties the key's (none when keys differ in their first 6 bytes) and the
+//!   match's cell; insert / remove =
 //!   a shift of the slot array, O(n), plus occasionally an O(page) compaction (only when dead bytes are needed
 //!   to fit the entry); split = O(page) (copy of the upper cells and compaction of the left page).
 //! * `validate`: O(page) for every format.

@@ -1,6 +1,16 @@
 //! Model-based and fuzz tests of the node layouts.
 
 use super::*;
+
+/// Where slot `i` of a slotted node starts (its key head).
+fn slot_head_at(i: usize) -> usize {
+    NODE_HEADER_LEN + 8 * i
+}
+
+/// Where slot `i`'s cell offset is.
+fn slot_offset_at(i: usize) -> usize {
+    slot_head_at(i) + slotted::HEAD_LEN
+}
 use proptest::prelude::*;
 use proptest::sample::Index;
 
@@ -472,21 +482,23 @@ fn capacities_and_limits() {
     let v = Layout::new(4096, None, None);
     assert_eq!(v.packed_leaf_capacity(), None);
     assert_eq!(v.packed_inner_capacity(), None);
-    assert_eq!(v.max_key_len(), 996);
-    assert_eq!(Layout::new(16384, None, None).max_key_len(), 4068);
+    // Budget 1016 − the larger of an inner entry's overhead (slot 8 + cell header 18) and a leaf's (slot 8 +
+    // cell header 4 + overflow reference 12).
+    assert_eq!(v.max_key_len(), 990);
+    assert_eq!(Layout::new(16384, None, None).max_key_len(), 4062);
     assert_eq!(Layout::new(32768, None, None).max_key_len(), 4096);
     assert_eq!(Layout::new(65536, None, None).max_key_len(), 4096);
-    // Budget 1016 = slot 2 + header 4 + key + value.
-    assert!(v.value_fits_inline(10, 1000));
-    assert!(!v.value_fits_inline(10, 1001));
-    assert!(v.value_fits_inline(996, 14));
+    // Budget 1016 = slot 8 + header 4 + key + value.
+    assert!(v.value_fits_inline(10, 994));
+    assert!(!v.value_fits_inline(10, 995));
+    assert!(v.value_fits_inline(990, 14));
     assert_eq!(v.overflow_capacity(), 4060);
 
     let m = Layout::new(4096, Some(8), None);
     assert_eq!(m.packed_leaf_capacity(), None);
     assert_eq!(m.packed_inner_capacity(), Some(169));
     let m = Layout::new(4096, None, Some(64));
-    assert_eq!(m.max_key_len(), 1016 - 70);
+    assert_eq!(m.max_key_len(), 1016 - 76);
     assert!(m.value_fits_inline(0, 64) && !m.value_fits_inline(0, 63));
 
     for ps in [4096, 8192, 16384, 32768, 65536] {
@@ -809,18 +821,25 @@ fn validate_messages() {
     }
     v.validate(&page).unwrap();
     // Key length of entry 1 beyond the limit.
-    let off = get_u16(&page, NODE_HEADER_LEN + 2);
+    let off = get_u16(&page, slot_offset_at(1));
     let mut bad = page.clone();
     put_u16(&mut bad, off, 2000);
     let err = v.validate(&bad).unwrap_err();
     assert!(err.starts_with("leaf entry 1"), "{err}");
-    // Keys out of order.
+    // A key whose slot head was not changed with it.
     let mut bad = page.clone();
     bad[off + 4] = 3;
+    assert!(
+        v.validate(&bad)
+            .unwrap_err()
+            .contains("slot head does not match")
+    );
+    // Keys out of order (head and key changed together).
+    bad[slot_head_at(1)] = 3;
     assert!(v.validate(&bad).unwrap_err().contains("not greater"));
     // Slot pointing into the header.
     let mut bad = page.clone();
-    put_u16(&mut bad, NODE_HEADER_LEN, 10);
+    put_u16(&mut bad, slot_offset_at(0), 10);
     assert!(
         v.validate(&bad)
             .unwrap_err()
@@ -844,7 +863,7 @@ fn validate_messages() {
             first_page: 9,
         },
     );
-    let off = get_u16(&p2, NODE_HEADER_LEN);
+    let off = get_u16(&p2, slot_offset_at(0));
     put_u32(&mut p2, off + 4 + 1, 0);
     assert!(v.validate(&p2).unwrap_err().contains("length 0"));
     // Inner node without children, and of level 0.
@@ -1046,7 +1065,7 @@ proptest! {
         let used = {
             // Most interesting bytes: header, slots and the cell area.
             let n = entry_count(&page);
-            (NODE_HEADER_LEN + 2 * n + 64).min(layout.page_size())
+            (slot_head_at(n) + 64).min(layout.page_size())
         };
         for (ix, near_front, value) in mutations {
             let at = if near_front { 24 + ix.index(used - 24) } else { ix.index(layout.page_size()) };
@@ -1059,6 +1078,164 @@ proptest! {
         page[16..24].copy_from_slice(&EPOCH_PATTERN);
         if layout.validate(&page).is_ok() {
             exercise(&layout, &mut page);
+        }
+    }
+}
+
+/// Keys whose slot heads tie (equal first 6 bytes, keys shorter than a head, trailing zero bytes) are still
+/// found and ordered by their whole bytes, in leaves and inner nodes.
+#[test]
+fn keys_with_equal_heads_are_told_apart() {
+    let keys: Vec<&[u8]> = vec![
+        b"",
+        b"\0",
+        b"ab",
+        b"ab\0",
+        b"ab\0\0\0\0",
+        b"ab\0\0\0\0\0",
+        b"ab\0\0\0\0\x01",
+        b"abcdef",
+        b"abcdef\0",
+        b"abcdefg",
+        b"abcdefh",
+        b"abcdeg",
+        &[0xFF; 7],
+        &[0xFF; 9],
+    ];
+    let probes: Vec<&[u8]> = vec![
+        b"a",
+        b"ab\0\0",
+        b"ab\0\0\0\0\0\0",
+        b"abcde",
+        b"abcdef\0\0",
+        b"abcdefga",
+        b"abcdeh",
+        &[0xFF; 6],
+        &[0xFF; 8],
+        &[0xFF; 10],
+    ];
+    let v = Layout::new(4096, None, None);
+    // Insert in a scrambled order.
+    let mut order: Vec<usize> = (0..keys.len()).collect();
+    order.sort_by_key(|&i| (i * 7) % keys.len());
+    let mut leaf = blank_page(&v, 0);
+    v.leaf_init(&mut leaf);
+    let mut inner = blank_page(&v, 0);
+    v.inner_init(&mut inner, 1, 100, 1);
+    let mut sorted: Vec<&[u8]> = Vec::new();
+    for &i in &order {
+        let k = keys[i];
+        let at = sorted.binary_search(&k).unwrap_err();
+        v.leaf_insert(&mut leaf, at, k, ValueRef::Inline(b"v"));
+        if !k.is_empty() {
+            let seps: Vec<&[u8]> = sorted.iter().copied().filter(|s| !s.is_empty()).collect();
+            let sep_at = seps.binary_search(&k).unwrap_err();
+            v.inner_insert(&mut inner, sep_at + 1, k, 200 + i as u64, 1);
+        }
+        sorted.insert(at, k);
+    }
+    v.validate(&leaf).unwrap();
+    v.validate(&inner).unwrap();
+    let seps: Vec<&[u8]> = sorted.iter().copied().filter(|s| !s.is_empty()).collect();
+    for q in keys.iter().chain(&probes) {
+        assert_eq!(
+            v.leaf_search(&leaf, q),
+            sorted.binary_search(q),
+            "leaf, key {q:?}"
+        );
+        // The child whose range holds q: the number of separators ≤ q.
+        let child = seps.partition_point(|s| s <= q);
+        assert_eq!(v.inner_search(&inner, q), child, "inner, key {q:?}");
+    }
+}
+
+/// The node prefix: set from the first key, shrunk (and every head recomputed) when a key without it arrives,
+/// set to the longest shared one at a split; searches stay exact throughout, in leaves and inner nodes.
+#[test]
+fn node_prefixes_shrink_on_insert_and_grow_at_splits() {
+    let v = Layout::new(16384, None, None);
+    let prefix_len = |page: &[u8]| page[slotted::PREFIX_LEN_AT] as usize;
+    let mut keys: Vec<Vec<u8>> = Vec::new();
+    for i in (0..60u32).map(|i| (i * 37) % 60) {
+        keys.push(format!("tenant-A/item-{i:05}").into_bytes());
+    }
+    for i in 0..20u32 {
+        keys.push(format!("tenant-B/item-{i:05}").into_bytes());
+    }
+    keys.push(b"tenant".to_vec());
+    keys.push(b"alpha".to_vec());
+    let probes: Vec<Vec<u8>> = [
+        &b"tenant-A/item-00030x"[..],
+        b"tenant-A/item-000",
+        b"tenant-A",
+        b"tenant-C",
+        b"tenant-",
+        b"te",
+        b"",
+        b"zzz",
+        b"tenant-A/item-99999",
+    ]
+    .iter()
+    .map(|p| p.to_vec())
+    .collect();
+    let mut leaf = blank_page(&v, 0);
+    v.leaf_init(&mut leaf);
+    let mut inner = blank_page(&v, 0);
+    v.inner_init(&mut inner, 1, 100, 1);
+    let mut sorted: Vec<Vec<u8>> = Vec::new();
+    let mut prefixes = Vec::new();
+    for (n, k) in keys.iter().enumerate() {
+        let at = sorted.binary_search(k).unwrap_err();
+        v.leaf_insert(&mut leaf, at, k, ValueRef::Inline(b"v"));
+        v.inner_insert(&mut inner, at + 1, k, 1000 + n as u64, 1);
+        sorted.insert(at, k.clone());
+        v.validate(&leaf).unwrap();
+        v.validate(&inner).unwrap();
+        for q in sorted.iter().chain(&probes) {
+            assert_eq!(v.leaf_search(&leaf, q), sorted.binary_search(q), "{q:?}");
+            let child = sorted.partition_point(|s| s <= q);
+            assert_eq!(v.inner_search(&inner, q), child, "{q:?}");
+        }
+        prefixes.push((prefix_len(&leaf), prefix_len(&inner)));
+    }
+    // 7 bytes ("tenant-") while only tenant-A and tenant-B keys are in, then 6 ("tenant"), then 0 ("alpha").
+    assert_eq!(prefixes[0], (7, 7));
+    assert_eq!(prefixes[79], (7, 7));
+    assert_eq!(prefixes[80], (6, 6));
+    assert_eq!(prefixes[81], (0, 0));
+    // Splits give each half the longest prefix its keys share (up to 7 bytes).
+    let mut right = blank_page(&v, 0);
+    let k = v.leaf_split(&mut leaf, &mut right);
+    let mut inner_right = blank_page(&v, 0);
+    let sep = v.inner_split(&mut inner, &mut inner_right);
+    for (page, lo, hi) in [
+        (&leaf, 0, k),
+        (&right, k, sorted.len()),
+        (&inner, 0, 0),
+        (&inner_right, 0, 0),
+    ] {
+        v.validate(page).unwrap();
+        if hi > lo {
+            let half = &sorted[lo..hi];
+            let shared = half[0]
+                .iter()
+                .zip(&half[half.len() - 1])
+                .take_while(|(a, b)| a == b)
+                .count()
+                .min(7);
+            assert_eq!(prefix_len(page), shared);
+            for q in half.iter().chain(&probes) {
+                assert_eq!(v.leaf_search(page, q), half.binary_search(q), "{q:?}");
+            }
+        }
+    }
+    assert!(prefix_len(&right) == 7 || prefix_len(&leaf) == 7);
+    // The inner halves: separators of the right half all ≥ sep.
+    let right_seps: Vec<&Vec<u8>> = sorted.iter().filter(|s| **s > sep).collect();
+    for q in sorted.iter().chain(&probes) {
+        let child = right_seps.partition_point(|s| s.as_slice() <= q.as_slice());
+        if q.as_slice() >= sep.as_slice() {
+            assert_eq!(v.inner_search(&inner_right, q), child, "{q:?}");
         }
     }
 }
