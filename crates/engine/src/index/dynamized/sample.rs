@@ -126,6 +126,11 @@ impl<S: Shard> SamplingQuery<S> for WeightedRangeSample {
     fn buffer_weight(&self, e: &BufferEntry) -> Option<f64> {
         ((self.lo..=self.hi).contains(&e.key) && e.weight > 0.0).then_some(e.weight)
     }
+    /// In range and of positive weight: an alias table's rounding can hand out a weightless outcome with
+    /// a vanishing probability, which is then drawn again like a dead record.
+    fn accept(&self, rec: &Record) -> bool {
+        (self.lo..=self.hi).contains(&rec.key) && rec.weight > 0.0
+    }
     fn record_weight(&self, rec: &Record) -> f64 {
         rec.weight
     }
@@ -138,6 +143,11 @@ const WIDE_SHADOW: usize = 1024;
 /// Above this many tombstones in a query's range, "is this key tombstoned in a newer shard?" asks the
 /// shards' tombstone Bloom filters instead of the killer table.
 const RANGE_TOMBSTONES: usize = 4096;
+
+/// A weighted query whose candidates number at most this many per sample (and at least
+/// [`MIN_FLAT_SAMPLES`] times this many) draws from one alias table over all of them.
+const FLAT_PER_SAMPLE: usize = 8;
+const MIN_FLAT_SAMPLES: usize = 64;
 
 /// Keys per step of the vectorised range filter over a buffer's keys.
 const KEY_CHUNK: usize = 16;
@@ -286,11 +296,28 @@ impl BufferCandidates {
     }
 }
 
+/// The source and candidate of position `u` in the concatenation of every source's candidates (`ends[s]` =
+/// candidates of sources `0..=s`): a buffer candidate's position, or a shard record index.
+#[inline]
+fn locate(ends: &[u64], intervals: &[(usize, usize)], u: u64) -> (usize, DrawStep) {
+    let src = ends.partition_point(|&e| e <= u);
+    let start = if src == 0 { 0 } else { ends[src - 1] };
+    let offset = (u - start) as usize;
+    if src == 0 {
+        (0, DrawStep::Done(offset))
+    } else {
+        (src, DrawStep::Done(intervals[src - 1].0 + offset))
+    }
+}
+
 /// How a draw picks its source (0 = the buffers, `s ≥ 1` = shard position `s − 1`) and its candidate.
 enum Distribute<'a> {
     /// Unit weights: a uniform candidate of the concatenated intervals; `ends[s]` = candidates of sources
     /// `0..=s`.
     Uniform { ends: Vec<u64> },
+    /// Weighted, with few candidates: one alias table over every candidate of every source (buffer
+    /// candidates first, then each shard's interval), `ends` as for `Uniform`.
+    Flat { alias: AliasTable, ends: Vec<u64> },
     /// An alias table over the sources' weights, then the source's own drawer.
     Weighted {
         alias: AliasTable,
@@ -311,16 +338,11 @@ impl Distribute<'_> {
     ) -> Result<(usize, DrawStep)> {
         match self {
             Distribute::Uniform { ends } => {
-                let total = *ends.last().expect("one end per source");
-                let u = uniform_below(rng, total);
-                let src = ends.partition_point(|&e| e <= u);
-                let start = if src == 0 { 0 } else { ends[src - 1] };
-                let offset = (u - start) as usize;
-                Ok(if src == 0 {
-                    (0, DrawStep::Done(offset))
-                } else {
-                    (src, DrawStep::Done(intervals[src - 1].0 + offset))
-                })
+                let u = uniform_below(rng, *ends.last().expect("one end per source"));
+                Ok(locate(ends, intervals, u))
+            }
+            Distribute::Flat { alias, ends } => {
+                Ok(locate(ends, intervals, alias.sample(rng) as u64))
             }
             Distribute::Weighted { alias, drawers } => {
                 let src = alias.sample(rng);
@@ -431,15 +453,33 @@ impl<S: Shard> Dynamized<S> {
         if weights.iter().all(|&w| w <= 0.0) {
             return Ok(());
         }
-        let distribute = if query.unit_weights() {
-            let mut ends = Vec::with_capacity(weights.len());
-            let mut end = buffers.slots.len() as u64;
+        let mut ends = Vec::with_capacity(weights.len());
+        let mut end = buffers.slots.len() as u64;
+        ends.push(end);
+        for &(a, b) in &intervals {
+            end += b.saturating_sub(a) as u64;
             ends.push(end);
-            for &(a, b) in &intervals {
-                end += b.saturating_sub(a) as u64;
-                ends.push(end);
-            }
+        }
+        let distribute = if query.unit_weights() {
             Distribute::Uniform { ends }
+        } else if end <= (FLAT_PER_SAMPLE * k.max(MIN_FLAT_SAMPLES)) as u64 {
+            // Few candidates for the draws: one alias table over all of them (their weights read in order)
+            // costs less than the shards' tree draws, and each draw then touches one cached column.
+            let mut all = Vec::with_capacity(end as usize);
+            let mut below = 0.0;
+            for &p in &buffers.prefix {
+                all.push(p - below);
+                below = p;
+            }
+            for (slot, &(a, b)) in shards.iter().zip(&intervals) {
+                if b > a {
+                    slot.shard.extend_weights(a, b, &mut all)?;
+                }
+            }
+            Distribute::Flat {
+                alias: AliasTable::new(&all)?,
+                ends,
+            }
         } else {
             let mut drawers = Vec::with_capacity(shards.len());
             for (slot, (&(a, b), &w)) in shards.iter().zip(intervals.iter().zip(&weights[1..])) {

@@ -113,6 +113,13 @@ pub trait Shard: Send + Sync + Sized + 'static {
     fn key_at(&self, i: usize) -> Result<u64>;
     /// Record `i` (`i < len()`).
     fn record_at(&self, i: usize) -> Result<Record>;
+    /// Appends the weights of records `lo..hi` (`hi ≤ len()`) to `out`.
+    fn extend_weights(&self, lo: usize, hi: usize, out: &mut Vec<f64>) -> Result<()> {
+        for i in lo..hi {
+            out.push(self.record_at(i)?.weight);
+        }
+        Ok(())
+    }
     /// Key of tombstone `j` (`j < tombstone_count()`).
     fn tombstone_at(&self, j: usize) -> Result<u64>;
     /// Index of the first record with a key ≥ `key` (`len()` if none).
