@@ -11,7 +11,7 @@ use rand_chacha::ChaCha8Rng;
 
 use super::PmHashIndex;
 use crate::error::{Error, Result};
-use crate::storage::pm::{CrashPlan, MmapRegion, PersistMode, Pm, ShadowPm};
+use crate::storage::pm::{CountingPm, CrashPlan, MmapRegion, PersistMode, Pm, ShadowPm, Traffic};
 
 /// Checks the index against `model` exactly: every model key, every record, no duplicates, `len`, and the
 /// structural invariants.
@@ -324,4 +324,16 @@ pub fn random_damage<I: PmHashIndex<MmapRegion>>(
         }
     }
     (ok, bad)
+}
+
+// ---- Traffic ----
+
+/// Runs `f` and returns its result with the traffic it caused on `pm`, the model drained before and
+/// after (so the counts are complete and start from empty caches).
+pub fn measured<P: Pm, T>(pm: &CountingPm<P>, f: impl FnOnce() -> T) -> (T, Traffic) {
+    pm.drain();
+    let t0 = pm.snapshot();
+    let out = f();
+    pm.drain();
+    (out, pm.snapshot().since(&t0))
 }

@@ -78,6 +78,7 @@
 //! recovery, epoch reclamation of old directories and segments, shrinking.
 
 mod check;
+pub mod eh;
 mod index;
 pub mod layout;
 mod place;

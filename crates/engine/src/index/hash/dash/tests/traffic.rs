@@ -6,7 +6,8 @@ use std::collections::HashMap;
 
 use super::assert_matches;
 use crate::index::hash::dash::{DashConfig, DashIndex};
-use crate::storage::pm::{CountingPm, MmapRegion, PersistMode, Traffic, XPLINE};
+use crate::index::hash::testkit::measured;
+use crate::storage::pm::{CountingPm, MmapRegion, PersistMode, XPLINE};
 
 fn key(i: u64) -> u64 {
     i.wrapping_mul(0x9E37_79B9_7F4A_7C15)
@@ -31,14 +32,6 @@ fn preloaded(
         model.insert(key(i), i);
     }
     (index, model)
-}
-
-fn measured<T>(pm: &CountingPm<MmapRegion>, f: impl FnOnce() -> T) -> (T, Traffic) {
-    pm.drain();
-    let t0 = pm.snapshot();
-    let out = f();
-    pm.drain();
-    (out, pm.snapshot().since(&t0))
 }
 
 #[test]
