@@ -9,9 +9,9 @@ use parking_lot::Mutex;
 
 use super::dir::Dir;
 use super::layout::{
-    BUCKET_BYTES, FP_OFF, Geometry, Header, MAX_DEPTH, Overflow, SB_CLEAN, SB_CRASH_VERSION,
-    SB_HEAP, SB_LEN, SB_ROOT, SLOT_BYTES, SLOT_OFF, SLOTS, SUPER_BYTES, SegmentFormat, dir_span,
-    entry, fingerprint, hash, le,
+    BUCKET_BYTES, FP_OFF, Geometry, Header, MAX_DEPTH, META_BYTES, OFP_OFF, Overflow, SB_CLEAN,
+    SB_CRASH_VERSION, SB_HEAP, SB_LEN, SB_ROOT, SLOT_BYTES, SLOT_OFF, SLOTS, SUPER_BYTES,
+    SegmentFormat, dir_span, entry, fingerprint, hash, le,
 };
 use super::lock::{Locked, backoff, read_stable};
 use super::place::Placed;
@@ -269,39 +269,36 @@ impl<P: Pm> DashIndex<P> {
     pub(super) fn find_locked(&self, seg: u64, h: u64, key: u64) -> Result<Option<(Loc, u64)>> {
         let fp = fingerprint(h);
         let (y, n) = self.pair(h);
-        let mut home_meta = [0u8; super::layout::META_BYTES as usize];
-        for (i, b) in [
-            (y, self.geo.bucket_off(seg, y)),
-            (n, self.geo.bucket_off(seg, n)),
-        ] {
-            let mut meta = [0u8; super::layout::META_BYTES as usize];
+        let probe = |b: u64| -> Result<([u8; META_BYTES as usize], Option<(usize, u64)>)> {
+            let mut meta = [0u8; META_BYTES as usize];
             self.pm.read(b, &mut meta)?;
-            if let Some((slot, v)) = self.match_in(b, &meta, key, fp)? {
-                let loc = Loc {
-                    bucket: b,
-                    slot,
-                    stash: None,
-                };
-                return Ok(Some((loc, v)));
-            }
-            if i == y {
-                home_meta = meta;
-            }
-        }
-        for i in self.stash_candidates(&home_meta, fp) {
+            let hit = self.match_in(b, &meta, key, fp)?;
+            Ok((meta, hit))
+        };
+        let home = self.geo.bucket_off(seg, y);
+        let (home_meta, hit) = probe(home)?;
+        let next = std::iter::once((self.geo.bucket_off(seg, n), None));
+        let stash = self.stash_candidates(&home_meta, fp).into_iter().map(|i| {
             let b = self.geo.bucket_off(seg, self.geo.buckets + i);
-            let mut meta = [0u8; super::layout::META_BYTES as usize];
-            self.pm.read(b, &mut meta)?;
-            if let Some((slot, v)) = self.match_in(b, &meta, key, fp)? {
-                let loc = Loc {
-                    bucket: b,
-                    slot,
-                    stash: Some(i),
-                };
-                return Ok(Some((loc, v)));
+            (b, Some(i))
+        });
+        let mut found = hit.map(|h| (home, None, h));
+        for (bucket, stash) in next.chain(stash) {
+            if found.is_some() {
+                break;
             }
+            found = probe(bucket)?.1.map(|h| (bucket, stash, h));
         }
-        Ok(None)
+        Ok(found.map(|(bucket, stash, (slot, v))| {
+            (
+                Loc {
+                    bucket,
+                    slot,
+                    stash,
+                },
+                v,
+            )
+        }))
     }
 
     /// One optimistic lookup in segment `seg`: `None` when a bucket changed under it (retry).
@@ -460,13 +457,12 @@ impl<P: Pm> DashIndex<P> {
         home: &mut Locked<'_, P>,
         change: impl FnOnce(&mut Overflow, &mut u64),
     ) -> Result<()> {
-        let mut meta = [0u8; super::layout::META_BYTES as usize];
+        let mut meta = [0u8; META_BYTES as usize];
         self.pm.read(home.bucket, &mut meta)?;
         let mut o = Overflow::from_meta(&meta);
         let mut count = home.header().overflow();
         change(&mut o, &mut count);
-        self.pm
-            .write(home.bucket + super::layout::OFP_OFF, &o.bytes())?;
+        self.pm.write(home.bucket + OFP_OFF, &o.bytes())?;
         let hdr = home.header().with_overflow(count);
         home.set(hdr)
     }
