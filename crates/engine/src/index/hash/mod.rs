@@ -85,12 +85,16 @@ pub mod api;
 pub mod bucket;
 mod check;
 pub mod dash;
+mod db_index;
+pub mod family;
 mod format;
 mod index;
 pub mod layout;
+mod ledger;
 pub mod log;
 mod rebuild;
 mod recover;
+mod region;
 
 #[cfg(test)]
 pub(crate) mod testkit;
