@@ -205,11 +205,11 @@ impl Inner {
         let total = region.header().total;
         if need > total {
             return Err(Error::ResourceExhausted(format!(
-                "the hash region {} ({total} bytes, option region_bytes) has no room for the tables {} more \
-                 records may need ({need} bytes): the index holds {} records in {capacity} slots; create the \
-                 database with a larger region_bytes",
+                "the hash region {} is full: a batch of {puts} puts may need tables up to byte {need}, past \
+                 its {total} bytes (option region_bytes; the index holds {} records in {capacity} slots, and \
+                 rebuilding a table needs room for a second one); create the database with a larger \
+                 region_bytes, about 128 bytes per key",
                 region.path().display(),
-                puts,
                 self.index.len()
             )));
         }
@@ -262,7 +262,7 @@ impl HashDbIndex {
             },
             ctx.stats.clone(),
         );
-        db.reserve(0)?;
+        db.reserve_ahead()?;
         Ok(db)
     }
 
@@ -335,7 +335,7 @@ impl HashDbIndex {
             ));
         }
         let db = HashDbIndex::new(region, inner, ctx.stats.clone());
-        db.reserve(0)?;
+        db.reserve_ahead()?;
         Ok(db)
     }
 
@@ -368,6 +368,17 @@ impl HashDbIndex {
     fn reserve(&self, puts: u64) -> Result<()> {
         let end = self.inner.read().room_for(&self.region, puts)?;
         self.region.reserve(end)
+    }
+
+    /// Allocates what the next write may need, or the whole region when it is full (the next write is then
+    /// refused; opening is not).
+    fn reserve_ahead(&self) -> Result<()> {
+        let room = self.inner.read().room_for(&self.region, 0);
+        match room {
+            Ok(end) => self.region.reserve(end),
+            Err(Error::ResourceExhausted(_)) => self.region.reserve(self.region.header().total),
+            Err(e) => Err(e),
+        }
     }
 
     fn err(&self, e: Error) -> Error {
