@@ -19,9 +19,9 @@
 //!   and slots' checksums, the index's own checks (offsets reported plus the 4 KiB header), and the digest.
 //!
 //! ## Concurrency
-//! One reader-writer lock: lookups share it, a batch (with any table rebuild it triggers), a checkpoint
-//! and a check hold it exclusively, so readers see all of a batch or none of it. The shell serialises
-//! writers anyway.
+//! One reader-writer lock: lookups, `len`, `stats` and `check` share it; a batch (with any table rebuild it
+//! triggers) and a checkpoint hold it exclusively, so readers see all of a batch or none of it. The shell
+//! serialises writers anyway.
 //!
 //! Cost: a lookup is the index's (DRAM fingerprints, at most about one PM read) plus the lock; a batch adds
 //! one lookup per operation (the digest needs the old value) and one ledger persist; opening is O(records)
@@ -33,10 +33,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use parking_lot::{RwLock, RwLockReadGuard};
 
+use super::batch::{Inner, Step, decode, key_of};
 use super::family::{HashOptions, Persist};
-use super::layout::{MAX_LOG2_BUCKETS, SB_ROOT, SLOTS, Table};
-use super::ledger::{BatchFile, Ledger, Op, SLOT_OFFSETS, State, batch_path};
-use super::region::{CoreView, HEADER_BYTES, RegionFile, on_memory_fs};
+use super::header::{HEADER_BYTES, Header};
+use super::ledger::{BatchFile, Ledger, SLOT_OFFSETS, batch_path};
+use super::region::{RegionFile, on_memory_fs};
 use super::{HashConfig, HashIndex};
 use crate::error::{Error, Result};
 use crate::files::HASH_REGION;
@@ -44,7 +45,6 @@ use crate::index::family::IndexContext;
 use crate::index::{
     CheckReport, Direction, IndexStats, KeyRange, OrderedIndex, RecordVisitor, WriteOp,
 };
-use crate::storage::pm::Pm;
 use crate::storage::{FileMapping, IoSnapshot, IoStats, OpenOptions};
 
 /// The error of every ordered operation.
@@ -58,19 +58,6 @@ pub struct HashDbIndex {
     /// A write failed after it started changing the region: refuse everything until reopened.
     broken: AtomicBool,
     stats: Arc<IoStats>,
-}
-
-struct Inner {
-    index: HashIndex<CoreView>,
-    ledger: Ledger,
-    batch: BatchFile,
-}
-
-/// One operation with the value it replaces.
-struct Step {
-    key: u64,
-    new: Option<u64>,
-    old: Option<u64>,
 }
 
 impl std::fmt::Debug for HashDbIndex {
@@ -110,110 +97,6 @@ fn recovering(e: Error, path: &Path) -> Error {
             Error::corruption(path, 0, format!("the hash index cannot be recovered: {m}"))
         }
         e => e,
-    }
-}
-
-fn key_of(bytes: &[u8]) -> Result<u64> {
-    <[u8; 8]>::try_from(bytes)
-        .map(u64::from_be_bytes)
-        .map_err(|_| {
-            Error::invalid(format!(
-                "a hash index key is a u64 (8 bytes), got {} bytes",
-                bytes.len()
-            ))
-        })
-}
-
-/// The batch as (key, new value) pairs; merges and weights are refused.
-fn decode(ops: &[WriteOp]) -> Result<Vec<Op>> {
-    ops.iter()
-        .map(|op| match op {
-            WriteOp::Put { key, value } => Ok((key_of(key)?, Some(key_of(value)?))),
-            WriteOp::Delete { key } => Ok((key_of(key)?, None)),
-            WriteOp::PutWeighted { .. } => Err(Error::invalid("the hash index has no weights")),
-            WriteOp::Merge { .. } => Err(Error::invalid("the hash index has no merge operator")),
-        })
-        .collect()
-}
-
-impl Inner {
-    /// Records and digest of what the index holds (one pass over every live record).
-    fn scan_state(&self, nonce: u64) -> Result<State> {
-        let mut s = State::default();
-        self.index
-            .for_each(|k, v| s = s.step(nonce, k, None, Some(v)))?;
-        Ok(s)
-    }
-
-    /// Each operation with the value it replaces (earlier operations of the batch included), and the state
-    /// after the batch.
-    fn plan(&self, ops: &[Op]) -> Result<(Vec<Step>, State)> {
-        let nonce = self.ledger.nonce();
-        let mut state = self.ledger.slot.after;
-        let mut pending: std::collections::HashMap<u64, Option<u64>> =
-            std::collections::HashMap::new();
-        let mut steps = Vec::with_capacity(ops.len());
-        for &(key, new) in ops {
-            let old = match pending.get(&key) {
-                Some(&v) => v,
-                None => self.index.get(key)?,
-            };
-            if ops.len() > 1 {
-                pending.insert(key, new);
-            }
-            state = state.step(nonce, key, old, new);
-            steps.push(Step { key, new, old });
-        }
-        Ok((steps, state))
-    }
-
-    /// Applies steps whose value changes (a put of the same value or a delete of an absent key is nothing).
-    fn apply_steps(&mut self, steps: &[Step]) -> Result<()> {
-        for s in steps.iter().filter(|s| s.new != s.old) {
-            match s.new {
-                Some(v) => self.index.insert(s.key, v)?,
-                None => {
-                    self.index.remove(s.key)?;
-                }
-            }
-        }
-        Ok(())
-    }
-
-    /// The file offset up to which the region must be allocated for a batch of `puts` puts: the current
-    /// table, a rebuild of it at the same size placed after it, and — if the load could pass one half (a
-    /// compaction then doubles) — every doubling the puts may need. `ResourceExhausted` past the region.
-    fn room_for(&self, region: &RegionFile, puts: u64) -> Result<u64> {
-        let capacity = self.index.capacity();
-        let log2 = u64::from((capacity / SLOTS as u64).trailing_zeros());
-        let root = self.index.pm().load_u64_atomic(SB_ROOT)?;
-        let end = root + Table::bytes(log2);
-        let records = self.index.len() + puts;
-        let mut worst = end + Table::bytes(log2);
-        if records * 2 > capacity {
-            let (mut l, mut at) = (log2, end);
-            while l < MAX_LOG2_BUCKETS {
-                l += 1;
-                at += Table::bytes(l);
-                if records * 8 <= (7 * SLOTS as u64) << l {
-                    break;
-                }
-            }
-            worst = worst.max(at);
-        }
-        let need = HEADER_BYTES + worst;
-        let total = region.header().total;
-        if need > total {
-            return Err(Error::ResourceExhausted(format!(
-                "the hash region {} is full: a batch of {puts} puts may need tables up to byte {need}, past \
-                 its {total} bytes (option region_bytes; the index holds {} records in {capacity} slots, and \
-                 rebuilding a table needs room for a second one); create the database with a larger \
-                 region_bytes, about 128 bytes per key",
-                region.path().display(),
-                self.index.len()
-            )));
-        }
-        Ok(need)
     }
 }
 
@@ -495,7 +378,7 @@ impl OrderedIndex for HashDbIndex {
         let path = self.region.path();
         let mut head = [0u8; 64];
         self.region.read(0, &mut head)?;
-        let header = super::region::Header::decode(&head, path)?;
+        let header = Header::decode(&head, path)?;
         if header != self.region.header() {
             return Err(Error::corruption(
                 path,

@@ -6,8 +6,8 @@
 use serde::{Deserialize, Deserializer, Serialize};
 
 use super::db_index::HashDbIndex;
+use super::header::{HEADER_BYTES, MAX_REGION_BYTES};
 use super::layout::{Geometry, MAX_LOG_LINES, MAX_LOG2_BUCKETS, MIN_LOG_LINES, Table};
-use super::region::{HEADER_BYTES, MAX_REGION_BYTES};
 use crate::error::{Error, Result};
 use crate::index::OrderedIndex;
 use crate::index::family::{Capabilities, IndexContext, IndexFamily};

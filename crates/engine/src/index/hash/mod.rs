@@ -82,12 +82,15 @@
 //! shrinking, the Dash / CCEH baselines.
 
 pub mod api;
+mod batch;
 pub mod bucket;
 mod check;
+mod core_view;
 pub mod dash;
 mod db_index;
 pub mod family;
 mod format;
+mod header;
 mod index;
 pub mod layout;
 mod ledger;

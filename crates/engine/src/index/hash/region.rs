@@ -4,9 +4,18 @@
 //! ## File
 //! `[0, 4096)` the family's page ([`Header`] at 0, the ledger's two slots at 1024 and 1152, see `ledger`),
 //! then `[4096, total)` the ElimDA-style index's region ([`CoreView`] shows it to the index at offset 0, so
-//! its 256 B XPLines and 4 KiB buckets stay aligned in the file). `total` is fixed at creation
-//! (`-o region_bytes`) and recorded in the header; it is a *virtual* size: the file is sparse and pages are
-//! allocated as tables are written (see [`RegionFile::reserve`]).
+//! its 256 B XPLines and 4 KiB buckets stay aligned in the file).
+//!
+//! ## Size and growth
+//! The index records its region's length in its superblock and places every table by offset inside it, so
+//! the region never moves or grows; it is **reserved virtually** instead. `total` is fixed at creation
+//! (`-o region_bytes`, 4 GiB by default) and recorded in the header; the file is sparse and mapped whole,
+//! which costs address space only, and blocks are allocated (`fallocate`) just ahead of what the next batch
+//! may write ([`RegionFile::reserve`]; `batch` computes how far). A doubling writes the new table into
+//! untouched space after the old one, whose blocks stay allocated until a later table fits below; so the
+//! allocated part is about twice the current table, and a region holds about `total / 128` keys. A batch that
+//! could need a table past `total` is refused (`ResourceExhausted`) before anything is logged. Remapping or a
+//! chain of regions would need the index to move or split its tables; a virtual reservation does not.
 //!
 //! ## Backings ([`FileMapping`] of the Vfs)
 //! * **Shared mapping** (real files): stores land in the OS page cache at once, so every store survives the
@@ -32,94 +41,17 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::Mutex;
-use xxhash_rust::xxh3::xxh3_64;
 
+use super::core_view::CoreView;
 use super::family::Persist;
-use super::format::le;
+use super::header::{HEADER_BYTES, Header};
 use crate::error::{Error, Result};
-use crate::storage::pm::{CACHE_LINE, MmapRegion, PersistMode, Pm, check_range};
+use crate::storage::pm::{CACHE_LINE, MmapRegion, Pm};
 use crate::storage::vfs::read_exact_at;
 use crate::storage::{FileKind, FileMapping, IoStats, OpenOptions, Vfs, VfsFile};
 
-/// Bytes of the family's page in front of the index's region.
-pub const HEADER_BYTES: u64 = 4096;
-/// Largest region: 64 TiB.
-pub const MAX_REGION_BYTES: u64 = 1 << 46;
-const MAGIC: u64 = u64::from_le_bytes(*b"STRHFAM1");
-const VERSION: u64 = 1;
-/// Bytes covered by the header checksum (stored right after them).
-const HEADER_CHECKED: usize = 56;
 /// Bytes read per step when an image is loaded from its file.
 const LOAD_STEP: usize = 1 << 20;
-
-/// The immutable header at offset 0 of `hash.pm`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Header {
-    /// Bytes of the whole file (header page + index region).
-    pub total: u64,
-    /// Random at creation: seeds the ledger's checksums and digest.
-    pub nonce: u64,
-}
-
-impl Header {
-    fn encode(&self) -> [u8; 64] {
-        let mut b = [0u8; 64];
-        for (i, w) in [
-            MAGIC,
-            VERSION,
-            HEADER_BYTES,
-            self.total - HEADER_BYTES,
-            self.nonce,
-        ]
-        .into_iter()
-        .enumerate()
-        {
-            b[i * 8..i * 8 + 8].copy_from_slice(&w.to_le_bytes());
-        }
-        let check = xxh3_64(&b[..HEADER_CHECKED]);
-        b[HEADER_CHECKED..].copy_from_slice(&check.to_le_bytes());
-        b
-    }
-
-    /// Decodes the first bytes of `path`; damage is `Corruption` naming the file.
-    pub fn decode(b: &[u8], path: &Path) -> Result<Header> {
-        let bad = |at: u64, what: String| {
-            Error::corruption(path, at, format!("hash region header: {what}"))
-        };
-        if b.len() < 64 {
-            return Err(bad(
-                0,
-                format!("the file holds {} bytes, not even a header", b.len()),
-            ));
-        }
-        if le(b) != MAGIC {
-            return Err(bad(0, "bad magic (not a hash region)".into()));
-        }
-        if le(&b[HEADER_CHECKED..]) != xxh3_64(&b[..HEADER_CHECKED]) {
-            return Err(bad(HEADER_CHECKED as u64, "checksum mismatch".into()));
-        }
-        let word = |i: usize| le(&b[i * 8..]);
-        if word(1) != VERSION {
-            return Err(Error::Incompatible(format!(
-                "{} is a hash region of version {}, this build reads version {VERSION}",
-                path.display(),
-                word(1)
-            )));
-        }
-        let core = word(3);
-        if word(2) != HEADER_BYTES
-            || core == 0
-            || !core.is_multiple_of(HEADER_BYTES)
-            || core > MAX_REGION_BYTES - HEADER_BYTES
-        {
-            return Err(bad(16, format!("region at {} of {core} bytes", word(2))));
-        }
-        Ok(Header {
-            total: HEADER_BYTES + core,
-            nonce: word(4),
-        })
-    }
-}
 
 /// How the region's bytes are reached (module docs).
 enum Backing {
@@ -332,7 +264,7 @@ impl RegionFile {
 
     /// The index's view of its region.
     pub fn core_view(self: &Arc<Self>) -> CoreView {
-        CoreView(self.clone())
+        CoreView::new(self.clone())
     }
 
     /// What backs the region, in words (for statistics).
@@ -344,7 +276,8 @@ impl RegionFile {
         }
     }
 
-    fn map(&self) -> &MmapRegion {
+    /// The mapping (shared, private or the image) every access goes to.
+    pub fn map(&self) -> &MmapRegion {
         match &self.backing {
             Backing::Shared { map, .. } | Backing::Private { map } | Backing::Image { map, .. } => {
                 map
@@ -353,7 +286,7 @@ impl RegionFile {
     }
 
     /// Records `[off, off + len)` as stored since the last fence (image backing).
-    fn touched(&self, off: u64, len: u64) {
+    pub fn touched(&self, off: u64, len: u64) {
         if let Backing::Image { dirty, .. } = &self.backing {
             dirty.lock().push((off, off + len));
         }
@@ -384,11 +317,18 @@ impl RegionFile {
         Ok(())
     }
 
+    /// Cache-line write-back of `[off, off + len)` where it is the persist mechanism (ADR on a mapping);
+    /// msync mode and images make stores durable at the fence.
+    pub fn flush_lines(&self, off: u64, len: u64) -> Result<()> {
+        match (&self.backing, self.persist) {
+            (Backing::Shared { map, .. }, Persist::Adr) => map.flush(off, len),
+            _ => Ok(()),
+        }
+    }
+
     /// Makes `[off, off + len)` durable and ordered before later stores: a flush under ADR, then a fence.
     pub fn persist(&self, off: u64, len: u64) -> Result<()> {
-        if self.persist == Persist::Adr {
-            self.map().flush(off, len)?;
-        }
+        self.flush_lines(off, len)?;
         self.fence();
         Ok(())
     }
@@ -522,83 +462,4 @@ fn write_back(
         stats.record_write(FileKind::Pages, buf.len());
     }
     Ok(())
-}
-
-/// The index's region inside `hash.pm`: offset 0 here is byte [`HEADER_BYTES`] of the file. Every access is
-/// checked against the region (so the index never reaches the family's page) and passed to the file.
-#[derive(Debug, Clone)]
-pub struct CoreView(Arc<RegionFile>);
-
-impl CoreView {
-    fn at(&self, off: u64, len: u64) -> Result<u64> {
-        check_range(self.len(), off, len)?;
-        Ok(HEADER_BYTES + off)
-    }
-}
-
-impl Pm for CoreView {
-    fn len(&self) -> u64 {
-        self.0.header.total - HEADER_BYTES
-    }
-
-    fn mode(&self) -> PersistMode {
-        self.0.persist.pm_mode()
-    }
-
-    fn read(&self, off: u64, buf: &mut [u8]) -> Result<()> {
-        let at = self.at(off, buf.len() as u64)?;
-        self.0.map().read(at, buf)
-    }
-
-    fn write(&self, off: u64, data: &[u8]) -> Result<()> {
-        let at = self.at(off, data.len() as u64)?;
-        self.0.write(at, data)
-    }
-
-    fn load_u64_atomic(&self, off: u64) -> Result<u64> {
-        let at = self.at(off, 8)?;
-        self.0.map().load_u64_atomic(at)
-    }
-
-    fn store_u64_atomic(&self, off: u64, value: u64) -> Result<()> {
-        let at = self.at(off, 8)?;
-        self.0.map().store_u64_atomic(at, value)?;
-        self.0.touched(at, 8);
-        Ok(())
-    }
-
-    fn compare_exchange_u64(
-        &self,
-        off: u64,
-        current: u64,
-        new: u64,
-    ) -> Result<std::result::Result<u64, u64>> {
-        let at = self.at(off, 8)?;
-        let r = self.0.map().compare_exchange_u64(at, current, new)?;
-        if r.is_ok() {
-            self.0.touched(at, 8);
-        }
-        Ok(r)
-    }
-
-    /// Cache-line write-back only where it is the persist mechanism (ADR on a mapping); msync mode and
-    /// images make stores durable at the fence.
-    fn flush(&self, off: u64, len: u64) -> Result<()> {
-        let at = self.at(off, len)?;
-        match (&self.0.backing, self.0.persist) {
-            (Backing::Shared { map, .. }, Persist::Adr) => map.flush(at, len),
-            _ => Ok(()),
-        }
-    }
-
-    fn fence(&self) {
-        self.0.fence();
-    }
-
-    fn write_nt(&self, off: u64, data: &[u8]) -> Result<()> {
-        let at = self.at(off, data.len() as u64)?;
-        self.0.map().write_nt(at, data)?;
-        self.0.touched(at, data.len() as u64);
-        Ok(())
-    }
 }
