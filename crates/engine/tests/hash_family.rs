@@ -32,7 +32,8 @@ fn is_no_key_order(e: &Error) -> bool {
     matches!(e, Error::InvalidArgument(m) if m.contains("the hash index has no key order"))
 }
 
-/// Writer: batch i puts keys A and B to i (in that order) and key 1000 + i, then publishes i. Readers: B read
+/// Writer: batch i puts keys A and B to i (in that order) and key 1000 + i, then publishes i; a second writer
+/// puts and deletes keys of its own meanwhile. Readers: B read
 /// after A is never older than A (a batch is seen whole, or a reader would catch B still at i - 1 after A
 /// at i), every published key is there with its value, and `len` never shrinks. The first table has one
 /// bucket, so the run crosses many doublings (rebuilds under the writer's lock).
@@ -41,6 +42,7 @@ fn lookups_from_many_threads_beside_a_writer() {
     const A: u64 = 1;
     const B: u64 = 2;
     const WRITES: u64 = 30_000;
+    const OTHER: u64 = 1 << 40;
     let tmp = memory_tempdir();
     let options = HashOptions {
         persist: PersistChoice::Eadr,
@@ -94,6 +96,18 @@ fn lookups_from_many_threads_beside_a_writer() {
             })
         })
         .collect();
+    // A second writer: its puts and deletes interleave with the batches (the shell serialises them).
+    let other = {
+        let db = db.clone();
+        std::thread::spawn(move || {
+            for k in 0..WRITES {
+                db.insert(&(OTHER + k), &k).unwrap();
+                if k % 4 == 3 {
+                    db.delete(&(OTHER + k - 1)).unwrap();
+                }
+            }
+        })
+    };
     for i in 1..=WRITES {
         let mut batch = Batch::new();
         batch
@@ -103,10 +117,19 @@ fn lookups_from_many_threads_beside_a_writer() {
         db.write(batch).unwrap();
         published.store(i, Ordering::Release);
     }
+    other.join().unwrap();
     done.store(true, Ordering::Release);
     let checks: u64 = readers.into_iter().map(|r| r.join().unwrap()).sum();
     assert!(checks > 0);
-    assert_eq!(db.len(), WRITES + 2);
+    assert_eq!(db.len(), WRITES + 2 + WRITES - WRITES / 4);
+    for k in 0..WRITES {
+        let want = (k % 4 != 2).then_some(k);
+        assert_eq!(
+            db.get(&(OTHER + k)).unwrap(),
+            want,
+            "second writer's key {k}"
+        );
+    }
     let stats = db.raw().stats().unwrap();
     let grows = stats.family["hash"]["counters"]["grows"].as_u64().unwrap();
     assert!(grows >= 8, "only {grows} doublings");
@@ -207,4 +230,72 @@ fn auto_persistence_follows_the_file_system() {
         let want = if memory_fs(&tmp) { "eadr" } else { "msync" };
         assert_eq!(on(&tmp), want, "{}", tmp.path().display());
     }
+}
+
+/// A region behind its WAL (eADR on the in-memory file system: a power loss keeps the region as of its last
+/// checkpoint and the synced WAL records after it): a read-only handle replays them in memory — into its
+/// copy of the region — and writes nothing; a read-write open replays them for good.
+#[test]
+fn a_read_only_handle_replays_into_its_own_copy() {
+    use strata::vfs::{MemVfs, Vfs};
+    let mem = Arc::new(MemVfs::new());
+    let options = || Options {
+        vfs: mem.clone() as Arc<dyn Vfs>,
+        ..Options::default()
+    };
+    let config = Config {
+        durability: Durability::Sync,
+        ..hash_config(HashOptions {
+            persist: PersistChoice::Eadr,
+            ..HashOptions::default()
+        })
+    };
+    let db = Db::<u64, u64>::create("/db", &config, &options()).unwrap();
+    for k in 0..100u64 {
+        db.insert(&k, &(k + 1)).unwrap();
+    }
+    db.checkpoint().unwrap();
+    let mut batch = Batch::new();
+    for k in 50..150u64 {
+        batch.insert(&k, &(k * 7));
+    }
+    batch.delete(&3);
+    db.write(batch).unwrap();
+    db.insert(&1000, &1).unwrap();
+    std::mem::forget(db);
+    mem.crash();
+    let files = |mem: &MemVfs| -> Vec<(std::path::PathBuf, Vec<u8>)> {
+        let mut v: Vec<_> = mem
+            .file_paths()
+            .into_iter()
+            .map(|p| {
+                let b = mem.file_bytes(&p).unwrap();
+                (p, b)
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    let before = files(&mem);
+    let expect = |db: &Db<u64, u64>| {
+        assert_eq!(db.len(), 150);
+        assert_eq!(db.get(&3).unwrap(), None);
+        assert_eq!(db.get(&10).unwrap(), Some(11));
+        assert_eq!(db.get(&60).unwrap(), Some(420));
+        assert_eq!(db.get(&149).unwrap(), Some(1043));
+        assert_eq!(db.get(&1000).unwrap(), Some(1));
+        db.raw().check().unwrap();
+    };
+    let ro = Db::<u64, u64>::open_read_only("/db", &options()).unwrap();
+    assert_eq!(ro.raw().recovery().replayed_records, 2);
+    expect(&ro);
+    drop(ro);
+    assert!(before == files(&mem), "a read-only handle changed a file");
+    let rw = Db::<u64, u64>::open("/db", &options()).unwrap();
+    assert_eq!(rw.raw().recovery().replayed_records, 2);
+    expect(&rw);
+    rw.close().unwrap();
+    let again = Db::<u64, u64>::open("/db", &options()).unwrap();
+    assert_eq!(again.raw().recovery().replayed_records, 0);
+    expect(&again);
 }
