@@ -299,3 +299,23 @@ fn a_read_only_handle_replays_into_its_own_copy() {
     assert_eq!(again.raw().recovery().replayed_records, 0);
     expect(&again);
 }
+
+/// A creation a crash cut short leaves `hash.pm` without a manifest (not a database): creating again there
+/// replaces it.
+#[test]
+fn create_replaces_a_region_left_without_a_manifest() {
+    let tmp = memory_tempdir();
+    let dir = tmp.path().join("db");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("hash.pm"), vec![0xA5u8; 8192]).unwrap();
+    let db = Db::<u64, u64>::create(
+        &dir,
+        &hash_config(HashOptions::default()),
+        &Options::default(),
+    )
+    .unwrap();
+    db.insert(&1, &2).unwrap();
+    db.close().unwrap();
+    let db = Db::<u64, u64>::open(&dir, &Options::default()).unwrap();
+    assert_eq!(db.get(&1).unwrap(), Some(2));
+}

@@ -61,12 +61,13 @@ impl State {
     /// The state after `key` went from `old` to `new`.
     pub fn step(self, nonce: u64, key: u64, old: Option<u64>, new: Option<u64>) -> State {
         let mut s = self;
+        // Wrapping: the counts come from the region, and a damaged one must give a mismatch, not a panic.
         if let Some(o) = old {
-            s.records -= 1;
+            s.records = s.records.wrapping_sub(1);
             s.digest = s.digest.wrapping_sub(term(nonce, key, o));
         }
         if let Some(n) = new {
-            s.records += 1;
+            s.records = s.records.wrapping_add(1);
             s.digest = s.digest.wrapping_add(term(nonce, key, n));
         }
         s

@@ -103,7 +103,8 @@ pub fn on_memory_fs(dir: &Path) -> bool {
 }
 
 impl RegionFile {
-    /// Creates `path` (which must not exist) as a region of `total` bytes with a fresh header (persisted).
+    /// Creates `path` (replacing a file there: the shell creates only where no database is) as a region of
+    /// `total` bytes with a fresh header (persisted).
     pub fn create(
         vfs: &Arc<dyn Vfs>,
         path: &Path,
@@ -114,6 +115,13 @@ impl RegionFile {
         let mode = persist.pm_mode();
         let backing = match vfs.mapping(path) {
             FileMapping::Shared => {
+                // A region left by a creation a crash cut short (no manifest, so no database) is replaced.
+                match std::fs::remove_file(path) {
+                    Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                        return Err(Error::io(path, e));
+                    }
+                    _ => {}
+                }
                 let map = MmapRegion::create(path, total, mode)?;
                 let file = std::fs::OpenOptions::new()
                     .read(true)
@@ -129,11 +137,9 @@ impl RegionFile {
                 )));
             }
             FileMapping::Unavailable => {
-                if vfs.exists(path) {
-                    return Err(Error::invalid(format!("{} already exists", path.display())));
-                }
                 let create = OpenOptions {
                     create: true,
+                    truncate: true,
                     ..OpenOptions::default()
                 };
                 Backing::Image {
