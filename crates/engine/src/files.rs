@@ -9,6 +9,8 @@
 //! | `wal-NNNNNNNNNNNNNNNN.log` | write-ahead log number N |
 //! | `DYNSTATE` | the dynamized family's checkpoint (sealed) |
 //! | `shard-NNNNNNNNNNNNNNNN.dat` | an immutable shard of the dynamized family |
+//! | `hash.pm` | the hash family's persistent-memory region (mapped) |
+//! | `hash.batch` | the hash family's bodies of multi-operation batches |
 //! | `NAME.tmp` | a sealed file being replaced |
 
 /// The directory's lock.
@@ -19,6 +21,11 @@ pub const MANIFEST: &str = "MANIFEST";
 pub const PAGE_FILE: &str = "data.pages";
 /// The dynamized family's state file.
 pub const DYN_STATE: &str = "DYNSTATE";
+
+/// The hash family's persistent-memory region.
+pub const HASH_REGION: &str = "hash.pm";
+/// The hash family's batch bodies.
+pub const HASH_BATCH: &str = "hash.batch";
 
 /// A 16-digit numbered name `prefix` + number + `suffix`.
 fn numbered(prefix: &str, n: u64, suffix: &str) -> String {
@@ -58,6 +65,8 @@ pub fn parse_shard_file_name(name: &str) -> Option<u64> {
 pub fn is_database_file(name: &str) -> bool {
     name == PAGE_FILE
         || name == DYN_STATE
+        || name == HASH_REGION
+        || name == HASH_BATCH
         || parse_wal_name(name).is_some()
         || parse_shard_file_name(name).is_some()
 }

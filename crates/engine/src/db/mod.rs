@@ -340,6 +340,24 @@ impl RawDb {
         Ok(self.get_into(key, &mut out)?.then_some(out))
     }
 
+    /// `InvalidArgument` for an index without key order (a hash index): scans, ranges, range counts and
+    /// samples need one.
+    fn check_ordered(&self) -> Result<()> {
+        if self.capabilities().ordered {
+            return Ok(());
+        }
+        let ordered: Vec<&str> = IndexKind::ALL
+            .iter()
+            .filter(|k| k.default_config().capabilities().ordered)
+            .map(|k| k.name())
+            .collect();
+        Err(Error::invalid(format!(
+            "the {} index has no key order: scans, ranges, counts and samples need an ordered index ({})",
+            self.inner.manifest.index.kind().name(),
+            ordered.join(", ")
+        )))
+    }
+
     /// Appends up to `max` records of `range` in `dir` order to `out`.
     pub fn scan_into(
         &self,
@@ -349,6 +367,7 @@ impl RawDb {
         out: &mut Vec<(Vec<u8>, Vec<u8>)>,
     ) -> Result<()> {
         self.check_poison()?;
+        self.check_ordered()?;
         self.inner.index.scan(range, dir, max, out)
     }
 
@@ -363,6 +382,7 @@ impl RawDb {
         visit: &mut crate::index::RecordVisitor<'_>,
     ) -> Result<usize> {
         self.check_poison()?;
+        self.check_ordered()?;
         self.inner.index.scan_visit(range, dir, max, visit)
     }
 
@@ -395,6 +415,7 @@ impl RawDb {
     /// Number of live records in `range`.
     pub fn count_range(&self, range: &KeyRange) -> Result<u64> {
         self.check_poison()?;
+        self.check_ordered()?;
         match self.inner.index.as_sampling() {
             Some(s) => s.count_range(range),
             // Families without counts (the Bε-tree) count with a scan: O(records in the range).
@@ -433,6 +454,7 @@ impl RawDb {
         visit: &mut crate::index::SampleVisitor<'_>,
     ) -> Result<()> {
         self.check_poison()?;
+        self.check_ordered()?;
         if k > MAX_SAMPLES_PER_CALL {
             return Err(Error::invalid(format!(
                 "{k} samples requested; at most {MAX_SAMPLES_PER_CALL} per call (draw in several calls)"

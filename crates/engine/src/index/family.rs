@@ -39,6 +39,9 @@ pub struct Capabilities {
     pub bulk_load: bool,
     /// `len()` and the statistics are cheap (no scan of the records).
     pub cheap_len: bool,
+    /// Keys have an order: scans, ranges, range counts and samples. Without it (a hash index) only point
+    /// operations work and the ordered ones are `InvalidArgument`.
+    pub ordered: bool,
 }
 
 /// Everything a family needs to create or open its index in a database directory.
@@ -245,6 +248,8 @@ families! {
     Dynamized => crate::index::dynamized::family::DynamizedFamily;
     /// Bε-tree (`index::betree`): write-optimized, larger than memory, merges.
     BeTree => crate::index::betree::family::BeTreeFamily;
+    /// ElimDA-style persistent-memory hash index (`index::hash`): u64 keys and values, no key order.
+    Hash => crate::index::hash::family::HashFamily;
 }
 
 #[cfg(test)]

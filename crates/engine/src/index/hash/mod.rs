@@ -85,16 +85,23 @@
 
 #[macro_use]
 pub mod api;
+mod batch;
 pub mod bucket;
 pub mod cceh;
 mod check;
+mod core_view;
 pub mod dash;
+mod db_index;
+pub mod family;
 mod format;
+mod header;
 mod index;
 pub mod layout;
+mod ledger;
 pub mod log;
 mod rebuild;
 mod recover;
+mod region;
 
 #[cfg(test)]
 pub(crate) mod testkit;
