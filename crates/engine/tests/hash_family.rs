@@ -90,7 +90,10 @@ fn lookups_from_many_threads_beside_a_writer() {
                     // published (A, B and one key each).
                     let len = db.len();
                     if p > 0 {
-                        assert!(len >= p + 2, "len {len} below the {p} published batches' keys");
+                        assert!(
+                            len >= p + 2,
+                            "len {len} below the {p} published batches' keys"
+                        );
                     }
                     checks += 1;
                 }
@@ -173,13 +176,14 @@ fn every_ordered_operation_is_a_typed_error() {
 fn a_full_region_refuses_the_batch_and_keeps_serving() {
     let tmp = memory_tempdir();
     let dir = tmp.path().join("db");
-    // Header page, superblock, an 8-line log, then room for tables of 16 and 32 buckets.
-    let options = HashOptions {
-        region_bytes: 4096 + 4096 + 4096 + 69_632 + 135_168,
+    // Header page, superblock, then room for generations of 16 and 32 buckets (with their logs and pools).
+    let mut options = HashOptions {
+        region_bytes: 0,
         persist: PersistChoice::Eadr,
         log_lines: 8,
         initial_buckets: 16,
     };
+    options.region_bytes = 4096 + 4096 + options.generation_bytes(4) + options.generation_bytes(5);
     let config = hash_config(options);
     let db = Db::<u64, u64>::create(&dir, &config, &Options::default()).unwrap();
     let mut acked = 0u64;
