@@ -5,17 +5,35 @@
 //! uniform index and one uniform real: O(1). P(i) = w_i / Σw exactly, up to floating-point rounding in the
 //! column probabilities.
 //!
-//! Invariants: `prob.len() == alias.len() == n ≥ 1`; every `prob[c] ∈ [0, 1]`; `alias[c] < n`.
-//! Cost: build O(n) time and 16 bytes per outcome; draw O(1).
+//! A column's probability and alias sit side by side ([`AliasColumn`], 16 bytes), so a draw reads one cache
+//! line. A caller doing many draws can split one into [`pick_column`](AliasTable::pick_column) (random words
+//! only), [`prefetch`](AliasTable::prefetch) and [`resolve`](AliasTable::resolve), and overlap the cache
+//! misses of many draws.
+//!
+//! Invariants: `columns.len() == n ≥ 1`; every column's `prob ∈ [0, 1]` and `alias < n`.
+//! Cost: build O(n) time and 16 bytes per outcome; draw O(1), one cache line.
 
 use crate::error::{Error, Result};
 use rand::Rng;
 
+/// One column: its own outcome's probability and the outcome that fills the rest.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct AliasColumn {
+    pub prob: f64,
+    pub alias: u32,
+}
+
+/// A column and the coin that decides between its outcome and its alias: the random part of one draw.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct ColumnPick {
+    pub column: usize,
+    pub coin: f64,
+}
+
 /// An alias table over outcomes `0..n`.
 #[derive(Debug, Clone)]
 pub struct AliasTable {
-    prob: Vec<f64>,
-    alias: Vec<u32>,
+    columns: Vec<AliasColumn>,
     total: f64,
 }
 
@@ -74,12 +92,17 @@ impl AliasTable {
             prob[i as usize] = 1.0;
             alias[i as usize] = i;
         }
-        Ok(AliasTable { prob, alias, total })
+        let columns = prob
+            .into_iter()
+            .zip(alias)
+            .map(|(prob, alias)| AliasColumn { prob, alias })
+            .collect();
+        Ok(AliasTable { columns, total })
     }
 
     /// Number of outcomes.
     pub fn len(&self) -> usize {
-        self.prob.len()
+        self.columns.len()
     }
 
     /// Always false: a table has at least one outcome.
@@ -95,12 +118,42 @@ impl AliasTable {
     /// One outcome, drawn with probability proportional to its weight.
     #[inline]
     pub fn sample<R: Rng + ?Sized>(&self, rng: &mut R) -> usize {
-        let column = rng.random_range(0..self.prob.len());
-        if rng.random::<f64>() < self.prob[column] {
-            column
-        } else {
-            self.alias[column] as usize
+        let pick = self.pick_column(rng);
+        self.resolve(pick)
+    }
+
+    /// The random part of a draw: a uniform column and a uniform coin in `[0, 1)`. Touches no table memory.
+    #[inline]
+    pub fn pick_column<R: Rng + ?Sized>(&self, rng: &mut R) -> ColumnPick {
+        ColumnPick {
+            column: rng.random_range(0..self.columns.len()),
+            coin: rng.random::<f64>(),
         }
+    }
+
+    /// Asks the CPU to load the column of `pick`, ahead of [`resolve`](Self::resolve).
+    #[inline]
+    pub fn prefetch(&self, pick: ColumnPick) {
+        if let Some(c) = self.columns.get(pick.column) {
+            crate::algo::prefetch_line(c);
+        }
+    }
+
+    /// The outcome of a draw whose random part is `pick` (from [`pick_column`](Self::pick_column) of this
+    /// table).
+    #[inline]
+    pub fn resolve(&self, pick: ColumnPick) -> usize {
+        let c = self.columns[pick.column];
+        if pick.coin < c.prob {
+            pick.column
+        } else {
+            c.alias as usize
+        }
+    }
+
+    /// The columns (for tables stored elsewhere, e.g. flattened into one array).
+    pub fn columns(&self) -> &[AliasColumn] {
+        &self.columns
     }
 }
 
@@ -187,8 +240,8 @@ mod tests {
         let mut w = vec![1e-9; 10_000];
         w[1234] = 1e9;
         let t = AliasTable::new(&w).unwrap();
-        assert!(t.prob.iter().all(|p| (0.0..=1.0).contains(p)));
-        assert!(t.alias.iter().all(|&a| (a as usize) < w.len()));
+        assert!(t.columns.iter().all(|c| (0.0..=1.0).contains(&c.prob)));
+        assert!(t.columns.iter().all(|c| (c.alias as usize) < w.len()));
         let mut rng = ChaCha8Rng::seed_from_u64(7);
         assert!((0..1000).all(|_| t.sample(&mut rng) == 1234));
     }

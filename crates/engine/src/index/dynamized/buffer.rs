@@ -232,6 +232,14 @@ impl MutableBuffer {
         }
     }
 
+    /// Asks the CPU to load the key index's slot for `key`, ahead of [`contains`](Self::contains).
+    #[inline]
+    pub fn prefetch_key(&self, key: u64) {
+        if let Some(slot) = self.table.get(bucket_of(key) & self.mask) {
+            crate::algo::prefetch_line(slot);
+        }
+    }
+
     /// True if the buffer holds an operation on `key`.
     #[inline]
     pub fn contains(&self, key: u64) -> bool {

@@ -45,6 +45,8 @@ pub trait WeightColumn: Debug + Default + Send + Sync + 'static {
     fn push_weight(&mut self, weight: f64);
     /// Weight of record `i`.
     fn weight(&self, i: usize) -> f64;
+    /// Appends the weights of records `lo..hi` to `out`.
+    fn extend_weights(&self, lo: usize, hi: usize, out: &mut Vec<f64>);
     /// Bytes of the stored weights.
     fn memory_bytes(&self) -> usize;
 }
@@ -59,6 +61,9 @@ impl WeightColumn for Vec<f64> {
     #[inline]
     fn weight(&self, i: usize) -> f64 {
         self[i]
+    }
+    fn extend_weights(&self, lo: usize, hi: usize, out: &mut Vec<f64>) {
+        out.extend_from_slice(&self[lo..hi]);
     }
     fn memory_bytes(&self) -> usize {
         self.len() * 8
@@ -77,6 +82,12 @@ impl WeightColumn for Option<Vec<f64>> {
     #[inline]
     fn weight(&self, i: usize) -> f64 {
         self.as_ref().map_or(1.0, |w| w[i])
+    }
+    fn extend_weights(&self, lo: usize, hi: usize, out: &mut Vec<f64>) {
+        match self {
+            Some(w) => out.extend_from_slice(&w[lo..hi]),
+            None => out.resize(out.len() + (hi - lo), 1.0),
+        }
     }
     fn memory_bytes(&self) -> usize {
         self.as_ref().map_or(0, |w| w.len() * 8)
@@ -154,6 +165,11 @@ impl<W: WeightColumn> SortedColumns<W> {
 
     /// Record `i`.
     #[inline]
+    /// Appends the weights of records `lo..hi` to `out`.
+    pub fn extend_weights(&self, lo: usize, hi: usize, out: &mut Vec<f64>) {
+        self.weights.extend_weights(lo, hi, out);
+    }
+
     pub fn record_at(&self, i: usize) -> Record {
         Record {
             key: self.keys[i],
@@ -264,6 +280,15 @@ macro_rules! column_accessors {
         #[inline]
         fn prefetch(&self, i: usize) {
             self.$columns.prefetch(i)
+        }
+        fn extend_weights(
+            &self,
+            lo: usize,
+            hi: usize,
+            out: &mut Vec<f64>,
+        ) -> $crate::error::Result<()> {
+            self.$columns.extend_weights(lo, hi, out);
+            Ok(())
         }
     };
 }

@@ -31,9 +31,10 @@ use super::buffer::BufferEntry;
 use super::core::Dynamized;
 use super::read::{tombstone_lower_bound, tombstone_upper_bound};
 use super::run::Record;
-use super::shard::{Drawer, Shard, uniform_below, unit_f64};
+use super::shard::{DrawStep, Drawer, PendingDraw, Shard, Words, uniform_below, unit_f64};
 use super::version::{ShardSlot, Version};
 use crate::algo::alias::AliasTable;
+use crate::algo::bloom::{BloomFilter, KeyHash};
 use crate::error::Result;
 use crate::index::Direction;
 use rand::RngCore;
@@ -125,6 +126,11 @@ impl<S: Shard> SamplingQuery<S> for WeightedRangeSample {
     fn buffer_weight(&self, e: &BufferEntry) -> Option<f64> {
         ((self.lo..=self.hi).contains(&e.key) && e.weight > 0.0).then_some(e.weight)
     }
+    /// In range and of positive weight: an alias table's rounding can hand out a weightless outcome with
+    /// a vanishing probability, which is then drawn again like a dead record.
+    fn accept(&self, rec: &Record) -> bool {
+        (self.lo..=self.hi).contains(&rec.key) && rec.weight > 0.0
+    }
     fn record_weight(&self, rec: &Record) -> f64 {
         rec.weight
     }
@@ -137,6 +143,11 @@ const WIDE_SHADOW: usize = 1024;
 /// Above this many tombstones in a query's range, "is this key tombstoned in a newer shard?" asks the
 /// shards' tombstone Bloom filters instead of the killer table.
 const RANGE_TOMBSTONES: usize = 4096;
+
+/// A weighted query whose candidates number at most this many per sample (and at least
+/// [`MIN_FLAT_SAMPLES`] times this many) draws from one alias table over all of them.
+const FLAT_PER_SAMPLE: usize = 8;
+const MIN_FLAT_SAMPLES: usize = 64;
 
 /// Keys per step of the vectorised range filter over a buffer's keys.
 const KEY_CHUNK: usize = 16;
@@ -216,8 +227,11 @@ struct BufferCandidates {
     slots: Vec<(usize, usize)>,
     prefix: Vec<f64>,
     total: f64,
-    /// Every key in range (any operation: it overrides shard records), duplicates included.
+    /// Every key in range (any operation: it overrides shard records), duplicates included; left empty when
+    /// there are more than [`WIDE_SHADOW`] (then `wide`), since the killer table does not take them.
     keys: Vec<u64>,
+    /// More than [`WIDE_SHADOW`] buffered keys in range: kill checks ask the buffers' key indexes.
+    wide: bool,
 }
 
 impl BufferCandidates {
@@ -227,14 +241,25 @@ impl BufferCandidates {
     fn gather<S: Shard, Q: SamplingQuery<S>>(v: &Version<S>, query: &Q) -> BufferCandidates {
         let (lo, hi) = query.key_bounds();
         let span = hi - lo;
+        // Count first (branch-free, vectorised), so every list is allocated once at its size.
+        let keys_of: Vec<&[u64]> = v.buffers.iter().map(|b| b.published_keys()).collect();
+        let in_range: usize = keys_of
+            .iter()
+            .map(|keys| {
+                keys.iter()
+                    .map(|&k| usize::from(k.wrapping_sub(lo) <= span))
+                    .sum::<usize>()
+            })
+            .sum();
+        let wide = in_range > WIDE_SHADOW;
         let mut out = BufferCandidates {
-            slots: Vec::new(),
-            prefix: Vec::new(),
+            slots: Vec::with_capacity(in_range),
+            prefix: Vec::with_capacity(in_range),
             total: 0.0,
-            keys: Vec::new(),
+            keys: Vec::with_capacity(if wide { 0 } else { in_range }),
+            wide,
         };
-        for (b, buf) in v.buffers.iter().enumerate() {
-            let keys = buf.published_keys();
+        for (b, (buf, keys)) in v.buffers.iter().zip(&keys_of).enumerate() {
             for (c, chunk) in keys.chunks(KEY_CHUNK).enumerate() {
                 // Branch-free over the chunk (vectorised); most chunks of a narrow range hold no key of it.
                 if !chunk
@@ -248,7 +273,9 @@ impl BufferCandidates {
                         continue;
                     }
                     let i = c * KEY_CHUNK + j;
-                    out.keys.push(key);
+                    if !wide {
+                        out.keys.push(key);
+                    }
                     if let Some(w) = query.buffer_weight(&buf.entry(i)) {
                         out.total += w;
                         out.prefix.push(out.total);
@@ -269,11 +296,28 @@ impl BufferCandidates {
     }
 }
 
+/// The source and candidate of position `u` in the concatenation of every source's candidates (`ends[s]` =
+/// candidates of sources `0..=s`): a buffer candidate's position, or a shard record index.
+#[inline]
+fn locate(ends: &[u64], intervals: &[(usize, usize)], u: u64) -> (usize, DrawStep) {
+    let src = ends.partition_point(|&e| e <= u);
+    let start = if src == 0 { 0 } else { ends[src - 1] };
+    let offset = (u - start) as usize;
+    if src == 0 {
+        (0, DrawStep::Done(offset))
+    } else {
+        (src, DrawStep::Done(intervals[src - 1].0 + offset))
+    }
+}
+
 /// How a draw picks its source (0 = the buffers, `s ≥ 1` = shard position `s − 1`) and its candidate.
 enum Distribute<'a> {
     /// Unit weights: a uniform candidate of the concatenated intervals; `ends[s]` = candidates of sources
     /// `0..=s`.
     Uniform { ends: Vec<u64> },
+    /// Weighted, with few candidates: one alias table over every candidate of every source (buffer
+    /// candidates first, then each shard's interval), `ends` as for `Uniform`.
+    Flat { alias: AliasTable, ends: Vec<u64> },
     /// An alias table over the sources' weights, then the source's own drawer.
     Weighted {
         alias: AliasTable,
@@ -283,36 +327,35 @@ enum Distribute<'a> {
 
 impl Distribute<'_> {
     /// One draw: its source, and the candidate's index in the source (a buffer candidate's position among
-    /// `BufferCandidates::slots`, or a shard record index).
+    /// `BufferCandidates::slots`, or a shard record index), or for a shard of weighted draws the draw's first
+    /// step (finished by the shard's drawer, see [`RangeDrawer`]).
     #[inline]
     fn draw(
         &self,
         intervals: &[(usize, usize)],
         buffers: &BufferCandidates,
-        rng: &mut RandomWords<'_>,
-    ) -> Result<(usize, usize)> {
+        rng: &mut Words<'_>,
+    ) -> Result<(usize, DrawStep)> {
         match self {
             Distribute::Uniform { ends } => {
-                let total = *ends.last().expect("one end per source");
-                let u = uniform_below(rng, total);
-                let src = ends.partition_point(|&e| e <= u);
-                let start = if src == 0 { 0 } else { ends[src - 1] };
-                let offset = (u - start) as usize;
-                Ok(if src == 0 {
-                    (0, offset)
-                } else {
-                    (src, intervals[src - 1].0 + offset)
-                })
+                let u = uniform_below(rng, *ends.last().expect("one end per source"));
+                Ok(locate(ends, intervals, u))
+            }
+            Distribute::Flat { alias, ends } => {
+                Ok(locate(ends, intervals, alias.sample(rng) as u64))
             }
             Distribute::Weighted { alias, drawers } => {
-                let src = alias.sample(&mut RngAdapter(rng));
+                let src = alias.sample(rng);
                 if src == 0 {
-                    return Ok((0, buffers.at_weight(unit_f64(rng) * buffers.total)));
+                    return Ok((
+                        0,
+                        DrawStep::Done(buffers.at_weight(unit_f64(rng) * buffers.total)),
+                    ));
                 }
-                let draw = drawers[src - 1]
+                let drawer = drawers[src - 1]
                     .as_ref()
                     .expect("the alias only picks shards of positive weight");
-                Ok((src, draw(rng)?))
+                Ok((src, drawer.start(rng)?))
             }
         }
     }
@@ -339,7 +382,7 @@ impl<S: Shard> Dynamized<S> {
         let shards: Vec<&Arc<ShardSlot<S>>> = v.shards_newest_first().collect();
 
         // The killers: buffered keys and tombstones in range, unless too many for a small table.
-        let wide_buffers = buffers.keys.len() > WIDE_SHADOW;
+        let wide_buffers = buffers.wide;
         let mut tomb_intervals = Vec::new();
         let mut tombs_in_range = 0;
         for (q, slot) in shards.iter().enumerate() {
@@ -367,10 +410,35 @@ impl<S: Shard> Dynamized<S> {
                 }
             }
         }
-        let killed = |p: usize, key: u64| -> Result<bool> {
-            Ok(killers.kills(key, p)
-                || (wide_buffers && v.buffers.iter().any(|b| b.contains(key)))
-                || (wide_tombs && tombstoned_above(&shards, &tomb_intervals, p, key)?))
+        // Kill checks outside the table (wide ranges) probe the buffers' key indexes and the tombstone
+        // filters of the shards newer than the record's: a round prefetches all of them for every fetched
+        // record before checking any, so their cache misses overlap.
+        let probes_outside = wide_buffers || wide_tombs;
+        let prefetch_kill_checks = |p: usize, key: u64| -> KeyHash {
+            let hash = BloomFilter::hash(&key.to_be_bytes());
+            if wide_buffers {
+                v.buffers.iter().for_each(|b| b.prefetch_key(key));
+            }
+            if wide_tombs {
+                tombstone_shards_above(&tomb_intervals, p).for_each(|q| {
+                    shards[q].prefetch_tombstone(hash);
+                });
+            }
+            hash
+        };
+        let killed = |p: usize, key: u64, hash: KeyHash| -> Result<bool> {
+            if killers.kills(key, p) || (wide_buffers && v.buffers.iter().any(|b| b.contains(key)))
+            {
+                return Ok(true);
+            }
+            if wide_tombs {
+                for q in tombstone_shards_above(&tomb_intervals, p) {
+                    if shards[q].has_tombstone_hashed(key, hash)? {
+                        return Ok(true);
+                    }
+                }
+            }
+            Ok(false)
         };
 
         // The candidates of every source and how draws are distributed among them.
@@ -385,15 +453,33 @@ impl<S: Shard> Dynamized<S> {
         if weights.iter().all(|&w| w <= 0.0) {
             return Ok(());
         }
-        let distribute = if query.unit_weights() {
-            let mut ends = Vec::with_capacity(weights.len());
-            let mut end = buffers.slots.len() as u64;
+        let mut ends = Vec::with_capacity(weights.len());
+        let mut end = buffers.slots.len() as u64;
+        ends.push(end);
+        for &(a, b) in &intervals {
+            end += b.saturating_sub(a) as u64;
             ends.push(end);
-            for &(a, b) in &intervals {
-                end += b.saturating_sub(a) as u64;
-                ends.push(end);
-            }
+        }
+        let distribute = if query.unit_weights() {
             Distribute::Uniform { ends }
+        } else if end <= (FLAT_PER_SAMPLE * k.max(MIN_FLAT_SAMPLES)) as u64 {
+            // Few candidates for the draws: one alias table over all of them (their weights read in order)
+            // costs less than the shards' tree draws, and each draw then touches one cached column.
+            let mut all = Vec::with_capacity(end as usize);
+            let mut below = 0.0;
+            for &p in &buffers.prefix {
+                all.push(p - below);
+                below = p;
+            }
+            for (slot, &(a, b)) in shards.iter().zip(&intervals) {
+                if b > a {
+                    slot.shard.extend_weights(a, b, &mut all)?;
+                }
+            }
+            Distribute::Flat {
+                alias: AliasTable::new(&all)?,
+                ends,
+            }
         } else {
             let mut drawers = Vec::with_capacity(shards.len());
             for (slot, (&(a, b), &w)) in shards.iter().zip(intervals.iter().zip(&weights[1..])) {
@@ -410,13 +496,15 @@ impl<S: Shard> Dynamized<S> {
         };
 
         let tagged: Vec<bool> = shards.iter().map(|s| s.tags.count() > 0).collect();
-        let rng = &mut RandomWords::new(rng);
+        let rng = &mut Words::new(rng);
         let limit = 64 * (k as u64 + 64);
         let (mut accepted, mut draws, mut rejected) = (0usize, 0u64, 0u64);
         let start = out.len();
         // Rounds: draw the positions of every missing sample first (no record is touched, but each is
         // prefetched), then fetch and check the records in one tight loop whose loads have arrived.
         let mut positions: Vec<(usize, usize)> = Vec::with_capacity(k);
+        let mut fetched: Vec<(usize, usize, Record, KeyHash)> = Vec::with_capacity(k);
+        let mut pending: Vec<(usize, PendingDraw)> = Vec::new();
         while accepted < k {
             if rejected > limit {
                 // Nearly everything drawn is dead: enumerate the live candidates instead.
@@ -429,27 +517,67 @@ impl<S: Shard> Dynamized<S> {
                 break;
             }
             positions.clear();
+            pending.clear();
             for _ in 0..k - accepted {
                 draws += 1;
-                let (src, i) = distribute.draw(&intervals, &buffers, rng)?;
-                if src == 0 {
-                    match buffered_draw(&v, &buffers, i) {
+                match distribute.draw(&intervals, &buffers, rng)? {
+                    (0, DrawStep::Done(c)) => match buffered_draw(&v, &buffers, c) {
                         Some(rec) => {
                             out.push(rec);
                             accepted += 1;
                         }
                         None => rejected += 1,
+                    },
+                    (src, DrawStep::Done(i)) => {
+                        shards[src - 1].shard.prefetch(i);
+                        positions.push((src - 1, i));
                     }
-                } else {
-                    shards[src - 1].shard.prefetch(i);
-                    positions.push((src - 1, i));
+                    (src, DrawStep::Pending(p)) => {
+                        pending.push((positions.len(), p));
+                        positions.push((src - 1, usize::MAX));
+                    }
                 }
             }
+            // Weighted draws that wait on a cache line go one stage further per pass, so the misses of all
+            // of them overlap.
+            while !pending.is_empty() {
+                let Distribute::Weighted { drawers, .. } = &distribute else {
+                    break;
+                };
+                let mut still = 0;
+                for j in 0..pending.len() {
+                    let (at, p) = pending[j];
+                    let src = positions[at].0;
+                    let drawer = drawers[src].as_ref().expect("a pending draw has a drawer");
+                    match drawer.advance(p, rng)? {
+                        DrawStep::Done(i) => {
+                            shards[src].shard.prefetch(i);
+                            positions[at].1 = i;
+                        }
+                        DrawStep::Pending(next) => {
+                            pending[still] = (at, next);
+                            still += 1;
+                        }
+                    }
+                }
+                pending.truncate(still);
+            }
+            // Fetch the records (their lines have arrived) and prefetch what their kill checks read.
+            fetched.clear();
             for &(p, i) in &positions {
+                let rec = shards[p].shard.record_at(i)?;
+                let hash = if probes_outside {
+                    prefetch_kill_checks(p, rec.key)
+                } else {
+                    KeyHash::default()
+                };
+                fetched.push((p, i, rec, hash));
+            }
+            for &(p, i, rec, hash) in &fetched {
                 let slot = shards[p];
-                let rec = slot.shard.record_at(i)?;
-                let live =
-                    query.accept(&rec) && (!tagged[p] || !slot.tags.get(i)) && !killed(p, rec.key)?;
+                let live = query.accept(&rec)
+                    && (!tagged[p] || !slot.tags.get(i))
+                    && !killed(p, rec.key, hash)?;
                 if live {
                     out.push(rec);
                     accepted += 1;
@@ -510,61 +638,16 @@ fn buffered_draw<S>(v: &Version<S>, buffers: &BufferCandidates, c: usize) -> Opt
     })
 }
 
-/// True if a shard newer than position `p` holds a tombstone for `key`; `tomb_intervals` lists the shards
-/// with tombstones, `(position, ..)` in ascending position.
-fn tombstoned_above<S: Shard>(
-    shards: &[&Arc<ShardSlot<S>>],
+/// The positions of the shards newer than position `p` that have tombstones; `tomb_intervals` lists the
+/// shards with tombstones, `(position, ..)` in ascending position.
+fn tombstone_shards_above(
     tomb_intervals: &[(usize, usize, usize)],
     p: usize,
-    key: u64,
-) -> Result<bool> {
-    for &(q, _, _) in tomb_intervals {
-        if q >= p {
-            break;
-        }
-        if shards[q].has_tombstone(key)? {
-            return Ok(true);
-        }
-    }
-    Ok(false)
-}
-
-/// Random words drawn in blocks from a `&mut dyn RngCore`: one virtual call per 64 words instead of one
-/// per word (a sampling query needs about three words per draw).
-struct RandomWords<'a> {
-    rng: &'a mut dyn RngCore,
-    words: [u64; 64],
-    next: usize,
-}
-
-impl<'a> RandomWords<'a> {
-    fn new(rng: &'a mut dyn RngCore) -> Self {
-        RandomWords {
-            rng,
-            words: [0; 64],
-            next: 64,
-        }
-    }
-}
-
-impl RngCore for RandomWords<'_> {
-    fn next_u32(&mut self) -> u32 {
-        self.next_u64() as u32
-    }
-    #[inline]
-    fn next_u64(&mut self) -> u64 {
-        if self.next == self.words.len() {
-            let bytes: &mut [u8] = bytemuck::cast_slice_mut(&mut self.words);
-            self.rng.fill_bytes(bytes);
-            self.next = 0;
-        }
-        let w = self.words[self.next];
-        self.next += 1;
-        w
-    }
-    fn fill_bytes(&mut self, dst: &mut [u8]) {
-        self.rng.fill_bytes(dst)
-    }
+) -> impl Iterator<Item = usize> + '_ {
+    tomb_intervals
+        .iter()
+        .map(|&(q, _, _)| q)
+        .take_while(move |&q| q < p)
 }
 
 /// `&mut dyn RngCore` as a sized `Rng` for the alias table.

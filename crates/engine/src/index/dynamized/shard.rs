@@ -12,12 +12,67 @@
 //! structure only implements what is specific to it.
 
 use super::run::{Record, SortedRun};
+use crate::algo::alias::ColumnPick;
 pub use crate::algo::prefetch_line;
 use crate::error::Result;
 use rand::RngCore;
 
+/// A draw inside a shard, which may take stages: a stage that needs a cache line asks the CPU for it and
+/// returns [`DrawStep::Pending`]; the caller resumes the draw with [`RangeDrawer::advance`] after starting
+/// other draws, so that the cache misses of many draws overlap instead of following one another.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum DrawStep {
+    /// The drawn record index.
+    Done(usize),
+    /// Waiting on a cache line that was asked for.
+    Pending(PendingDraw),
+}
+
+/// The state of a pending draw; its meaning is the drawer's own.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct PendingDraw {
+    pub stage: u32,
+    pub at: usize,
+    pub pick: ColumnPick,
+}
+
 /// Repeated draws in one index range of one shard (see [`Shard::drawer`]).
-pub type Drawer<'a> = Box<dyn Fn(&mut dyn RngCore) -> Result<usize> + 'a>;
+pub trait RangeDrawer {
+    /// Starts one draw.
+    fn start(&self, rng: &mut Words<'_>) -> Result<DrawStep>;
+    /// Resumes a draw that [`start`](Self::start) or `advance` left pending.
+    fn advance(&self, pending: PendingDraw, rng: &mut Words<'_>) -> Result<DrawStep>;
+    /// One whole draw, stage after stage.
+    fn draw(&self, rng: &mut Words<'_>) -> Result<usize> {
+        let mut step = self.start(rng)?;
+        loop {
+            match step {
+                DrawStep::Done(i) => return Ok(i),
+                DrawStep::Pending(p) => step = self.advance(p, rng)?,
+            }
+        }
+    }
+}
+
+/// A boxed drawer.
+pub type Drawer<'a> = Box<dyn RangeDrawer + 'a>;
+
+/// The default drawer: each draw is one [`Shard::sample_in`], in a single stage.
+pub struct SampleIn<'a, S> {
+    pub shard: &'a S,
+    pub lo: usize,
+    pub hi: usize,
+}
+
+impl<S: Shard> RangeDrawer for SampleIn<'_, S> {
+    fn start(&self, rng: &mut Words<'_>) -> Result<DrawStep> {
+        Ok(DrawStep::Done(self.shard.sample_in(self.lo, self.hi, rng)?))
+    }
+    /// Never left pending by `start`; a call draws afresh.
+    fn advance(&self, _pending: PendingDraw, rng: &mut Words<'_>) -> Result<DrawStep> {
+        self.start(rng)
+    }
+}
 
 /// How a shard is to be built.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -58,6 +113,13 @@ pub trait Shard: Send + Sync + Sized + 'static {
     fn key_at(&self, i: usize) -> Result<u64>;
     /// Record `i` (`i < len()`).
     fn record_at(&self, i: usize) -> Result<Record>;
+    /// Appends the weights of records `lo..hi` (`hi ≤ len()`) to `out`.
+    fn extend_weights(&self, lo: usize, hi: usize, out: &mut Vec<f64>) -> Result<()> {
+        for i in lo..hi {
+            out.push(self.record_at(i)?.weight);
+        }
+        Ok(())
+    }
     /// Key of tombstone `j` (`j < tombstone_count()`).
     fn tombstone_at(&self, j: usize) -> Result<u64>;
     /// Index of the first record with a key ≥ `key` (`len()` if none).
@@ -97,12 +159,55 @@ pub trait Shard: Send + Sync + Sized + 'static {
     /// once, after which each call draws one index as [`sample_in`](Self::sample_in) does. By default each
     /// call is a `sample_in`; shards with costlier single draws (the WIRS tree) build a per-range sampler.
     fn drawer(&self, lo: usize, hi: usize) -> Result<Drawer<'_>> {
-        Ok(Box::new(move |rng| self.sample_in(lo, hi, rng)))
+        Ok(Box::new(SampleIn {
+            shard: self,
+            lo,
+            hi,
+        }))
     }
     /// One record index of `lo..hi` (non-empty) drawn with probability proportional to its weight (uniform
     /// in unweighted shards).
     fn sample_in(&self, lo: usize, hi: usize, rng: &mut dyn RngCore) -> Result<usize> {
         Ok(lo + uniform_below(rng, (hi - lo) as u64) as usize)
+    }
+}
+
+/// Random words drawn in blocks from a `&mut dyn RngCore`: one virtual call per 64 words instead of one
+/// per word (a sampling query needs about three words per draw), and a concrete type, so that drawers and
+/// alias tables drawing from it inline their word fetches.
+pub struct Words<'a> {
+    rng: &'a mut dyn RngCore,
+    words: [u64; 64],
+    next: usize,
+}
+
+impl<'a> Words<'a> {
+    pub fn new(rng: &'a mut dyn RngCore) -> Self {
+        Words {
+            rng,
+            words: [0; 64],
+            next: 64,
+        }
+    }
+}
+
+impl RngCore for Words<'_> {
+    fn next_u32(&mut self) -> u32 {
+        self.next_u64() as u32
+    }
+    #[inline]
+    fn next_u64(&mut self) -> u64 {
+        if self.next == self.words.len() {
+            let bytes: &mut [u8] = bytemuck::cast_slice_mut(&mut self.words);
+            self.rng.fill_bytes(bytes);
+            self.next = 0;
+        }
+        let w = self.words[self.next];
+        self.next += 1;
+        w
+    }
+    fn fill_bytes(&mut self, dst: &mut [u8]) {
+        self.rng.fill_bytes(dst)
     }
 }
 

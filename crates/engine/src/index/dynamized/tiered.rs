@@ -122,6 +122,9 @@ impl<M: Shard> Shard for Tiered<M> {
     fn record_at(&self, i: usize) -> Result<Record> {
         each!(self, s => s.record_at(i))
     }
+    fn extend_weights(&self, lo: usize, hi: usize, out: &mut Vec<f64>) -> Result<()> {
+        each!(self, s => s.extend_weights(lo, hi, out))
+    }
     fn tombstone_at(&self, j: usize) -> Result<u64> {
         each!(self, s => s.tombstone_at(j))
     }

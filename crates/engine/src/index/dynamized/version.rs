@@ -105,6 +105,25 @@ impl<S: Shard> ShardSlot<S> {
         }
     }
 
+    /// [`has_tombstone`](Self::has_tombstone) with the key's filter hash computed by the caller (once for
+    /// every shard it asks).
+    #[inline]
+    pub fn has_tombstone_hashed(&self, key: u64, hash: KeyHash) -> Result<bool> {
+        match &self.tomb_filter {
+            Some(f) if f.contains(f.probe_hashed(hash)) => self.shard.has_tombstone(key),
+            _ => Ok(false),
+        }
+    }
+
+    /// Asks the CPU to load the tombstone filter's block for a key of filter hash `hash`, ahead of
+    /// [`has_tombstone_hashed`](Self::has_tombstone_hashed).
+    #[inline]
+    pub fn prefetch_tombstone(&self, hash: KeyHash) {
+        if let Some(f) = &self.tomb_filter {
+            f.prefetch(f.probe_hashed(hash));
+        }
+    }
+
     /// True when the shard has any tombstone.
     #[inline]
     pub fn has_tombstones(&self) -> bool {

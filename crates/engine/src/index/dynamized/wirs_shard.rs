@@ -47,8 +47,11 @@
 use super::alias_shard::{pick_linear, weightless_range};
 use super::columns::{SortedColumns, column_accessors};
 use super::run::SortedRun;
-use super::shard::{BuildOptions, Drawer, Shard, unit_f64};
-use crate::algo::alias::AliasTable;
+use super::shard::{
+    BuildOptions, DrawStep, Drawer, PendingDraw, RangeDrawer, SampleIn, Shard, Words,
+    prefetch_line, uniform_below, unit_f64,
+};
+use crate::algo::alias::{AliasColumn, AliasTable, ColumnPick};
 use crate::error::Result;
 use rand::RngCore;
 use std::ops::ControlFlow;
@@ -65,12 +68,71 @@ pub struct WirsShard {
     levels: Vec<Level>,
 }
 
-/// One level of the tree.
+/// One level of the tree, its nodes' alias tables flattened into one array (no allocation per node, and a
+/// column's probability and alias in one cache line).
 #[derive(Debug, Default)]
 struct Level {
     totals: Vec<f64>,
-    /// Level 0: over the bucket's records; above: over the covered buckets' totals.
-    aliases: Vec<Option<AliasTable>>,
+    /// Node `i`'s alias columns are `columns[i·span .. min((i+1)·span, len)]`, their outcomes local to the
+    /// node: at level 0 over the bucket's records (span = records per bucket), above over the totals of the
+    /// buckets the node covers (span = 2^h). A node of total 0 has placeholder columns that no draw reads.
+    columns: Vec<AliasColumn>,
+    span: usize,
+}
+
+impl Level {
+    fn new(span: usize) -> Level {
+        Level {
+            span,
+            ..Level::default()
+        }
+    }
+
+    /// Appends node `totals.len()` over `weights` (its records' weights, or its buckets' totals).
+    fn push_node(&mut self, weights: &[f64]) -> Result<()> {
+        let total: f64 = weights.iter().sum();
+        self.totals.push(total);
+        if total > 0.0 {
+            self.columns
+                .extend_from_slice(AliasTable::new(weights)?.columns());
+        } else {
+            self.columns.extend((0..weights.len()).map(|c| AliasColumn {
+                prob: 1.0,
+                alias: c as u32,
+            }));
+        }
+        Ok(())
+    }
+
+    /// The random part of a draw in node `i` (of positive total): a column of the node and a coin.
+    #[inline]
+    fn pick<R: RngCore + ?Sized>(&self, i: usize, rng: &mut R) -> ColumnPick {
+        let start = i * self.span;
+        let len = (start + self.span).min(self.columns.len()) - start;
+        ColumnPick {
+            column: start + uniform_below(rng, len as u64) as usize,
+            coin: unit_f64(rng),
+        }
+    }
+
+    /// Asks the CPU for the column `pick` reads.
+    #[inline]
+    fn prefetch(&self, pick: ColumnPick) {
+        if let Some(c) = self.columns.get(pick.column) {
+            prefetch_line(c);
+        }
+    }
+
+    /// The outcome (local to node `i`) of the draw whose random part is `pick`.
+    #[inline]
+    fn resolve(&self, i: usize, pick: ColumnPick) -> usize {
+        let c = self.columns[pick.column];
+        if pick.coin < c.prob {
+            pick.column - i * self.span
+        } else {
+            c.alias as usize
+        }
+    }
 }
 
 /// A piece of a range's decomposition.
@@ -178,8 +240,12 @@ impl WirsShard {
 
     /// A record of bucket `j` by its alias table (`None` if the bucket weighs 0).
     fn draw_in_bucket(&self, j: usize, rng: &mut dyn RngCore) -> Option<usize> {
-        let alias = self.levels[0].aliases[j].as_ref()?;
-        Some(j * self.bucket + alias.sample(&mut *rng))
+        let buckets = &self.levels[0];
+        if buckets.totals[j] <= 0.0 {
+            return None;
+        }
+        let pick = buckets.pick(j, rng);
+        Some(j * self.bucket + buckets.resolve(j, pick))
     }
 
     /// A record of node `i` of level `h` through its alias tables (`None` only if rounding chose a weightless
@@ -188,8 +254,12 @@ impl WirsShard {
         let j = if h == 0 {
             i
         } else {
-            let alias = self.levels[h].aliases[i].as_ref()?;
-            (i << h) + alias.sample(&mut *rng)
+            let level = &self.levels[h];
+            if level.totals[i] <= 0.0 {
+                return None;
+            }
+            let pick = level.pick(i, rng);
+            (i << h) + level.resolve(i, pick)
         };
         self.draw_in_bucket(j, rng)
     }
@@ -268,6 +338,12 @@ pub struct WirsRangeSampler<'a> {
     partial: Vec<Option<AliasTable>>,
 }
 
+/// Stages of a [`WirsRangeSampler`] draw: `CHECK` (record `at` drawn, its weight asked for), `BUCKET` (in
+/// bucket `at`, its column asked for), and `NODE + h` (in node `at` of level h ≥ 1, its column asked for).
+const CHECK: u32 = 0;
+const BUCKET: u32 = 1;
+const NODE: u32 = 1;
+
 impl WirsRangeSampler<'_> {
     /// Total weight of the range.
     pub fn total_weight(&self) -> f64 {
@@ -276,13 +352,66 @@ impl WirsRangeSampler<'_> {
 
     /// One record index of the range, drawn with probability ∝ its weight.
     pub fn sample(&self, rng: &mut dyn RngCore) -> Result<usize> {
-        let p = self.top.sample(&mut *rng);
-        let drawn = match (self.pieces[p], &self.partial[p]) {
-            (Piece::Records(a, _), Some(alias)) => Some(a + alias.sample(&mut *rng)),
-            (Piece::Node(h, i), _) => self.shard.draw_in_node(h, i, rng),
-            (Piece::Records(..), None) => None,
-        };
-        self.shard.checked(drawn, self.lo, self.hi, rng)
+        self.draw(&mut Words::new(rng))
+    }
+
+    /// The draw's record `i` is chosen: ask for its weight (the check reads it, the caller the record).
+    fn chosen(&self, i: usize) -> DrawStep {
+        if let Some(w) = self.shard.weights().get(i) {
+            prefetch_line(w);
+        }
+        DrawStep::Pending(PendingDraw {
+            stage: CHECK,
+            at: i,
+            pick: ColumnPick::default(),
+        })
+    }
+
+    /// Enters node `i` of level `h`: picks its column and asks for it. Pieces and alias outcomes of positive
+    /// weight lead here; should rounding ever lead into a weightless node, its placeholder columns yield a
+    /// record of weight 0, which the `CHECK` stage replaces by an exact draw (so the node's total, another
+    /// cache miss, is not read).
+    fn enter(&self, h: usize, i: usize, rng: &mut Words<'_>) -> Result<DrawStep> {
+        let level = &self.shard.levels[h];
+        let pick = level.pick(i, rng);
+        level.prefetch(pick);
+        Ok(DrawStep::Pending(PendingDraw {
+            stage: if h == 0 { BUCKET } else { NODE + h as u32 },
+            at: i,
+            pick,
+        }))
+    }
+}
+
+impl RangeDrawer for WirsRangeSampler<'_> {
+    fn start(&self, rng: &mut Words<'_>) -> Result<DrawStep> {
+        let p = self.top.sample(rng);
+        match (self.pieces[p], &self.partial[p]) {
+            (Piece::Records(a, _), Some(alias)) => Ok(self.chosen(a + alias.sample(rng))),
+            (Piece::Node(h, i), _) => self.enter(h, i, rng),
+            (Piece::Records(..), None) => Ok(DrawStep::Done(
+                self.shard.checked(None, self.lo, self.hi, rng)?,
+            )),
+        }
+    }
+
+    fn advance(&self, pending: PendingDraw, rng: &mut Words<'_>) -> Result<DrawStep> {
+        let PendingDraw { stage, at, pick } = pending;
+        let shard = self.shard;
+        match stage {
+            CHECK => Ok(DrawStep::Done(shard.checked(
+                Some(at),
+                self.lo,
+                self.hi,
+                rng,
+            )?)),
+            BUCKET => Ok(self.chosen(at * shard.bucket + shard.levels[0].resolve(at, pick))),
+            _ => {
+                let h = (stage - NODE) as usize;
+                let bucket = (at << h) + shard.levels[h].resolve(at, pick);
+                self.enter(0, bucket, rng)
+            }
+        }
     }
 }
 
@@ -297,34 +426,25 @@ impl Shard for WirsShard {
         let mut levels = Vec::new();
         if n > 0 {
             // Level 0: the buckets.
-            let mut base = Level::default();
+            let mut base = Level::new(bucket);
             for chunk in weights.chunks(bucket) {
-                let total: f64 = chunk.iter().sum();
-                base.totals.push(total);
-                base.aliases.push(if total > 0.0 {
-                    Some(AliasTable::new(chunk)?)
-                } else {
-                    None
-                });
+                base.push_node(chunk)?;
             }
             let bucket_totals = base.totals.clone();
             levels.push(base);
-            // Level h: pairs of level h − 1, each with an alias over the buckets it covers.
+            // Level h: nodes over 2^h buckets, each with an alias over the buckets it covers (its total is
+            // the sum of its two children's, in the same order as a range's pieces add up).
             let mut h = 0;
             while levels[h].totals.len() > 1 {
-                let below = &levels[h].totals;
                 let span = 1usize << (h + 1);
-                let mut level = Level::default();
-                for (i, pair) in below.chunks(2).enumerate() {
-                    let total: f64 = pair.iter().sum();
-                    level.totals.push(total);
-                    let start = i * span;
+                let mut level = Level::new(span);
+                for start in (0..bucket_totals.len()).step_by(span) {
                     let covered = &bucket_totals[start..(start + span).min(bucket_totals.len())];
-                    level.aliases.push(if total > 0.0 {
-                        Some(AliasTable::new(covered)?)
-                    } else {
-                        None
-                    });
+                    level.push_node(covered)?;
+                }
+                let below = &levels[h].totals;
+                for (t, pair) in level.totals.iter_mut().zip(below.chunks(2)) {
+                    *t = pair.iter().sum();
                 }
                 levels.push(level);
                 h += 1;
@@ -349,17 +469,12 @@ impl Shard for WirsShard {
     column_accessors!(columns);
 
     fn memory_bytes(&self) -> usize {
-        let table_header = std::mem::size_of::<Option<AliasTable>>();
         let tree: usize = self
             .levels
             .iter()
             .map(|l| {
-                l.totals.len() * (8 + table_header)
-                    + l.aliases
-                        .iter()
-                        .flatten()
-                        .map(|a| a.len() * 12)
-                        .sum::<usize>()
+                l.totals.len() * std::mem::size_of::<f64>()
+                    + l.columns.len() * std::mem::size_of::<AliasColumn>()
             })
             .sum();
         self.columns.memory_bytes() + tree
@@ -375,8 +490,12 @@ impl Shard for WirsShard {
 
     fn drawer(&self, lo: usize, hi: usize) -> Result<Drawer<'_>> {
         Ok(match self.range_sampler(lo, hi)? {
-            Some(sampler) => Box::new(move |rng| sampler.sample(rng)),
-            None => Box::new(move |rng| self.sample_in(lo, hi, rng)),
+            Some(sampler) => Box::new(sampler),
+            None => Box::new(SampleIn {
+                shard: self,
+                lo,
+                hi,
+            }),
         })
     }
 
@@ -418,6 +537,7 @@ impl Shard for WirsShard {
 #[cfg(test)]
 mod tests {
     use super::super::alias_shard::stats::*;
+    use super::super::shard::{DrawStep, RangeDrawer, Words};
     use super::*;
     use crate::index::dynamized::{
         AliasShard, DeletePolicy, DynOptions, Dynamized, Record, RuntimeOptions,
@@ -472,11 +592,18 @@ mod tests {
                 assert_eq!(s.levels[h].totals.len(), m.div_ceil(1 << h));
             }
             for (h, level) in s.levels.iter().enumerate() {
-                for (i, (&t, a)) in level.totals.iter().zip(&level.aliases).enumerate() {
+                for (i, &t) in level.totals.iter().enumerate() {
                     let (x, y) = span(&s, Piece::Node(h, i));
                     let exact: f64 = w[x..y].iter().sum();
                     assert!((t - exact).abs() <= 1e-9 * exact.max(1.0));
-                    assert_eq!(a.is_some(), t > 0.0, "node ({h}, {i})");
+                    // The node's columns: one per record (level 0) or covered bucket, each valid.
+                    let start = i * level.span;
+                    let end = (start + level.span).min(level.columns.len());
+                    let outcomes = if h == 0 { y - x } else { end - start };
+                    assert_eq!(end - start, outcomes, "node ({h}, {i})");
+                    assert!(level.columns[start..end].iter().all(|c| (0.0..=1.0)
+                        .contains(&c.prob)
+                        && (c.alias as usize) < outcomes));
                 }
             }
         }
@@ -565,7 +692,7 @@ mod tests {
         assert!(
             zero.levels
                 .iter()
-                .all(|l| l.aliases.iter().all(Option::is_none))
+                .all(|l| l.totals.iter().all(|&t| t == 0.0))
         );
         let mut rng = ChaCha8Rng::seed_from_u64(1);
         assert!(zero.sample_in(0, 50, &mut rng).is_err());
@@ -608,6 +735,46 @@ mod tests {
     fn draws_for(w: &[f64]) -> u64 {
         // About 150 expected draws for an average cell.
         (w.iter().filter(|&&x| x > 0.0).count() as u64 * 150).max(3000)
+    }
+
+    /// Draws run in stages the way the framework runs them — many started, then each pending one advanced a
+    /// stage per pass — still follow the weights, and zero-weight records are never drawn.
+    #[test]
+    fn interleaved_staged_draws_follow_the_weights() {
+        let w = test_weights();
+        let s = shard(&w);
+        let mut rng = ChaCha8Rng::seed_from_u64(29);
+        for (lo, hi) in test_ranges(s.bucket_size()) {
+            let sampler = s.range_sampler(lo, hi).unwrap().unwrap();
+            let target = draws_for(&w[lo..hi]);
+            let mut drawn = Vec::with_capacity(target as usize);
+            let mut words = Words::new(&mut rng);
+            let mut staged_somewhere = false;
+            while (drawn.len() as u64) < target {
+                let mut pending = Vec::new();
+                for _ in 0..500 {
+                    match sampler.start(&mut words).unwrap() {
+                        DrawStep::Done(i) => drawn.push(i),
+                        DrawStep::Pending(p) => pending.push(p),
+                    }
+                }
+                while !pending.is_empty() {
+                    staged_somewhere = true;
+                    let mut still = Vec::new();
+                    for p in pending {
+                        match sampler.advance(p, &mut words).unwrap() {
+                            DrawStep::Done(i) => drawn.push(i),
+                            DrawStep::Pending(next) => still.push(next),
+                        }
+                    }
+                    pending = still;
+                }
+            }
+            assert!(staged_somewhere, "{lo}..{hi}: no draw took a stage");
+            let mut it = drawn.into_iter();
+            let counts = counts_of(lo, hi, target, || it.next().unwrap());
+            assert_fits(&counts, &w[lo..hi], &format!("staged {lo}..{hi}"));
+        }
     }
 
     #[test]
