@@ -38,7 +38,7 @@ use super::run::{MergeInput, SortedRun};
 use super::sample::{RangeSample, WeightedRangeSample};
 use super::shard::{BuildOptions, Shard};
 use super::shard_file::{ShardFile, parse_shard_file_name, shard_file_name, write_shard_file};
-use super::version::ShardSlot;
+use super::version::{ShardSlot, Version};
 use crate::algo::bloom::BloomFilter;
 use crate::error::{Error, Result};
 use crate::index::{
@@ -142,6 +142,9 @@ pub struct DynamizedIndex<S: Shard> {
     /// Shards with a synced file listed by a state file, or about to be.
     persisted: Mutex<HashSet<u64>>,
     checkpoint_lock: Mutex<()>,
+    /// A checkpoint sealed by `begin_checkpoint` and not yet written: its version (shards are immutable),
+    /// its state (tags and buffered operations as they were at its seqno) and seqno.
+    sealed: Mutex<Option<(Arc<Version<S>>, State, u64)>>,
 }
 
 fn decode_u64(bytes: &[u8], what: &str) -> Result<u64> {
@@ -201,6 +204,7 @@ impl<S: Shard> DynamizedIndex<S> {
             checkpointed: AtomicU64::new(0),
             persisted: Mutex::new(HashSet::new()),
             checkpoint_lock: Mutex::new(()),
+            sealed: Mutex::new(None),
         })
     }
 
@@ -285,6 +289,7 @@ impl<S: Shard> DynamizedIndex<S> {
             checkpointed: AtomicU64::new(state.seqno),
             persisted: Mutex::new(listed),
             checkpoint_lock: Mutex::new(()),
+            sealed: Mutex::new(None),
         })
     }
 
@@ -365,10 +370,27 @@ impl<S: Shard> OrderedIndex for DynamizedIndex<S> {
     }
 
     fn checkpoint(&self, seqno: u64) -> Result<()> {
+        self.begin_checkpoint(seqno)?;
+        self.finish_checkpoint()
+    }
+
+    /// Seals the state at `seqno`: the current version (its shards are immutable) and what can still change
+    /// in it — tags and the buffers' operations — copied now (milliseconds: tagged ids and at most the
+    /// buffers' records). `finish_checkpoint` writes the shard files and the state file.
+    fn begin_checkpoint(&self, seqno: u64) -> Result<bool> {
         let _g = self.checkpoint_lock.lock();
         self.core.check_failed()?;
         let v = self.core.version();
-        let next = self.core.next_shard_id();
+        let state = State::of_version(&v, seqno, self.core.next_shard_id());
+        *self.sealed.lock() = Some((v, state, seqno));
+        Ok(true)
+    }
+
+    fn finish_checkpoint(&self) -> Result<()> {
+        let _g = self.checkpoint_lock.lock();
+        let Some((v, state, seqno)) = self.sealed.lock().take() else {
+            return Ok(());
+        };
         let f = &self.files;
         let mut persisted = self.persisted.lock().clone();
         for slot in v.shards_newest_first() {
@@ -386,7 +408,7 @@ impl<S: Shard> OrderedIndex for DynamizedIndex<S> {
             }
         }
         f.vfs.sync_dir(&f.dir)?;
-        State::of_version(&v, seqno, next).write(f.vfs.as_ref(), &f.dir, &f.stats)?;
+        state.write(f.vfs.as_ref(), &f.dir, &f.stats)?;
         self.checkpointed.store(seqno, Ordering::Release);
         // Files of shards a published merge replaced may go once a durable state file no longer lists them:
         // those not in this version. Any other file not in it belongs to a shard a flush or a merge is
