@@ -321,10 +321,7 @@ impl LearnedIndex {
             return Some(None);
         }
         let inserted = |ins: Insert<'g>| match ins {
-            Insert::Inserted(slot) => Some(Some(Held {
-                slot,
-                record: slot,
-            })),
+            Insert::Inserted(slot) => Some(Some(Held { slot, record: slot })),
             Insert::Exists(_) | Insert::Closed => None,
         };
         match g.buffer.insert(key, guard) {

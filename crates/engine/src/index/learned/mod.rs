@@ -21,6 +21,7 @@
 //! every structural change publishes new objects and frees old ones only after every thread that could
 //! see them has unpinned.
 
+pub mod background;
 pub mod buffer;
 // pub mod checkpoint;
 pub mod compact;
@@ -37,5 +38,6 @@ mod stats;
 #[cfg(test)]
 mod tests;
 
+pub use background::Maintainer;
 pub use core::{LearnedIndex, LearnedOptions, Snapshot};
 pub use stats::LearnedStats;
