@@ -32,10 +32,10 @@ fn value(key: u64, counter: u64) -> Vec<u8> {
 
 fn decode(key: u64, v: &[u8]) -> u64 {
     assert!(v.len() >= 16, "short value for {key}");
-    let k = u64::from_le_bytes(v[..8].try_into().unwrap());
+    let k = u64::from_le_bytes(v[..8].try_into().expect("8 bytes"));
     let pair_ok = k == key || k + PAIR_OFFSET == key;
     assert!(pair_ok, "value of key {k} found under {key}");
-    let c = u64::from_le_bytes(v[8..16].try_into().unwrap());
+    let c = u64::from_le_bytes(v[8..16].try_into().expect("8 bytes"));
     assert_eq!(v.len(), 16 + (c % 7) as usize, "torn value under {key}");
     c
 }
@@ -146,7 +146,7 @@ fn writers_readers_and_snapshots_agree_with_models_while_compactions_run() {
                 let snap = ix.snapshot();
                 let mut seen: BTreeMap<u64, u64> = BTreeMap::new();
                 let mut prev: Option<u64> = None;
-                let dir = if scans % 2 == 0 {
+                let dir = if scans.is_multiple_of(2) {
                     Direction::Forward
                 } else {
                     Direction::Reverse
