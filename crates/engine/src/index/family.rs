@@ -245,6 +245,8 @@ families! {
     Dynamized => crate::index::dynamized::family::DynamizedFamily;
     /// Bε-tree (`index::betree`): write-optimized, larger than memory, merges.
     BeTree => crate::index::betree::family::BeTreeFamily;
+    /// Learned index (`index::learned`): XIndex-style, in memory, lock-free reads, u64 keys.
+    Learned => crate::index::learned::family::LearnedFamily;
 }
 
 #[cfg(test)]

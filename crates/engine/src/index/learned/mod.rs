@@ -23,11 +23,11 @@
 
 pub mod background;
 pub mod buffer;
-// pub mod checkpoint;
+pub mod checkpoint;
 pub mod compact;
 pub mod core;
-// pub mod db_index;
-// pub mod family;
+pub mod db_index;
+pub mod family;
 pub mod group;
 pub mod model;
 pub mod rmi;
