@@ -15,6 +15,8 @@
 //! Cost: a model search is a multiply-add and a binary search of ≤ 2·err + 1 keys (err ≤ [`ERROR_BOUND`]);
 //! the fallback is two binary searches (`n / 16` keys and 16 keys).
 
+use smallvec::SmallVec;
+
 /// Largest acceptable maximum error of a group's model piece (positions), as XIndex's group error bound.
 pub const ERROR_BOUND: usize = 32;
 /// Most linear pieces per group.
@@ -89,10 +91,12 @@ pub struct Piece {
 }
 
 /// How a group searches its key array.
+// The pieces are inline on purpose: a lookup reads them from the group header without another miss.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone)]
 pub enum GroupSearch {
-    /// Up to four linear pieces, each meeting the error bound.
-    Models(Vec<Piece>),
+    /// Up to four linear pieces, each meeting the error bound (inline: no pointer to chase).
+    Models(SmallVec<[Piece; MAX_MODELS]>),
     /// Every 16th key (the fallback node's upper level).
     Fallback(Box<[u64]>),
 }
@@ -118,9 +122,9 @@ impl GroupSearch {
         GroupSearch::Fallback(keys.iter().step_by(FALLBACK_FANOUT).copied().collect())
     }
 
-    fn pieces(keys: &[u64], count: usize) -> Option<Vec<Piece>> {
+    fn pieces(keys: &[u64], count: usize) -> Option<SmallVec<[Piece; MAX_MODELS]>> {
         let per = keys.len().div_ceil(count).max(1);
-        let mut out = Vec::with_capacity(count);
+        let mut out = SmallVec::new();
         for (c, chunk) in keys.chunks(per).enumerate() {
             let start = c * per;
             let (model, err) = Linear::fit(chunk, start);
@@ -143,9 +147,11 @@ impl GroupSearch {
         matches!(self, GroupSearch::Fallback(_))
     }
 
-    /// Bytes of the models (or the fallback node's upper level).
+    /// Bytes of the models beyond the group header (the pieces live inline in it), or of the fallback
+    /// node's upper level.
     pub fn memory(&self) -> usize {
         match self {
+            GroupSearch::Models(p) if !p.spilled() => 0,
             GroupSearch::Models(p) => p.len() * std::mem::size_of::<Piece>(),
             GroupSearch::Fallback(upper) => upper.len() * 8,
         }

@@ -20,6 +20,7 @@
 //! below the snapshot (one step without snapshots); a write is two allocations (version, bytes).
 
 use crossbeam_epoch::{self as epoch, Atomic, Guard, Owned, Shared};
+use smallvec::SmallVec;
 use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 
 pub const LOCK: u64 = 1;
@@ -33,7 +34,8 @@ const VERSION_ONE: u64 = 32;
 /// One version of a record's value.
 pub struct Version {
     pub seq: u64,
-    pub value: Option<Box<[u8]>>,
+    /// The value (`None`: a removal); up to 16 bytes inline in the version, longer ones out of line.
+    pub value: Option<SmallVec<[u8; 16]>>,
     older: Atomic<Version>,
 }
 
@@ -85,7 +87,7 @@ impl Slot {
             status: AtomicU64::new(0),
             head: Atomic::new(Version {
                 seq,
-                value: Some(value.into()),
+                value: Some(SmallVec::from_slice(value)),
                 older: Atomic::null(),
             }),
             target: AtomicPtr::new(std::ptr::null_mut()),
@@ -209,7 +211,7 @@ impl Slot {
         let had = unsafe { old.as_ref() }.is_some_and(|v| v.value.is_some());
         let new = Owned::new(Version {
             seq,
-            value: value.map(Into::into),
+            value: value.map(SmallVec::from_slice),
             older: Atomic::null(),
         });
         new.older.store(old, Ordering::Relaxed);
