@@ -1184,3 +1184,122 @@ fn index_options_by_name_and_the_family_list_come_from_the_registry() {
         assert!(help.contains(name), "{help}");
     }
 }
+
+/// A hash database (`--index hash`, `u64` keys and values): point commands, load, check, stats with the
+/// index's own figures; scans, counts, samples and bulk loads refused with exit status 1 and a clear
+/// message; read commands write nothing (the region is mapped privately); damage exits 2 naming `hash.pm`.
+#[test]
+fn hash_database_answers_point_commands_and_refuses_ordered_ones() {
+    let help = String::from_utf8(strata(&["create", "--help"]).stdout).unwrap();
+    assert!(help.contains("hash:"), "{help}");
+    let db = TestDb::created(&[
+        "--index",
+        "hash",
+        "-o",
+        "region_bytes=16MiB",
+        "-o",
+        "persist=eadr",
+        "-o",
+        "initial_buckets=1",
+    ]);
+    db.ok(&["put", "7", "700"]);
+    db.ok(&["put", "8", "800"]);
+    assert_eq!(db.ok(&["get", "7"]), "700\n");
+    db.ok(&["del", "7"]);
+    assert_eq!(db.run(&["get", "7"]).status.code(), Some(1));
+    db.ok(&[
+        "load",
+        "--records",
+        "5000",
+        "--order",
+        "random",
+        "--batch",
+        "50",
+    ]);
+    assert_eq!(db.ok(&["get", "4999"]), "4999\n");
+    assert_eq!(db.ok(&["get", "7"]), "7\n");
+    let out = db.ok(&["check"]);
+    assert!(out.starts_with("ok: 5000 records"), "{out}");
+    let v: serde_json::Value = serde_json::from_str(&db.ok(&["stats"])).unwrap();
+    assert_eq!(v["index"], "hash");
+    assert_eq!(v["records"], 5000);
+    assert_eq!(v["capabilities"]["ordered"], false);
+    assert_eq!(v["index_options"]["region_bytes"], 16 << 20);
+    let h = &v["hash"];
+    let (load, slots) = (
+        h["load_factor"].as_f64().unwrap(),
+        h["capacity_slots"].as_u64().unwrap(),
+    );
+    assert!(load > 0.4 && load <= 0.875, "load factor {load}");
+    assert_eq!((load * slots as f64).round() as u64, 5000);
+    assert!(h["dram_bytes"].as_u64().unwrap() > 0 && h["pm_bytes_used"].as_u64().unwrap() > 0);
+    assert_eq!(h["persist"], "eadr");
+
+    let before = dir_contents(&db.path);
+    for args in [
+        &["scan", "--limit", "3"][..],
+        &["count", "--from", "0", "--to", "9"],
+        &["sample", "--from", "0", "--to", "9", "-k", "2"],
+    ] {
+        let (code, err) = db.fails(args);
+        assert_eq!(code, 1, "{args:?}: {err}");
+        assert!(
+            err.contains("the hash index has no key order"),
+            "{args:?}: {err}"
+        );
+    }
+    for args in [&["get", "5"][..], &["check"], &["stats"]] {
+        db.ok(args);
+    }
+    assert!(
+        before == dir_contents(&db.path),
+        "a read command changed a file"
+    );
+    let (code, err) = db.fails(&["load", "--records", "10", "--bulk"]);
+    assert_ne!(code, 0);
+    assert!(err.contains("bulk"), "{err}");
+    let (code, err) = db.fails(&["put", "1", "x"]);
+    assert_eq!(code, 64, "{err}");
+
+    // A value changed in the region (in its log record and its slot) is damage the digest finds.
+    let region = db.path.join("hash.pm");
+    db.ok(&["put", "9", "81985529216486895"]); // 0x0123456789abcdef
+    let mut bytes = std::fs::read(&region).unwrap();
+    let needle = 81985529216486895u64.to_le_bytes();
+    let mut hits = 0;
+    for at in 0..bytes.len() - 8 {
+        if bytes[at..at + 8] == needle {
+            bytes[at] ^= 0x40;
+            hits += 1;
+        }
+    }
+    assert!(hits > 0);
+    std::fs::write(&region, &bytes).unwrap();
+    for cmd in [&["check"][..], &["get", "9"], &["put", "1", "1"]] {
+        let (code, err) = db.fails(cmd);
+        assert_eq!(code, 2, "{cmd:?}: {err}");
+        assert!(err.contains("hash.pm"), "{cmd:?}: {err}");
+    }
+    // So is a damaged header, and a missing region.
+    bytes[3] ^= 1;
+    std::fs::write(&region, &bytes).unwrap();
+    let (code, err) = db.fails(&["get", "8"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("hash.pm") && err.contains("offset 0"), "{err}");
+    std::fs::remove_file(&region).unwrap();
+    let (code, err) = db.fails(&["get", "8"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("hash.pm"), "{err}");
+
+    let fresh = TestDb::new();
+    for args in [
+        &["create", "--index", "hash", "--key", "bytes"][..],
+        &["create", "--index", "hash", "-o", "region_bytes=64KiB"],
+        &["create", "--index", "hash", "-o", "persist=nvram"],
+        &["create", "--index", "hash", "-o", "initial_buckets=3"],
+    ] {
+        let (code, err) = fresh.fails(args);
+        assert_eq!(code, 64, "{args:?}: {err}");
+        assert!(!fresh.path.exists(), "{args:?} left a directory");
+    }
+}

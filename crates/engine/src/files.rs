@@ -10,6 +10,8 @@
 //! | `DYNSTATE` | the dynamized family's checkpoint (sealed) |
 //! | `LEARNED` | the learned family's checkpoint: its sorted records (sealed) |
 //! | `shard-NNNNNNNNNNNNNNNN.dat` | an immutable shard of the dynamized family |
+//! | `hash.pm` | the hash family's persistent-memory region (mapped) |
+//! | `hash.batch` | the hash family's bodies of multi-operation batches |
 //! | `NAME.tmp` | a sealed file being replaced |
 
 /// The directory's lock.
@@ -22,6 +24,11 @@ pub const PAGE_FILE: &str = "data.pages";
 pub const DYN_STATE: &str = "DYNSTATE";
 /// The learned family's checkpoint file.
 pub const LEARNED_STATE: &str = "LEARNED";
+
+/// The hash family's persistent-memory region.
+pub const HASH_REGION: &str = "hash.pm";
+/// The hash family's batch bodies.
+pub const HASH_BATCH: &str = "hash.batch";
 
 /// A 16-digit numbered name `prefix` + number + `suffix`.
 fn numbered(prefix: &str, n: u64, suffix: &str) -> String {
@@ -62,6 +69,8 @@ pub fn is_database_file(name: &str) -> bool {
     name == PAGE_FILE
         || name == DYN_STATE
         || name == LEARNED_STATE
+        || name == HASH_REGION
+        || name == HASH_BATCH
         || parse_wal_name(name).is_some()
         || parse_shard_file_name(name).is_some()
 }

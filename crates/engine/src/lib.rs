@@ -54,12 +54,13 @@ pub mod options {
     pub use crate::index::btree::family::BTreeOptions;
     pub use crate::index::dynamized::{DeletePolicy, DynOptions, DynStats, Layout, RuntimeOptions};
     pub use crate::index::learned::{LearnedOptions, LearnedStats};
+    pub use crate::index::hash::family::{HashOptions, PersistChoice};
 }
 
 /// File systems a database can live on, and the I/O counters every handle keeps.
 pub mod vfs {
     pub use crate::storage::{
-        FaultVfs, FileKind, IoCounts, IoSnapshot, MemVfs, OpenOptions, OverlayVfs, StdVfs, Vfs,
-        VfsFile, VfsLock,
+        FaultVfs, FileKind, FileMapping, IoCounts, IoSnapshot, MemVfs, OpenOptions, OverlayVfs,
+        StdVfs, Vfs, VfsFile, VfsLock,
     };
 }

@@ -2,7 +2,8 @@
 //!
 //! Dash's protocol scaled down, on the persistent hash indexes of `strata::lab::index::hash`: the
 //! ElimDA-style [`HashIndex`] (`elimda`) against the Dash-EH-style [`DashIndex`] (`dash`), each on an
-//! anonymous [`MmapRegion`] in eADR mode (the throughput rows), and a DRAM-only `hashbrown` table (std's
+//! anonymous [`MmapRegion`] in eADR mode (the throughput rows), the CCEH-style [`CcehIndex`] (`cceh`, rows
+//! `cceh` and `cceh-adr-model` from `cceh_rows`), and a DRAM-only `hashbrown` table (std's
 //! `HashMap`, a SwissTable, with a multiply-xorshift hasher; not durable: the upper bound).
 //!
 //! Per engine, with uniform random distinct `u64` keys drawn from a ChaCha8 RNG seeded with `--seed`:
@@ -29,18 +30,22 @@ use std::fmt::Write as _;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::time::Instant;
 use strata::lab::index::hash::PmHashIndex;
+use strata::lab::index::hash::cceh::{CcehConfig, CcehIndex};
 use strata::lab::index::hash::dash::{DashConfig, DashIndex};
 use strata::lab::index::hash::{HashConfig, HashIndex};
 use strata::lab::storage::pm::{CountingPm, MmapRegion, PersistMode, Pm, Traffic};
 
 pub const NAME: &str = "hash";
-pub const DESCRIPTION: &str = "persistent hash indexes, one thread: ElimDA-style (elimda) against Dash-EH-style (dash) on eADR regions and a DRAM hashbrown bound; insert, positive and negative search, delete; Optane media bytes per operation from the traffic model (ADR)";
+pub const DESCRIPTION: &str = "persistent hash indexes, one thread: ElimDA-style (elimda) against Dash-EH-style (dash) and CCEH-style (cceh) on eADR regions and a DRAM hashbrown bound; insert, positive and negative search, delete; Optane media bytes per operation from the traffic model (ADR)";
 pub const DEFAULT_RECORDS: u64 = 2_000_000;
 pub const ELIMDA: &str = "elimda";
 pub const DASH: &str = "dash";
 pub const HASHBROWN: &str = "hashbrown";
 pub const ELIMDA_MODEL: &str = "elimda-adr-model";
 pub const DASH_MODEL: &str = "dash-adr-model";
+/// The CCEH-style baseline (16 KiB segments, two 4-line probe runs, no fingerprints) and its model run.
+pub const CCEH: &str = "cceh";
+pub const CCEH_MODEL: &str = "cceh-adr-model";
 /// The measured phases: workload and op.
 pub const PHASES: [(&str, &str); 4] = [
     ("insert", "insert"),
@@ -317,6 +322,7 @@ pub fn run(cfg: &SuiteConfig, _engines: &[Box<dyn Engine>]) -> Result<Vec<BenchR
     out.extend(persistent(cfg, ELIMDA, idx, &k, None)?);
     let idx = DashIndex::create(region(PersistMode::Eadr)?, DashConfig::default())?;
     out.extend(persistent(cfg, DASH, idx, &k, None)?);
+    out.extend(cceh_rows(cfg, &k, bytes)?);
     let mut map = DramMap::default();
     out.extend(phases(cfg, HASHBROWN, &mut map, &k, None)?);
     drop(map);
@@ -335,6 +341,23 @@ pub fn run(cfg: &SuiteConfig, _engines: &[Box<dyn Engine>]) -> Result<Vec<BenchR
     };
     let idx = DashIndex::create(&pm, DashConfig::default())?;
     out.extend(persistent(cfg, DASH_MODEL, idx, &k, Some(&snap))?);
+    Ok(out)
+}
+
+/// The CCEH-style engine's rows: on an eADR region (throughput), then on the ADR traffic model.
+fn cceh_rows(cfg: &SuiteConfig, k: &Keys, bytes: u64) -> Result<Vec<BenchResult>> {
+    let idx = CcehIndex::create(
+        MmapRegion::anonymous(bytes, PersistMode::Eadr)?,
+        CcehConfig::default(),
+    )?;
+    let mut out = persistent(cfg, CCEH, idx, k, None)?;
+    let pm = CountingPm::new(MmapRegion::anonymous(bytes, PersistMode::Adr)?);
+    let snap = || {
+        pm.drain();
+        pm.snapshot()
+    };
+    let idx = CcehIndex::create(&pm, CcehConfig::default())?;
+    out.extend(persistent(cfg, CCEH_MODEL, idx, k, Some(&snap))?);
     Ok(out)
 }
 
@@ -382,6 +405,7 @@ pub fn analysis(_cfg: &SuiteConfig, rows: &[BenchResult]) -> String {
         for (e, m) in [
             (ELIMDA, Some(ELIMDA_MODEL)),
             (DASH, Some(DASH_MODEL)),
+            (CCEH, Some(CCEH_MODEL)),
             (HASHBROWN, None),
         ] {
             let Some(r) = find(rows, e, w) else { continue };
@@ -501,7 +525,15 @@ mod tests {
         opts.out_dir = Some(tmp.path().join("out"));
         opts.progress = false;
         let out = run_bench(&opts).unwrap();
-        for engine in [ELIMDA, DASH, HASHBROWN, ELIMDA_MODEL, DASH_MODEL] {
+        for engine in [
+            ELIMDA,
+            DASH,
+            CCEH,
+            HASHBROWN,
+            ELIMDA_MODEL,
+            DASH_MODEL,
+            CCEH_MODEL,
+        ] {
             for (workload, op) in PHASES {
                 let r = find(&out.results, engine, workload)
                     .unwrap_or_else(|| panic!("no row for {engine} {workload}"));
@@ -513,7 +545,7 @@ mod tests {
                 }
             }
         }
-        assert_eq!(out.results.len(), 5 * PHASES.len());
+        assert_eq!(out.results.len(), 7 * PHASES.len());
         // Inserts write media on both indexes; ElimDA's misses mostly stay in DRAM.
         let ins = find(&out.results, ELIMDA_MODEL, "insert").unwrap();
         assert!(ins.bytes_written.unwrap() > 0);

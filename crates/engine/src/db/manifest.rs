@@ -234,7 +234,7 @@ mod tests {
         legacy[30] ^= 1;
         assert_eq!(legacy_body(&legacy), None);
         // Unknown families and bad options are errors, not defaults.
-        assert!(Manifest::from_json(old("hash", "").as_bytes()).is_err());
+        assert!(Manifest::from_json(old("skiplist", "").as_bytes()).is_err());
         assert!(
             Manifest::from_json(old("dynamized", r#", "options": {"layout": 7}"#).as_bytes())
                 .is_err()

@@ -19,7 +19,11 @@
 //! as its [`Durability`] requires) and then applied to the index under the index's write lock, so readers see
 //! all of it or none of it. Writers are serialised by one mutex, so WAL order is apply order.
 //! When the WAL exceeds `Options::checkpoint_wal_bytes`, the index is checkpointed and a new WAL replaces the
-//! old one (see `recovery` for the protocol and what it guarantees). A clean close checkpoints too. A bulk
+//! old one (see `recovery` for the protocol and what it guarantees). Families that can
+//! ([`OrderedIndex::begin_checkpoint`]) checkpoint in the background: the writer seals the index and switches
+//! to a new WAL, a thread writes the checkpoint and then removes the old WAL; the writer waits for it only
+//! when the live WAL reaches twice the checkpoint size first (a backlog of one checkpoint). Recovery then may
+//! find two WALs and replays both. A clean close checkpoints too. A bulk
 //! load consumes one sequence number and checkpoints, so it is ordered like any write.
 //!
 //! ## Recovery
@@ -57,7 +61,7 @@ use crate::storage::{
     IoSnapshot, IoStats, LogWriter, OpenOptions, RecoverMode, Vfs, VfsLock, recover_log,
 };
 use crate::types::{Durability, MAX_VALUE_LEN, TypeKind};
-use parking_lot::Mutex;
+use parking_lot::{Condvar, Mutex};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -95,7 +99,18 @@ struct DbInner {
     replayed_wal: Option<PathBuf>,
     /// Read-only handles: that WAL ends with a checkpoint intent, so a checkpoint may have been torn by a crash.
     checkpoint_interrupted: bool,
+    /// The checkpoint finishing in the background, if any (see `DbInner::checkpoint_in_background`).
+    background: Mutex<Background>,
+    background_done: Condvar,
     _lock: Option<Box<dyn VfsLock>>,
+}
+
+/// A checkpoint that finishes on its own thread while writes go on.
+#[derive(Default)]
+struct Background {
+    /// A checkpoint is finishing.
+    busy: bool,
+    thread: Option<std::thread::JoinHandle<()>>,
 }
 
 /// An untyped handle: keys and values as encoded bytes (see `types`). Cheap to clone; the database closes
@@ -158,6 +173,16 @@ impl RawDb {
         self.inner.durability
     }
 
+    /// Why the handle is poisoned (a write or checkpoint failed after it started changing state, so every
+    /// later call fails until the database is reopened), or `None` if it is usable. A write that failed
+    /// before changing anything (bad input, a failed read of a current value) leaves it usable.
+    pub fn poisoned(&self) -> Option<String> {
+        self.inner
+            .poisoned
+            .load(Ordering::Acquire)
+            .then(|| self.inner.poison_reason.lock().clone())
+    }
+
     fn check_poison(&self) -> Result<()> {
         if self.inner.poisoned.load(Ordering::Acquire) {
             return Err(Error::Poisoned(self.inner.poison_reason.lock().clone()));
@@ -166,8 +191,7 @@ impl RawDb {
     }
 
     fn poison(&self, e: &Error) {
-        *self.inner.poison_reason.lock() = e.to_string();
-        self.inner.poisoned.store(true, Ordering::Release);
+        self.inner.poison(e);
     }
 
     /// Checks one encoded key against the database's key type and limits.
@@ -268,11 +292,21 @@ impl RawDb {
         }
         w.next_seqno += 1;
         w.dirty = true;
-        if w.wal.as_ref().map_or(0, LogWriter::len) > self.inner.checkpoint_wal_bytes
-            && let Err(e) = self.checkpoint_locked(&mut w)
-        {
-            self.poison(&e);
-            return Err(e);
+        let wal_len = w.wal.as_ref().map_or(0, LogWriter::len);
+        if wal_len > self.inner.checkpoint_wal_bytes {
+            // A checkpoint finishing in the background is waited for only once the WAL has grown to twice
+            // the checkpoint size meanwhile: the backlog is one checkpoint.
+            let r = if wal_len > 2 * self.inner.checkpoint_wal_bytes {
+                self.checkpoint_locked(&mut w)
+            } else if !self.inner.background.lock().busy {
+                DbInner::checkpoint_in_background(&self.inner, &mut w)
+            } else {
+                Ok(())
+            };
+            if let Err(e) = r {
+                self.poison(&e);
+                return Err(e);
+            }
         }
         Ok(())
     }
@@ -306,6 +340,24 @@ impl RawDb {
         Ok(self.get_into(key, &mut out)?.then_some(out))
     }
 
+    /// `InvalidArgument` for an index without key order (a hash index): scans, ranges, range counts and
+    /// samples need one.
+    fn check_ordered(&self) -> Result<()> {
+        if self.capabilities().ordered {
+            return Ok(());
+        }
+        let ordered: Vec<&str> = IndexKind::ALL
+            .iter()
+            .filter(|k| k.default_config().capabilities().ordered)
+            .map(|k| k.name())
+            .collect();
+        Err(Error::invalid(format!(
+            "the {} index has no key order: scans, ranges, counts and samples need an ordered index ({})",
+            self.inner.manifest.index.kind().name(),
+            ordered.join(", ")
+        )))
+    }
+
     /// Appends up to `max` records of `range` in `dir` order to `out`.
     pub fn scan_into(
         &self,
@@ -315,6 +367,7 @@ impl RawDb {
         out: &mut Vec<(Vec<u8>, Vec<u8>)>,
     ) -> Result<()> {
         self.check_poison()?;
+        self.check_ordered()?;
         self.inner.index.scan(range, dir, max, out)
     }
 
@@ -329,6 +382,7 @@ impl RawDb {
         visit: &mut crate::index::RecordVisitor<'_>,
     ) -> Result<usize> {
         self.check_poison()?;
+        self.check_ordered()?;
         self.inner.index.scan_visit(range, dir, max, visit)
     }
 
@@ -361,6 +415,7 @@ impl RawDb {
     /// Number of live records in `range`.
     pub fn count_range(&self, range: &KeyRange) -> Result<u64> {
         self.check_poison()?;
+        self.check_ordered()?;
         match self.inner.index.as_sampling() {
             Some(s) => s.count_range(range),
             // Families without counts (the Bε-tree) count with a scan: O(records in the range).
@@ -399,6 +454,7 @@ impl RawDb {
         visit: &mut crate::index::SampleVisitor<'_>,
     ) -> Result<()> {
         self.check_poison()?;
+        self.check_ordered()?;
         if k > MAX_SAMPLES_PER_CALL {
             return Err(Error::invalid(format!(
                 "{k} samples requested; at most {MAX_SAMPLES_PER_CALL} per call (draw in several calls)"
@@ -477,6 +533,9 @@ impl RawDb {
     /// checkpoint slot is damage too, unless the WAL shows that a crash interrupted the checkpoint that was
     /// writing it (then it is a note in the report: opening read-write rewrites it).
     pub fn check(&self) -> Result<CheckReport> {
+        self.check_poison()?;
+        // A checkpoint finishing in the background completes first: the check reads what it writes.
+        self.inner.wait_background();
         self.check_poison()?;
         let mut report = self.inner.index.check()?;
         if let Some(d) = self.inner.index.spare_checkpoint_damage() {
@@ -586,6 +645,9 @@ impl RawDb {
     pub fn close(self) -> Result<()> {
         self.check_poison()?;
         let mut w = self.inner.writer.lock();
+        // A checkpoint finishing in the background completes first (and reports its failure).
+        self.inner.wait_background();
+        self.check_poison()?;
         if w.dirty {
             // Background work finishes first, so the last checkpoint lists every file it wrote.
             self.inner.index.settle()?;
@@ -598,8 +660,18 @@ impl RawDb {
 }
 
 impl DbInner {
-    /// Checkpoints everything written so far and starts a new WAL.
+    fn poison(&self, e: &Error) {
+        *self.poison_reason.lock() = e.to_string();
+        self.poisoned.store(true, Ordering::Release);
+    }
+
+    /// Checkpoints everything written so far and starts a new WAL (after a checkpoint finishing in the
+    /// background, if any).
     fn checkpoint(&self, w: &mut Writer) -> Result<()> {
+        self.wait_background();
+        if self.poisoned.load(Ordering::Acquire) {
+            return Err(Error::Poisoned(self.poison_reason.lock().clone()));
+        }
         let seqno = w.next_seqno - 1;
         self.intend_checkpoint(w, seqno)?;
         self.index.checkpoint(seqno)?;
@@ -620,17 +692,88 @@ impl DbInner {
     /// After the index checkpointed `seqno`: creates the next WAL with that base, syncs the directory, removes
     /// the old WAL.
     fn rotate_wal(&self, w: &mut Writer, seqno: u64) -> Result<()> {
+        let old = self.switch_wal(w, seqno)?;
+        self.vfs.remove_file(&wal_path(&self.dir, old))
+    }
+
+    /// Creates the next WAL, whose records follow `seqno`, syncs the directory and makes it the live one;
+    /// returns the number of the old one (kept).
+    fn switch_wal(&self, w: &mut Writer, seqno: u64) -> Result<u64> {
         let number = w.wal_number + 1;
         let (wal, _) = open::new_wal(&self.vfs, &self.dir, number, seqno, &self.stats)?;
         self.vfs.sync_dir(&self.dir)?;
         w.wal = Some(wal);
-        let old = std::mem::replace(&mut w.wal_number, number);
-        self.vfs.remove_file(&wal_path(&self.dir, old))
+        Ok(std::mem::replace(&mut w.wal_number, number))
+    }
+
+    /// Starts a checkpoint of everything written so far that finishes on its own thread while writes go on
+    /// (families that cannot do that checkpoint at once, as [`checkpoint`](Self::checkpoint) does):
+    /// 1. a checkpoint intent for `S` (the last seqno) is appended to the live WAL `N` and synced;
+    /// 2. the index seals its state at `S` (in memory, quickly: `OrderedIndex::begin_checkpoint`);
+    /// 3. WAL `N + 1`, based on `S`, becomes the live one; WAL `N` stays, since it holds the writes up to `S`
+    ///    until the checkpoint is durable;
+    /// 4. a thread writes the checkpoint (`OrderedIndex::finish_checkpoint`), then removes WAL `N`.
+    ///
+    /// A crash before step 4 completes leaves the index at its previous checkpoint `C`, and recovery replays
+    /// WAL `N` after `C`, then WAL `N + 1`. A failure in the thread poisons the handle.
+    fn checkpoint_in_background(this: &Arc<DbInner>, w: &mut Writer) -> Result<()> {
+        let seqno = w.next_seqno - 1;
+        this.intend_checkpoint(w, seqno)?;
+        if !this.index.begin_checkpoint(seqno)? {
+            this.rotate_wal(w, seqno)?;
+            w.dirty = false;
+            return Ok(());
+        }
+        let old = this.switch_wal(w, seqno)?;
+        w.dirty = false;
+        let mut bg = this.background.lock();
+        bg.busy = true;
+        let inner = this.clone();
+        let spawned = std::thread::Builder::new()
+            .name("strata-checkpoint".into())
+            .spawn(move || {
+                let r = inner
+                    .index
+                    .finish_checkpoint()
+                    .and_then(|()| inner.vfs.remove_file(&wal_path(&inner.dir, old)));
+                if let Err(e) = r {
+                    inner.poison(&e);
+                }
+                inner.background.lock().busy = false;
+                inner.background_done.notify_all();
+            });
+        match spawned {
+            Ok(t) => {
+                bg.thread = Some(t);
+                Ok(())
+            }
+            Err(_) => {
+                // No thread to be had: finish here.
+                bg.busy = false;
+                drop(bg);
+                this.index.finish_checkpoint()?;
+                this.vfs.remove_file(&wal_path(&this.dir, old))
+            }
+        }
+    }
+
+    /// Waits until no checkpoint is finishing in the background.
+    fn wait_background(&self) {
+        let mut bg = self.background.lock();
+        while bg.busy {
+            self.background_done.wait(&mut bg);
+        }
+        if let Some(t) = bg.thread.take()
+            && t.thread().id() != std::thread::current().id()
+        {
+            let _ = t.join();
+        }
     }
 }
 
 impl Drop for DbInner {
     fn drop(&mut self) {
+        self.wait_background();
         if self.read_only || self.poisoned.load(Ordering::Acquire) {
             return;
         }

@@ -242,6 +242,8 @@ impl RawDb {
                 read_only,
                 replayed_wal: None,
                 checkpoint_interrupted: false,
+                background: Mutex::default(),
+                background_done: parking_lot::Condvar::new(),
                 _lock: lock,
             }),
         }

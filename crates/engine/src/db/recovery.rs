@@ -8,7 +8,13 @@
 //!   everything up to seqno `S`; WAL `N + 1` is created with base `S` and synced; the directory is synced;
 //!   WAL `N` is removed. At rest one WAL exists (two for a moment), and the live one is the highest-numbered
 //!   file with a readable header.
-//! * Hence the index's checkpoint seqno `C` is never below the live WAL's base `B`. **`C < B` is a rollback**:
+//! * A checkpoint in the background does the same steps in another order: intent in WAL `N`, the index seals
+//!   `S` in memory, WAL `N + 1` (base `S`) becomes live, and only after the index made `S` durable is WAL `N`
+//!   removed. Until then the index's checkpoint `C` may be below `B = S`, and WAL `N` (base ≤ `C`) holds the
+//!   writes in between: opening replays the chain of older WALs back to the first whose base is ≤ `C`, each
+//!   of which must end exactly where the next one begins (no torn tail in the middle of the chain).
+//! * Hence, once that chain is taken into account, the index's checkpoint seqno `C` is never below the base
+//!   `B` of the oldest WAL it needs. **`C < B` with no older WAL to cover it is a rollback**:
 //!   the index lost a checkpoint it had (e.g. its newest meta slot was damaged and it fell back to the older
 //!   one), so acknowledged writes `C+1..=B` are gone. Opening then fails with `Error::Corruption` instead of
 //!   serving the older state; `strata repair` accepts the loss explicitly.
@@ -21,7 +27,7 @@
 //!   [`RecoveryInfo::torn_tail_bytes`]; what survives is a prefix of the acknowledged writes, as the
 //!   durability levels promise.
 //!
-//! Cost: one header read per WAL file, one sequential read of the live WAL (see `storage::log`).
+//! Cost: one header read per WAL file, one sequential read of each WAL replayed (see `storage::log`).
 
 // A decoder of bytes read from disk: every index and slice is checked.
 #![deny(clippy::indexing_slicing)]
@@ -116,11 +122,13 @@ pub(crate) fn recover(
 
     // The live WAL: the highest-numbered file with a readable header.
     let mut live: Option<(PathBuf, LogHeader)> = None;
+    let mut live_at = 0;
     for (i, &n) in numbers.iter().enumerate().rev() {
         let path = wal_path(dir, n);
         match read_log_header(vfs, &path, stats) {
             Ok(h) if h.number == n => {
                 live = Some((path, h));
+                live_at = i;
                 break;
             }
             Ok(h) => {
@@ -173,7 +181,32 @@ pub(crate) fn recover(
         ));
     };
 
-    let base = header.base_seqno;
+    // A checkpoint that was finishing in the background when the process stopped: the WALs before the live
+    // one still hold the writes after the index's checkpoint. Replay from the newest of them whose base the
+    // checkpoint covers.
+    let mut chain: Vec<(PathBuf, LogHeader)> = Vec::new();
+    let mut base = header.base_seqno;
+    if c < base {
+        for &n in numbers.iter().take(live_at).rev() {
+            let older = wal_path(dir, n);
+            let Ok(h) = read_log_header(vfs, &older, stats) else {
+                break;
+            };
+            if h.number != n || h.base_seqno > base {
+                break;
+            }
+            base = h.base_seqno;
+            chain.push((older, h));
+            if base <= c {
+                break;
+            }
+        }
+        if base > c {
+            chain.clear();
+            base = header.base_seqno;
+        }
+    }
+    chain.reverse();
     if c < base {
         let lost = format!("writes {}..={base}", c + 1);
         if salvage {
@@ -208,16 +241,62 @@ pub(crate) fn recover(
         });
     }
 
-    // Replay the records after the checkpoint.
+    // Replay the records after the checkpoint: the older WALs of the chain (each must reach the next one's
+    // base: its records were synced before that WAL was created), then the live one.
     let mut last = c;
-    let mut intent = false;
-    let mut stopped: Option<String> = None;
+    let mut interrupted = false;
     let mode = if salvage {
         RecoverMode::Salvage
     } else {
         RecoverMode::Strict
     };
-    let rec = recover_log(vfs, &path, stats.clone(), mode, &mut |payload, offset| {
+    for (k, (older, _)) in chain.iter().enumerate() {
+        let (torn, ended_with_intent) =
+            replay_wal(older, &mut last, &mut info, mode, index, vfs, stats)?;
+        let next_base = chain
+            .get(k + 1)
+            .map_or(header.base_seqno, |(_, h)| h.base_seqno);
+        if torn > 0 || last < next_base {
+            let problem = format!(
+                "the write-ahead log ends at seqno {last}, but the next one continues after seqno \
+                 {next_base}: records are missing"
+            );
+            if !salvage {
+                return Err(Error::corruption(older, 0, problem));
+            }
+            info.repairs.push(format!(
+                "{}: {problem}; the logs after it are dropped",
+                older.display()
+            ));
+            return Ok(done(info, None, last, false));
+        }
+        // Its checkpoint intent announced the checkpoint that was still being written.
+        interrupted |= ended_with_intent;
+    }
+    let (torn, ended) = replay_wal(&path, &mut last, &mut info, mode, index, vfs, stats)?;
+    let intent = ended || interrupted;
+    if torn > 0 {
+        info.torn_tail_bytes = torn;
+    }
+    Ok(done(info, Some(path), last, intent))
+}
+
+/// Replays the records of the WAL at `path` after seqno `*last` into `index`, advancing `*last`. Returns the
+/// torn-tail bytes dropped and whether the log ends with a checkpoint intent. In salvage mode damage stops
+/// the replay and is reported in `info`; otherwise it is `Error::Corruption`.
+fn replay_wal(
+    path: &Path,
+    last: &mut u64,
+    info: &mut RecoveryInfo,
+    mode: RecoverMode,
+    index: &dyn OrderedIndex,
+    vfs: &Arc<dyn Vfs>,
+    stats: &Arc<IoStats>,
+) -> Result<(u64, bool)> {
+    let salvage = mode == RecoverMode::Salvage;
+    let mut intent = false;
+    let mut stopped: Option<String> = None;
+    let rec = recover_log(vfs, path, stats.clone(), mode, &mut |payload, offset| {
         if stopped.is_some() {
             return Ok(());
         }
@@ -228,12 +307,12 @@ pub(crate) fn recover(
             }
             Ok(WalRecord::Batch { seqno, ops }) => {
                 intent = false;
-                if seqno <= last {
+                if seqno <= *last {
                     return Ok(());
                 }
                 if last.checked_add(1) == Some(seqno) {
                     index.apply(&ops)?;
-                    last = seqno;
+                    *last = seqno;
                     info.replayed_records += 1;
                     return Ok(());
                 }
@@ -242,14 +321,11 @@ pub(crate) fn recover(
             Err(d) => format!("WAL record: {d}"),
         };
         if !salvage {
-            return Err(Error::corruption(&path, offset, problem));
+            return Err(Error::corruption(path, offset, problem));
         }
         stopped = Some(format!("at offset {offset}: {problem}"));
         Ok(())
     })?;
-    if let Some((_, bytes)) = rec.torn {
-        info.torn_tail_bytes = bytes;
-    }
     if let Some(s) = &rec.salvaged {
         info.repairs.push(format!(
             "dropped the damaged end of {} from offset {} ({}; {} valid-looking record(s) after it)",
@@ -265,5 +341,5 @@ pub(crate) fn recover(
             path.display()
         ));
     }
-    Ok(done(info, Some(path), last, intent))
+    Ok((rec.torn.map_or(0, |(_, bytes)| bytes), intent))
 }

@@ -39,6 +39,9 @@ pub struct Capabilities {
     pub bulk_load: bool,
     /// `len()` and the statistics are cheap (no scan of the records).
     pub cheap_len: bool,
+    /// Keys have an order: scans, ranges, range counts and samples. Without it (a hash index) only point
+    /// operations work and the ordered ones are `InvalidArgument`.
+    pub ordered: bool,
 }
 
 /// Everything a family needs to create or open its index in a database directory.
@@ -247,6 +250,8 @@ families! {
     BeTree => crate::index::betree::family::BeTreeFamily;
     /// Learned index (`index::learned`): XIndex-style, in memory, lock-free reads, u64 keys.
     Learned => crate::index::learned::family::LearnedFamily;
+    /// ElimDA-style persistent-memory hash index (`index::hash`): u64 keys and values, no key order.
+    Hash => crate::index::hash::family::HashFamily;
 }
 
 #[cfg(test)]

@@ -197,6 +197,18 @@ pub trait OrderedIndex: Send + Sync {
     fn max_key_len(&self) -> usize;
     /// Makes the state durable and records `seqno` as contained in it.
     fn checkpoint(&self, seqno: u64) -> Result<()>;
+    /// Starts a checkpoint of everything applied so far, up to WAL seqno `seqno`, whose writing can run
+    /// while writes go on: the state is sealed in memory now (quickly), and
+    /// [`finish_checkpoint`](Self::finish_checkpoint), called once from another thread, writes it. Returns
+    /// false when the family instead checkpointed at once (the default: [`checkpoint`](Self::checkpoint)).
+    fn begin_checkpoint(&self, seqno: u64) -> Result<bool> {
+        self.checkpoint(seqno).map(|()| false)
+    }
+    /// Writes the checkpoint `begin_checkpoint` sealed and makes it durable; afterwards
+    /// [`checkpointed_seqno`](Self::checkpointed_seqno) is its seqno. Nothing to do by default.
+    fn finish_checkpoint(&self) -> Result<()> {
+        Ok(())
+    }
     /// The WAL sequence number contained in the last checkpoint.
     fn checkpointed_seqno(&self) -> u64;
     /// Why the index's spare checkpoint (the older one a crash could fall back to, e.g. a page file's other

@@ -53,7 +53,7 @@
 //! read, plus one page write when the CLOCK victim is dirty. `allocate` never reads.
 
 use super::page::{PageId, page_epoch, set_page_epoch};
-use super::page_file::PageFile;
+use super::page_file::{PageFile, SealedCommit};
 use super::page_table::{ID_LIMIT, PageTable};
 use crate::error::{Error, Result};
 use parking_lot::{Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
@@ -191,6 +191,10 @@ pub struct BufferPool {
     table: PageTable,
     replacer: Mutex<Replacer>,
     validator: Option<PageValidator>,
+    /// Images of sealed-epoch pages freed before the commit under way wrote them (a writer copied the
+    /// page on write, then freed the old one): `finish_commit` writes them. At most the pages dirty at the
+    /// seal, so the copies are bounded by the pool.
+    sealed_copies: Mutex<Vec<(PageId, Vec<u8>)>>,
 }
 
 impl std::fmt::Debug for BufferPool {
@@ -307,6 +311,7 @@ impl BufferPool {
                 writebacks: 0,
             }),
             validator,
+            sealed_copies: Mutex::new(Vec::new()),
         }
     }
 
@@ -617,10 +622,45 @@ impl BufferPool {
     }
 
     /// Frees page `id` (whose image carries `page_epoch`): drops its cached copy without writing it back, and
-    /// returns it to the page file. The page must not be pinned.
+    /// returns it to the page file. The page must not be pinned. A dirty page of an epoch older than the
+    /// working one belongs to a commit under way (see [`begin_commit`](Self::begin_commit)), which still has
+    /// to write it: its image is copied aside for that commit (no I/O here, so a writer never waits on the
+    /// commit's writes).
     pub fn free(&self, id: PageId, page_epoch: u64) {
+        if page_epoch < self.file.epoch() {
+            self.copy_for_commit(id);
+        }
         self.uncache(id);
         self.file.free(id, page_epoch);
+    }
+
+    /// If page `id` is cached and dirty, moves its image to `sealed_copies` and marks the frame clean.
+    fn copy_for_commit(&self, id: PageId) {
+        loop {
+            let Some(f) = self.table.get(id) else {
+                return;
+            };
+            let frame = &self.frames[f];
+            if !frame.dirty.load(Ordering::Acquire) {
+                return;
+            }
+            if !frame.try_pin(false) {
+                frame.wait_unlocked();
+                continue;
+            }
+            let _pin = Pin(frame);
+            if frame.page.load(Ordering::Acquire) != id {
+                continue;
+            }
+            let data = frame.data.write();
+            if frame.dirty.load(Ordering::Acquire) {
+                // Under the frame's data lock, so `flush_dirty_through` either wrote this image before or
+                // finds the frame clean after.
+                self.sealed_copies.lock().push((id, data.to_vec()));
+                frame.dirty.store(false, Ordering::Release);
+            }
+            return;
+        }
     }
 
     /// Drops the cached copy of page `id`, if any, without writing it back (after a write-back under way).
@@ -638,7 +678,11 @@ impl BufferPool {
                 continue;
             }
             let pinned = frame.pins() != 0;
-            debug_assert!(!pinned, "free of page {id} while it is pinned");
+            // (A commit under way may pin it for a moment to write it.)
+            debug_assert!(
+                !pinned || self.file.sealed_epoch().is_some(),
+                "free of page {id} while it is pinned"
+            );
             self.table.clear(id);
             frame.page.store(NO_PAGE, Ordering::Release);
             frame.dirty.store(false, Ordering::Release);
@@ -652,6 +696,11 @@ impl BufferPool {
 
     /// Writes every dirty frame to the file and clears its dirty bit. The calling thread must hold no guard.
     pub fn flush_dirty(&self) -> Result<()> {
+        self.flush_dirty_through(u64::MAX)
+    }
+
+    /// Writes every dirty frame whose page image carries an epoch ≤ `epoch`, and clears its dirty bit.
+    fn flush_dirty_through(&self, epoch: u64) -> Result<()> {
         for frame in self.frames.iter() {
             while frame.dirty.load(Ordering::Acquire) {
                 if !frame.try_pin(false) {
@@ -662,7 +711,10 @@ impl BufferPool {
                 let _pin = Pin(frame);
                 let mut data = frame.data.write();
                 let id = frame.page.load(Ordering::Acquire);
-                if id != NO_PAGE && frame.dirty.load(Ordering::Acquire) {
+                if id != NO_PAGE
+                    && frame.dirty.load(Ordering::Acquire)
+                    && page_epoch(&data) <= epoch
+                {
                     self.file.write_page(id, &mut data)?;
                     frame.dirty.store(false, Ordering::Release);
                 }
@@ -670,6 +722,27 @@ impl BufferPool {
             }
         }
         Ok(())
+    }
+
+    /// The first half of a commit that can finish while writes go on: seals the working epoch with
+    /// `user_root` ([`PageFile::begin_commit`]). Pages of the sealed epoch are no longer modified in place
+    /// (callers copy them on write, as [`write_cow`](Self::write_cow) does), so their images stay what the
+    /// commit must write.
+    pub fn begin_commit(&self, user_root: &[u8]) -> Result<SealedCommit> {
+        self.file.begin_commit(user_root)
+    }
+
+    /// The second half: writes every dirty page of the sealed epoch or older, then makes the commit durable
+    /// ([`PageFile::finish_commit`]). Runs beside writers of the next epoch; the calling thread must hold no
+    /// guard.
+    pub fn finish_commit(&self, sealed: SealedCommit) -> Result<()> {
+        self.flush_dirty_through(sealed.epoch())?;
+        // Every sealed-epoch frame is clean now, so no copy is added after this.
+        let copies = std::mem::take(&mut *self.sealed_copies.lock());
+        for (id, mut image) in copies {
+            self.file.write_page(id, &mut image)?;
+        }
+        self.file.finish_commit(sealed)
     }
 
     /// Writes every dirty page, then commits the page file with `user_root`. Cached pages keep their bytes;

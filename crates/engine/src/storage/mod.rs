@@ -77,4 +77,4 @@ pub use page::{PageBuf, PageId, PageType};
 pub use page_accounting::check_page_accounting;
 pub use page_file::{PageFile, PageFileOptions};
 pub use std_vfs::StdVfs;
-pub use vfs::{OpenOptions, Vfs, VfsFile, VfsLock};
+pub use vfs::{FileMapping, OpenOptions, Vfs, VfsFile, VfsLock};

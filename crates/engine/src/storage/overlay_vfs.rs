@@ -213,6 +213,18 @@ impl OverlayVfs {
 }
 
 impl Vfs for OverlayVfs {
+    /// A base file the overlay holds no state for (never opened, changed or removed through it) may be
+    /// mapped privately: its bytes are the base's, and stores to a private mapping stay in this process, as
+    /// the overlay's changes do. Anything else is read and written through the overlay only.
+    fn mapping(&self, path: &Path) -> super::vfs::FileMapping {
+        let names = self.names.lock();
+        let untouched = !names.files.contains_key(path) && !names.removed.contains(path);
+        match self.base.mapping(path) {
+            super::vfs::FileMapping::Shared if untouched => super::vfs::FileMapping::PrivateCopy,
+            _ => super::vfs::FileMapping::Unavailable,
+        }
+    }
+
     fn open(&self, path: &Path, opts: OpenOptions) -> Result<Box<dyn VfsFile>> {
         opts.validate(path)?;
         let mut names = self.names.lock();

@@ -33,6 +33,14 @@
 //!   `fdatasync`, write meta slot `epoch % 2`, `fdatasync`. A crash at any point leaves either the previous
 //!   commit or the new one readable; opening picks the valid slot with the highest epoch and cuts the file
 //!   back to the committed page count. A file shorter than that count is truncated: `Error::Corruption`.
+//! * A commit can be split in two ([`PageFile::begin_commit`], [`PageFile::finish_commit`]) so that writes go
+//!   on while it is written: `begin_commit` seals epoch `E` in memory (its free list, page count and
+//!   free-list chain, taken from `free` or new pages) and starts `E + 1`; pages of `E` are then copied on
+//!   write, so their images stay what the commit writes. Until `finish_commit` has made the meta slot durable,
+//!   pages freed in `E + 1` stay `pending` and the sealed commit's chain and released pages stay unreachable
+//!   to allocation, so neither the last durable commit nor the sealed one is overwritten. At most one commit
+//!   is sealed at a time; the synchronous `commit` is `begin_commit` + `finish_commit` (rolled back if the
+//!   second half fails).
 //! * Opening does not decide whether falling back to the older slot is safe: it reports the other slot's
 //!   problem as [`PageFile::spare_damage`], and the caller (the database shell, which knows what the
 //!   write-ahead log covers) decides whether the fallback lost acknowledged writes.
@@ -220,9 +228,40 @@ struct State {
     chain: Vec<PageId>,
     /// What the last committed meta slot says.
     committed: Meta,
+    /// A commit begun and not finished: its epoch, its free-list chain pages, and the pages freed before it
+    /// that the last commit references (reusable once it is durable).
+    sealed: Option<Sealed>,
     /// Why the other meta slot (not the committed one) is unusable, if it is: damage, or the torn write of a
     /// commit that never completed. Cleared by the next commit, which rewrites that slot.
     spare_damage: Option<Damage>,
+}
+
+/// The in-memory half of a commit under way (see [`PageFile::begin_commit`]).
+#[derive(Debug)]
+struct Sealed {
+    epoch: u64,
+    /// The pages its free-list chain goes to.
+    chain: Vec<PageId>,
+    /// Pages freed before it that the last commit references.
+    released: Vec<PageId>,
+    /// For an abort: the chain pages that came from `free`, and the page count before.
+    taken_from_free: Vec<PageId>,
+    page_count_before: u64,
+}
+
+/// A commit begun by [`PageFile::begin_commit`], to be made durable by [`PageFile::finish_commit`].
+#[derive(Debug)]
+pub struct SealedCommit {
+    meta: Meta,
+    chain_pages: Vec<PageId>,
+    entries: Vec<PageId>,
+}
+
+impl SealedCommit {
+    /// The epoch being committed: pages stamped with it or an older one are part of it.
+    pub fn epoch(&self) -> u64 {
+        self.meta.epoch
+    }
 }
 
 /// A file of fixed-size checksummed pages with free-list allocation and copy-on-write checkpoints.
@@ -277,6 +316,7 @@ impl PageFile {
                 page_count: 2,
                 free: BTreeSet::new(),
                 pending: BTreeSet::new(),
+                sealed: None,
                 chain: Vec::new(),
                 committed: meta.clone(),
                 spare_damage: None,
@@ -393,6 +433,7 @@ impl PageFile {
                 page_count: meta.page_count,
                 free: BTreeSet::new(),
                 pending: BTreeSet::new(),
+                sealed: None,
                 chain: Vec::new(),
                 committed: meta.clone(),
                 spare_damage,
@@ -567,6 +608,34 @@ impl PageFile {
     /// Makes the current state durable: every page written so far plus `user_root` (≤ 512 bytes). The caller
     /// must have written every dirty page first. On error the in-memory state is unchanged.
     pub fn commit(&self, user_root: &[u8]) -> Result<()> {
+        let sealed = self.begin_commit(user_root)?;
+        let epoch = sealed.epoch();
+        self.finish_commit(sealed)
+            .inspect_err(|_| self.abort_commit(epoch))
+    }
+
+    /// Undoes [`begin_commit`](Self::begin_commit) of `epoch` after its [`finish_commit`](Self::finish_commit)
+    /// failed, when nothing was allocated or freed in between (the synchronous [`commit`](Self::commit)):
+    /// the in-memory state is then what it was before the commit.
+    fn abort_commit(&self, epoch: u64) {
+        let mut st = self.state.lock();
+        let Some(sealed) = st.sealed.take_if(|s| s.epoch == epoch) else {
+            return;
+        };
+        st.pending.extend(sealed.released);
+        st.free.extend(sealed.taken_from_free);
+        st.page_count = sealed.page_count_before;
+        st.epoch = epoch;
+        self.page_count.store(st.page_count, Ordering::Release);
+        self.epoch.store(st.epoch, Ordering::Release);
+    }
+
+    /// The first half of a commit, in memory only: seals the working epoch `E` as the one to commit with
+    /// `user_root` (≤ 512 bytes) — its free list, its page count, the pages its free-list chain goes to —
+    /// and starts epoch `E + 1`, so writes can go on while [`finish_commit`](Self::finish_commit) makes `E`
+    /// durable. From now on pages of epoch `E` are copied on write like those of the last commit, and pages
+    /// freed are reusable only after the commit of `E + 1`. One commit at a time.
+    pub fn begin_commit(&self, user_root: &[u8]) -> Result<SealedCommit> {
         if user_root.len() > MAX_USER_ROOT {
             return Err(Error::invalid(format!(
                 "user root of {} bytes exceeds the maximum of {MAX_USER_ROOT}",
@@ -574,6 +643,12 @@ impl PageFile {
             )));
         }
         let mut st = self.state.lock();
+        if st.sealed.is_some() {
+            return Err(Error::invalid(format!(
+                "{}: a commit is already under way",
+                self.path.display()
+            )));
+        }
         let cap = free_list_capacity(self.page_size);
         let total = st.free.len() + st.pending.len() + st.chain.len();
 
@@ -593,16 +668,18 @@ impl PageFile {
                 extend += 1;
             }
         }
-        let mut chain_pages: Vec<PageId> = st.free.iter().rev().take(from_free).copied().collect();
+        let taken_from_free: Vec<PageId> = st.free.iter().rev().take(from_free).copied().collect();
+        let mut chain_pages = taken_from_free.clone();
         chain_pages.extend(st.page_count..st.page_count + extend);
         let new_page_count = st.page_count + extend;
-        let taken: HashSet<PageId> = chain_pages.iter().copied().collect();
+        for id in &chain_pages {
+            st.free.remove(id);
+        }
 
         let mut entries: Vec<PageId> = st
             .free
             .iter()
             .copied()
-            .filter(|id| !taken.contains(id))
             .chain(st.pending.iter().copied())
             .chain(st.chain.iter().copied())
             .collect();
@@ -612,7 +689,46 @@ impl PageFile {
             "a page is in two free sets"
         );
         debug_assert!(chain_pages.len() * cap >= entries.len());
+        let meta = Meta {
+            epoch: st.epoch,
+            page_count: new_page_count,
+            fl_head: chain_pages.first().copied().unwrap_or(0),
+            fl_len: entries.len() as u64,
+            user_root: user_root.to_vec(),
+        };
+        // What the last commit references but this one does not (its pages freed since, and its free-list
+        // chain, which stays in `chain` until then): reusable once this one is durable.
+        let released: Vec<PageId> = std::mem::take(&mut st.pending).into_iter().collect();
+        st.sealed = Some(Sealed {
+            epoch: st.epoch,
+            chain: chain_pages.clone(),
+            released,
+            taken_from_free,
+            page_count_before: st.page_count,
+        });
+        st.page_count = new_page_count;
+        st.epoch += 1;
+        self.page_count.store(st.page_count, Ordering::Release);
+        self.epoch.store(st.epoch, Ordering::Release);
+        Ok(SealedCommit {
+            meta,
+            chain_pages,
+            entries,
+        })
+    }
 
+    /// The second half of a commit: writes the sealed epoch's free-list chain, extends the file to its page
+    /// count if it is shorter, `fdatasync`s, writes its meta slot and `fdatasync`s again. The caller must have
+    /// written every dirty page of the sealed epoch (or older) first. Runs beside writes of the next epoch.
+    /// After an error the commit is not durable and no later one can start (the caller's handle is expected
+    /// to give up: the file on disk still holds the previous commit).
+    pub fn finish_commit(&self, sealed: SealedCommit) -> Result<()> {
+        let SealedCommit {
+            meta,
+            chain_pages,
+            entries,
+        } = sealed;
+        let cap = free_list_capacity(self.page_size);
         // Write the chain. (Its last page may hold no id: with one reusable page and nothing else, that page
         // itself becomes the chain.)
         let mut buf = PageBuf::new(self.page_size);
@@ -620,7 +736,7 @@ impl PageFile {
             let ids = &entries[(i * cap).min(entries.len())..((i + 1) * cap).min(entries.len())];
             buf.clear();
             set_page_type(&mut buf, PageType::FreeList);
-            set_page_epoch(&mut buf, st.epoch);
+            set_page_epoch(&mut buf, meta.epoch);
             put::<u64>(
                 &mut buf,
                 OFF_FL_NEXT,
@@ -635,34 +751,40 @@ impl PageFile {
         }
         // The file holds every page the commit counts, even pages allocated and freed without ever being
         // written: a file shorter than its commit's page count is then always damage (truncation).
-        let needed = new_page_count * self.page_size as u64;
+        let needed = meta.page_count * self.page_size as u64;
         if self.file.len()? < needed {
             self.file.set_len(needed)?;
         }
         self.sync()?;
 
-        let meta = Meta {
-            epoch: st.epoch,
-            page_count: new_page_count,
-            fl_head: chain_pages.first().copied().unwrap_or(0),
-            fl_len: entries.len() as u64,
-            user_root: user_root.to_vec(),
-        };
-        let slot = st.epoch % 2;
+        let slot = meta.epoch % 2;
         meta.encode(&mut buf, self.page_size, slot);
         self.write_raw(slot, &buf)?;
         self.sync()?;
 
-        st.free = entries.into_iter().collect();
-        st.pending.clear();
-        st.chain = chain_pages;
-        st.page_count = new_page_count;
+        let mut st = self.state.lock();
+        let sealed = st
+            .sealed
+            .take()
+            .filter(|s| s.epoch == meta.epoch)
+            .ok_or_else(|| {
+                Error::invalid(format!(
+                    "{}: commit of epoch {} finished without being begun",
+                    self.path.display(),
+                    meta.epoch
+                ))
+            })?;
+        st.free.extend(sealed.released);
+        let old_chain = std::mem::replace(&mut st.chain, sealed.chain);
+        st.free.extend(old_chain);
         st.committed = meta;
         st.spare_damage = None;
-        st.epoch += 1;
-        self.page_count.store(st.page_count, Ordering::Release);
-        self.epoch.store(st.epoch, Ordering::Release);
         Ok(())
+    }
+
+    /// The epoch of a commit begun and not yet finished, if any.
+    pub fn sealed_epoch(&self) -> Option<u64> {
+        self.state.lock().sealed.as_ref().map(|s| s.epoch)
     }
 
     /// Pages in use or accounted for: the high-water mark, including the meta slots.
@@ -679,6 +801,11 @@ impl PageFile {
             .iter()
             .chain(st.pending.iter())
             .chain(st.chain.iter())
+            .chain(
+                st.sealed
+                    .iter()
+                    .flat_map(|s| s.chain.iter().chain(&s.released)),
+            )
             .copied()
             .collect();
         v.sort_unstable();

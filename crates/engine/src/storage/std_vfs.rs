@@ -65,6 +65,11 @@ impl VfsLock for StdLock {
 }
 
 impl Vfs for StdVfs {
+    /// Every path is a real file: shared mappings reach it.
+    fn mapping(&self, _path: &Path) -> super::vfs::FileMapping {
+        super::vfs::FileMapping::Shared
+    }
+
     fn open(&self, path: &Path, opts: OpenOptions) -> Result<Box<dyn VfsFile>> {
         opts.validate(path)?;
         let mut o = std::fs::OpenOptions::new();

@@ -57,6 +57,22 @@ pub fn read_only_handle(path: &Path) -> crate::error::Error {
 /// Alignment that O_DIRECT I/O requires of buffers, offsets and lengths.
 pub const DIRECT_IO_ALIGN: usize = 4096;
 
+/// Whether and how a file of a file system can be memory-mapped by this process (what persistent-memory
+/// regions, `storage::pm`, need: loads and stores to the file's bytes, not reads and writes through the
+/// `Vfs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileMapping {
+    /// The path is a real file of the operating system: a shared mapping reaches it (stores land in the OS
+    /// page cache, as writes do).
+    Shared,
+    /// The path is a real, unmodified file, but nothing may be written to it (a read-only handle's overlay):
+    /// map it privately (copy-on-write), so stores stay in this process.
+    PrivateCopy,
+    /// The file lives elsewhere (in memory, behind fault injection, modified in an overlay): read and write
+    /// it through the `Vfs` only.
+    Unavailable,
+}
+
 /// A file system. Implementations are cheap to share (`Arc<dyn Vfs>`) and safe to use from many threads.
 pub trait Vfs: Send + Sync + Debug {
     /// Opens (and with `create`, creates) a file for reading and writing.
@@ -84,6 +100,12 @@ pub trait Vfs: Send + Sync + Debug {
     fn remove_dir(&self, path: &Path) -> Result<()> {
         let _ = path;
         Ok(())
+    }
+    /// How `path` (an existing file, or one about to be created) can be memory-mapped; by default it
+    /// cannot.
+    fn mapping(&self, path: &Path) -> FileMapping {
+        let _ = path;
+        FileMapping::Unavailable
     }
 }
 

@@ -17,6 +17,7 @@ use crate::error::{Error, Result};
 use crate::index::{
     CheckReport, Direction, IndexStats, KeyRange, OrderedIndex, RecordVisitor, WriteOp,
 };
+use crate::storage::page_file::SealedCommit;
 use crate::storage::{BufferPool, IoSnapshot, IoStats, PageFile};
 use parking_lot::{RwLock, RwLockReadGuard};
 use std::sync::Arc;
@@ -53,6 +54,8 @@ pub struct BeTree {
     /// A write failed part-way: the tree in memory is not trusted any more (reads, writes and checkpoints
     /// fail until the database is reopened, which recovers from the checkpoint and the WAL).
     broken: AtomicBool,
+    /// A checkpoint sealed by `begin_checkpoint` and not yet finished: its commit, seqno and pool.
+    sealed: parking_lot::Mutex<Option<(SealedCommit, u64, Arc<BufferPool>)>>,
 }
 
 impl std::fmt::Debug for BeTree {
@@ -85,6 +88,7 @@ impl BeTree {
             seqno: AtomicU64::new(0),
             merge,
             broken: AtomicBool::new(false),
+            sealed: parking_lot::Mutex::new(None),
         };
         tree.checkpoint(0)?;
         Ok(tree)
@@ -119,6 +123,7 @@ impl BeTree {
             seqno: AtomicU64::new(meta.seqno),
             merge,
             broken: AtomicBool::new(false),
+            sealed: parking_lot::Mutex::new(None),
         })
     }
 
@@ -281,6 +286,31 @@ impl OrderedIndex for BeTree {
             }
             .encode()
         })?;
+        self.seqno.store(seqno, Ordering::Release);
+        Ok(())
+    }
+
+    /// Seals the tree as it is (its root written, its pages copied on write from now on) and leaves the
+    /// writing to `finish_checkpoint`.
+    fn begin_checkpoint(&self, seqno: u64) -> Result<bool> {
+        let mut core = self.core.write();
+        self.usable()?;
+        core.sync_root()?;
+        let record = TreeMeta {
+            core: core.state(),
+            seqno,
+        }
+        .encode();
+        let sealed = core.pool().begin_commit(&record)?;
+        *self.sealed.lock() = Some((sealed, seqno, core.shared_pool()));
+        Ok(true)
+    }
+
+    fn finish_checkpoint(&self) -> Result<()> {
+        let Some((sealed, seqno, pool)) = self.sealed.lock().take() else {
+            return Ok(());
+        };
+        pool.finish_commit(sealed)?;
         self.seqno.store(seqno, Ordering::Release);
         Ok(())
     }

@@ -58,6 +58,7 @@ impl IndexFamily for BeTreeFamily {
             merge: options.merge_operator.is_some(),
             bulk_load: false,
             cheap_len: false,
+            ordered: true,
         }
     }
 

@@ -59,6 +59,7 @@ use crate::storage::page::page_epoch;
 use crate::storage::{BufferPool, PageId};
 use std::borrow::Cow;
 use std::ops::Bound;
+use std::sync::Arc;
 
 /// A node's replacement: pages with the lowest key each covers (`None` for the first: the old lower bound),
 /// and whether the page is underfull.
@@ -142,7 +143,8 @@ pub fn validate_epsilon(epsilon: f64) -> Result<()> {
 
 /// The tree core over a buffer pool.
 pub struct BeTreeCore {
-    pool: BufferPool,
+    /// Shared with whoever finishes a checkpoint in the background (without the core's lock).
+    pool: Arc<BufferPool>,
     merge: MergeOperator,
     format: NodeFormat,
     epsilon: f64,
@@ -191,7 +193,7 @@ impl BeTreeCore {
         let page_size = pool.file().page_size();
         Ok(BeTreeCore {
             fanout: fanout_for(page_size, state.epsilon),
-            pool,
+            pool: Arc::new(pool),
             merge,
             format: state.format,
             epsilon: state.epsilon,
@@ -235,6 +237,11 @@ impl BeTreeCore {
 
     pub fn pool(&self) -> &BufferPool {
         &self.pool
+    }
+
+    /// The pool, shared (a checkpoint finishes through it while the core is locked by writers).
+    pub fn shared_pool(&self) -> Arc<BufferPool> {
+        self.pool.clone()
     }
 
     pub fn flush_stats(&self) -> &FlushStats {

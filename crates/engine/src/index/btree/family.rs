@@ -53,6 +53,7 @@ impl IndexFamily for BTreeFamily {
             merge: false,
             bulk_load: true,
             cheap_len: true,
+            ordered: true,
         }
     }
 

@@ -43,6 +43,7 @@ use crate::index::{
     CheckReport, Direction, IndexStats, KeyRange, OrderedIndex, RecordVisitor, SamplingIndex,
     WriteOp,
 };
+use crate::storage::page_file::SealedCommit;
 use crate::storage::{BufferPool, IoSnapshot, IoStats, PageFile, PageId};
 use meta::TreeMeta;
 use node::Layout;
@@ -67,6 +68,8 @@ pub struct BTree {
     layout: Layout,
     stats: Arc<IoStats>,
     state: RwLock<TreeState>,
+    /// A checkpoint sealed by `begin_checkpoint` and not yet finished, with its seqno.
+    sealed: parking_lot::Mutex<Option<(SealedCommit, u64)>>,
 }
 
 impl std::fmt::Debug for BTree {
@@ -81,6 +84,18 @@ impl std::fmt::Debug for BTree {
 }
 
 impl BTree {
+    /// The root record of the tree as `st` describes it, for a checkpoint of `seqno`.
+    fn root_record(&self, st: &TreeState, seqno: u64) -> TreeMeta {
+        TreeMeta {
+            root: st.root,
+            height: st.height,
+            len: st.len,
+            seqno,
+            key_width: self.layout.key_width(),
+            value_width: self.layout.value_width(),
+        }
+    }
+
     /// Creates an empty tree in a freshly created page file and commits it. A page file whose pages exceed
     /// [`MAX_BTREE_PAGE_SIZE`] (64 KiB), or fixed widths outside 1..=64, are `Error::InvalidArgument`, before
     /// anything is written.
@@ -176,6 +191,7 @@ impl BTree {
                 seqno,
                 path: Vec::new(),
             }),
+            sealed: parking_lot::Mutex::new(None),
         }
     }
 
@@ -254,16 +270,29 @@ impl OrderedIndex for BTree {
 
     fn checkpoint(&self, seqno: u64) -> Result<()> {
         let mut st = self.state.write();
-        let meta = TreeMeta {
-            root: st.root,
-            height: st.height,
-            len: st.len,
-            seqno,
-            key_width: self.layout.key_width(),
-            value_width: self.layout.value_width(),
-        };
+        let meta = self.root_record(&st, seqno);
         self.pool.commit(&meta.encode())?;
         st.seqno = seqno;
+        Ok(())
+    }
+
+    /// Seals the tree as it is (its pages are copied on write from now on) and leaves the writing to
+    /// `finish_checkpoint`.
+    fn begin_checkpoint(&self, seqno: u64) -> Result<bool> {
+        let st = self.state.write();
+        let sealed = self
+            .pool
+            .begin_commit(&self.root_record(&st, seqno).encode())?;
+        *self.sealed.lock() = Some((sealed, seqno));
+        Ok(true)
+    }
+
+    fn finish_checkpoint(&self) -> Result<()> {
+        let Some((sealed, seqno)) = self.sealed.lock().take() else {
+            return Ok(());
+        };
+        self.pool.finish_commit(sealed)?;
+        self.state.write().seqno = seqno;
         Ok(())
     }
 

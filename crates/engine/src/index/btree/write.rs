@@ -279,6 +279,7 @@ pub(super) fn bulk_load(
         }
         Err(e) => {
             let epoch = tree.pool.epoch();
+            // Pages of the working epoch: freeing them writes nothing.
             for id in allocated {
                 tree.pool.free(id, epoch);
             }

@@ -120,6 +120,7 @@ impl IndexFamily for DynamizedFamily {
             merge: false,
             bulk_load: false,
             cheap_len: true,
+            ordered: true,
         }
     }
 

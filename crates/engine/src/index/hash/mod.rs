@@ -15,6 +15,8 @@
 //! * [`api`]: [`PmHashIndex`], the operations both indexes implement (what tests and benchmarks drive).
 //! * [`dash`]: the Dash-EH-style baseline (extendible hashing, 256 B buckets with in-PM fingerprints) on
 //!   the same PM layer and API.
+//! * [`cceh`]: the CCEH-style baseline (extendible hashing, 16 KiB segments, two probe runs of 4 lines, no
+//!   fingerprints) on the same PM layer and API.
 //!
 //! ## PM layout (offsets, never pointers; little-endian)
 //! | bytes | contents |
@@ -81,16 +83,25 @@
 //! logs needs a global order), integration as an index family of the `Db` shell, variable-length values,
 //! shrinking, the Dash / CCEH baselines.
 
+#[macro_use]
 pub mod api;
+mod batch;
 pub mod bucket;
+pub mod cceh;
 mod check;
+mod core_view;
 pub mod dash;
+mod db_index;
+pub mod family;
 mod format;
+mod header;
 mod index;
 pub mod layout;
+mod ledger;
 pub mod log;
 mod rebuild;
 mod recover;
+mod region;
 
 #[cfg(test)]
 pub(crate) mod testkit;

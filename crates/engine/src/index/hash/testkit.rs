@@ -11,7 +11,7 @@ use rand_chacha::ChaCha8Rng;
 
 use super::PmHashIndex;
 use crate::error::{Error, Result};
-use crate::storage::pm::{CrashPlan, MmapRegion, PersistMode, Pm, ShadowPm};
+use crate::storage::pm::{CountingPm, CrashPlan, MmapRegion, PersistMode, Pm, ShadowPm, Traffic};
 
 /// Checks the index against `model` exactly: every model key, every record, no duplicates, `len`, and the
 /// structural invariants.
@@ -86,8 +86,8 @@ fn crash_run<P: Pm, I: PmHashIndex<P>>(index: &mut I, model: &mut HashMap<u64, u
 }
 
 /// Recovers `image` and checks it against `before` (state after the acknowledged operations) with `op` in
-/// flight (`recovered` sees the index right after recovery and its self-check); with `extra`, also writes
-/// to the recovered index and recovers it again.
+/// flight (`hooks.0` sees the index right after `open`, before anything else touches it; `hooks.1` after
+/// its self-check); with `extra`, also writes to the recovered index and recovers it again.
 fn crash_verify<I: PmHashIndex<ShadowPm>>(
     spec: &CrashSpec<I>,
     image: Vec<u8>,
@@ -95,11 +95,13 @@ fn crash_verify<I: PmHashIndex<ShadowPm>>(
     before: &HashMap<u64, u64>,
     op: CrashOp,
     extra: bool,
-    recovered: &mut impl FnMut(&I),
+    hooks: &mut (impl FnMut(&I), impl FnMut(&I)),
 ) {
     let pm = ShadowPm::from_image(image, mode).unwrap();
     let mut index = I::open(pm).unwrap_or_else(|e| panic!("recovery failed: {e}"));
+    (hooks.0)(&index);
     index.check_invariants().unwrap();
+    let recovered = &mut hooks.1;
     recovered(&index);
     let after = match op {
         CrashOp::Put(_, v) => Some(v),
@@ -146,9 +148,23 @@ pub fn crash_every_persist_point<I: PmHashIndex<ShadowPm>>(
     spec: &CrashSpec<I>,
     mode: PersistMode,
     ops: usize,
-    mut recovered: impl FnMut(&I),
+    recovered: impl FnMut(&I),
     workload_done: impl Fn(&I),
 ) -> (u64, u64) {
+    crash_every_persist_point_with(spec, mode, ops, |_| {}, recovered, workload_done)
+}
+
+/// [`crash_every_persist_point`] with `opened`, which sees each recovered index right after `open`, before
+/// its self-check (e.g. to drive an index whose recovery is lazy through its first touches).
+pub fn crash_every_persist_point_with<I: PmHashIndex<ShadowPm>>(
+    spec: &CrashSpec<I>,
+    mode: PersistMode,
+    ops: usize,
+    opened: impl FnMut(&I),
+    recovered: impl FnMut(&I),
+    workload_done: impl Fn(&I),
+) -> (u64, u64) {
+    let mut hooks = (opened, recovered);
     let ops = crash_workload(ops, spec.keys);
     let (mut images, mut fences) = (0u64, 0u64);
     for r in 0.. {
@@ -171,7 +187,7 @@ pub fn crash_every_persist_point<I: PmHashIndex<ShadowPm>>(
                 fired = true;
                 images += 1;
                 let extra = images % 64 == 1;
-                crash_verify(spec, image, mode, &before, op, extra, &mut recovered);
+                crash_verify(spec, image, mode, &before, op, extra, &mut hooks);
             }
         }
         if r == 0 {
@@ -324,4 +340,16 @@ pub fn random_damage<I: PmHashIndex<MmapRegion>>(
         }
     }
     (ok, bad)
+}
+
+// ---- Traffic ----
+
+/// Runs `f` and returns its result with the traffic it caused on `pm`, the model drained before and
+/// after (so the counts are complete and start from empty caches).
+pub fn measured<P: Pm, T>(pm: &CountingPm<P>, f: impl FnOnce() -> T) -> (T, Traffic) {
+    pm.drain();
+    let t0 = pm.snapshot();
+    let out = f();
+    pm.drain();
+    (out, pm.snapshot().since(&t0))
 }

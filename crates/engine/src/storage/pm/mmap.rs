@@ -77,12 +77,50 @@ impl MmapRegion {
     /// A region of `len` zero bytes in anonymous shared memory: nothing survives the process. Handy for
     /// throughput runs and tests.
     pub fn anonymous(len: u64, mode: PersistMode) -> Result<Self> {
+        Self::map_anonymous(len, mode, false)
+    }
+
+    /// Maps the existing file `path` whole and **privately** (copy-on-write): reads see the file, stores stay
+    /// in this process and never reach the file (`sync` does nothing). The file is opened read-only, so this
+    /// works on a read-only mount; no swap is reserved up front. What a read-only database handle uses.
+    pub fn open_private(path: impl AsRef<Path>, mode: PersistMode) -> Result<Self> {
+        let path = path.as_ref();
+        let file = File::open(path).map_err(|e| Error::io(path, e))?;
+        let len = file.metadata().map_err(|e| Error::io(path, e))?.len();
+        let size = check_region_len(len, path)?;
+        // SAFETY: `map_copy` is unsafe because another process could change the file under a mapping that
+        // Rust code reads as a plain slice. The mapping is only ever accessed through `words()` (aligned
+        // atomics), never as a slice, and private pages this process wrote are its own copies.
+        let map = unsafe {
+            MmapOptions::new()
+                .len(size)
+                .no_reserve_swap()
+                .map_copy(&file)
+                .map_err(|e| Error::io(path, e))?
+        };
+        Ok(MmapRegion {
+            map: MmapRaw::from(map),
+            len,
+            mode,
+            path: None,
+        })
+    }
+
+    /// Like [`anonymous`](Self::anonymous), but without reserving swap for the whole length: pages are
+    /// allocated when first written, so a large, mostly untouched region costs only what is used.
+    pub fn anonymous_sparse(len: u64, mode: PersistMode) -> Result<Self> {
+        Self::map_anonymous(len, mode, true)
+    }
+
+    fn map_anonymous(len: u64, mode: PersistMode, sparse: bool) -> Result<Self> {
         let what = Path::new("<anonymous>");
         let size = check_region_len(len, what)?;
-        let map = MmapOptions::new()
-            .len(size)
-            .map_anon()
-            .map_err(|e| Error::io(what, e))?;
+        let mut options = MmapOptions::new();
+        options.len(size);
+        if sparse {
+            options.no_reserve_swap();
+        }
+        let map = options.map_anon().map_err(|e| Error::io(what, e))?;
         Ok(MmapRegion {
             map: MmapRaw::from(map),
             len,

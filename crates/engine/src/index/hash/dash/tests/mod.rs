@@ -1,9 +1,12 @@
 //! Tests of the Dash-style index: model test with reopen (`model`), crash consistency under ADR and eADR
-//! (`crash`), PM traffic (`traffic`), damage (`recovery`), load factor before splits (`model`).
+//! (`crash`), lazy recovery (`lazy`), many threads against a model (`stress`), PM traffic (`traffic`),
+//! damage (`recovery`), load factor before splits (`model`).
 
 mod crash;
+mod lazy;
 mod model;
 mod recovery;
+mod stress;
 mod traffic;
 
 use super::DashConfig;

@@ -3,22 +3,38 @@
 
 use proptest::prelude::*;
 
+use crate::index::hash::dash::layout::SB_CLEAN;
 use crate::index::hash::dash::tests::tiny_config;
 use crate::index::hash::dash::{DashConfig, DashIndex};
 use crate::index::hash::testkit::{self, ModelOp, cases, model_op};
-use crate::storage::pm::{MmapRegion, PersistMode};
+use crate::storage::pm::{MmapRegion, PersistMode, Pm};
 
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(cases()))]
 
+    /// `Reopen(1)` closes cleanly; `Reopen(2)` reopens as after a crash (clean flag cleared): the new
+    /// crash version makes every segment stale, and the check after the reopen repairs them all.
     #[test]
     fn matches_hashmap_across_reopens(
-        ops in prop::collection::vec(model_op(400, Just(ModelOp::Reopen(1))), 1..1200)
+        ops in prop::collection::vec(
+            model_op(400, prop_oneof![Just(ModelOp::Reopen(1)), Just(ModelOp::Reopen(2))]),
+            1..1200,
+        )
     ) {
         let pm = MmapRegion::anonymous(1 << 20, PersistMode::Adr).unwrap();
         let index = DashIndex::create(pm, tiny_config()).unwrap();
-        testkit::model_run(index, ops, |pm, _| DashIndex::open(pm), None)?;
+        testkit::model_run(index, ops, reopen, None)?;
     }
+}
+
+fn reopen(pm: MmapRegion, how: usize) -> crate::error::Result<DashIndex<MmapRegion>> {
+    assert_eq!(pm.load_u64_atomic(SB_CLEAN).unwrap(), 1, "closed cleanly");
+    if how == 2 {
+        pm.store_u64_atomic(SB_CLEAN, 0).unwrap();
+    }
+    let index = DashIndex::open(pm)?;
+    assert_eq!(index.stats().repaired_segments, 0);
+    Ok(index)
 }
 
 /// Fills an index with Dash's geometry (64 + 2 buckets per segment) and records the load factor just before
@@ -31,7 +47,7 @@ fn load_factor_before_splits() {
         initial_depth: 2,
         ..DashConfig::default()
     };
-    let mut index = DashIndex::create(&pm, config).unwrap();
+    let index = DashIndex::create(&pm, config).unwrap();
     let mut peak = 0f64;
     let mut before_split = Vec::new();
     let mut splits = 0;

@@ -1,4 +1,6 @@
-//! Damage found on open (`Error::Corruption`, never a panic) and bad arguments.
+//! Damage (`Error::Corruption`, never a panic) and bad arguments. Recovery is lazy: `open` reads the
+//! superblock and the directory only, so damage there is refused by `open`; damage in a segment is found
+//! when the segment is first touched and repaired (here by `repair_all`), and reported then.
 
 use std::collections::HashMap;
 
@@ -9,7 +11,8 @@ use super::{assert_matches, tiny_config};
 use crate::error::Error;
 use crate::index::hash::dash::DashIndex;
 use crate::index::hash::dash::layout::{
-    FP_OFF, Header, SB_ROOT, SB_SEG_BUCKETS, SEG_PATTERN, SEG_STATE, SLOT_OFF, hash,
+    FP_OFF, Header, SB_CLEAN, SB_CRASH_VERSION, SB_HEAP, SB_ROOT, SB_SEG_BUCKETS, SEG_PATTERN,
+    SEG_STATE, SLOT_OFF, entry_seg, hash,
 };
 use crate::index::hash::testkit;
 use crate::storage::pm::{MmapRegion, PersistMode, Pm};
@@ -22,14 +25,30 @@ fn filled(n: u64) -> (MmapRegion, HashMap<u64, u64>) {
     (pm, model)
 }
 
+/// Panics unless `open` refuses `image` with `Error::Corruption`.
 fn expect_corruption(image: &MmapRegion, what: &str) {
     testkit::expect_corruption::<DashIndex<_>>(image, what);
+}
+
+/// Panics unless `open` accepts `image` without touching a segment and the repair of the segments then
+/// reports `Error::Corruption` (and poisons the index).
+fn expect_lazy_corruption(image: &MmapRegion, what: &str) {
+    let index = DashIndex::open(image).unwrap_or_else(|e| panic!("{what}: open failed: {e}"));
+    assert_eq!(index.stats().repaired_segments, 0, "{what}");
+    match index.repair_all() {
+        Err(Error::Corruption { .. }) => {}
+        other => panic!("{what}: expected corruption on repair, got {other:?}"),
+    }
+    assert!(
+        matches!(index.insert(1, 1), Err(Error::Poisoned(_))),
+        "{what}"
+    );
 }
 
 /// Offsets of the directory and of the first segment it names.
 fn dir_and_seg(pm: &MmapRegion) -> (u64, u64) {
     let dir = pm.load_u64_atomic(SB_ROOT).unwrap() & !0xFF;
-    (dir, pm.read_u64(dir).unwrap())
+    (dir, entry_seg(pm.read_u64(dir).unwrap()))
 }
 
 /// The first normal bucket of `seg` with a record, and that record's slot.
@@ -70,27 +89,49 @@ fn damage_is_corruption() {
         .unwrap();
     expect_corruption(&pm, "misaligned directory");
 
+    // Mutable superblock words, and a directory entry outside the heap: refused by open.
+    for (at, bad) in [
+        (SB_HEAP, 1u64 << 40),
+        (SB_HEAP, 300),
+        (SB_CLEAN, 2),
+        (SB_CRASH_VERSION, 256),
+    ] {
+        let (pm, _) = filled(800);
+        pm.write_u64(at, bad).unwrap();
+        expect_corruption(&pm, &format!("word at {at} = {bad}"));
+    }
+    let (pm, _) = filled(800);
+    let (dir, _) = dir_and_seg(&pm);
+    pm.write_u64(dir, pm.len() - 256).unwrap();
+    expect_corruption(&pm, "entry outside the heap");
+    // A clean flag with entries at another version.
+    let (pm, _) = filled(800);
+    pm.write_u64(SB_CLEAN, 1).unwrap();
+    pm.write_u64(SB_CRASH_VERSION, 9).unwrap();
+    expect_corruption(&pm, "clean close with stale entries");
+
+    // Everything below is inside a segment, or an entry naming the wrong one: found on repair.
     let (pm, _) = filled(800);
     let (dir, seg) = dir_and_seg(&pm);
     pm.write_u64(dir, seg + 256).unwrap();
-    expect_corruption(&pm, "directory entry into a segment");
+    expect_lazy_corruption(&pm, "directory entry into a segment");
     let (pm, _) = filled(800);
     let (dir, _) = dir_and_seg(&pm);
     let last = pm.read_u64(dir + 8 * ((1 << (pm.read_u64(SB_ROOT).unwrap() & 0xFF)) - 1));
     pm.write_u64(dir, last.unwrap()).unwrap();
-    expect_corruption(&pm, "entry naming another prefix's segment");
+    expect_lazy_corruption(&pm, "entry naming another prefix's segment");
 
     let (pm, _) = filled(800);
     let (_, seg) = dir_and_seg(&pm);
     pm.write_u64(seg + SEG_PATTERN, 1 << 63).unwrap();
-    expect_corruption(&pm, "segment checksum");
+    expect_lazy_corruption(&pm, "segment checksum");
     let (pm, _) = filled(800);
     let (_, seg) = dir_and_seg(&pm);
     let state = pm.read_u64(seg + SEG_STATE).unwrap();
     pm.write_u64(seg + SEG_STATE, state + 1).unwrap();
-    expect_corruption(&pm, "local depth changed");
+    expect_lazy_corruption(&pm, "local depth changed");
     pm.write_u64(seg + SEG_STATE, state | seg).unwrap();
-    expect_corruption(&pm, "split target that is no valid half");
+    expect_lazy_corruption(&pm, "split target that is no valid half");
 
     // Bucket headers: count not the popcount; stray bits.
     for bad in [1u64 << 16, 1 << 14, 0xF << 20] {
@@ -99,7 +140,7 @@ fn damage_is_corruption() {
         let (b, _) = used_bucket(&pm, seg);
         let h = pm.read_u64(b).unwrap();
         pm.write_u64(b, h ^ bad).unwrap();
-        expect_corruption(&pm, &format!("header {h:#x} ^ {bad:#x}"));
+        expect_lazy_corruption(&pm, &format!("header {h:#x} ^ {bad:#x}"));
     }
 
     // A record whose fingerprint is wrong, one in a segment its hash does not lead to, and one in a
@@ -109,7 +150,7 @@ fn damage_is_corruption() {
     let (b, s) = used_bucket(&pm, seg);
     let fp = pm.read_vec(b + FP_OFF + s as u64, 1).unwrap()[0];
     pm.write(b + FP_OFF + s as u64, &[fp ^ 1]).unwrap();
-    expect_corruption(&pm, "fingerprint");
+    expect_lazy_corruption(&pm, "fingerprint");
     for (what, pick) in [
         ("key of another segment", 0u64),
         ("key two buckets from home", 1),
@@ -135,7 +176,7 @@ fn damage_is_corruption() {
         pm.write_u64(at, stranger).unwrap();
         pm.write(b + FP_OFF + s as u64, &[(hash(stranger) >> 16) as u8])
             .unwrap();
-        expect_corruption(&pm, what);
+        expect_lazy_corruption(&pm, what);
     }
 }
 
@@ -157,6 +198,7 @@ fn duplicate_with_another_value_is_corruption_same_value_is_dropped() {
         .unwrap();
     pm.write_u64(b, h.with_bit(free, true).0).unwrap();
     let index = DashIndex::open(&pm).unwrap();
+    assert_eq!(index.get(k).unwrap(), Some(v));
     assert_eq!(index.stats().dropped_duplicates, 1);
     assert_matches(&index, &model);
     drop(index);
@@ -164,7 +206,7 @@ fn duplicate_with_another_value_is_corruption_same_value_is_dropped() {
     pm.write_u64(to + 8, v ^ 1).unwrap();
     pm.write_u64(b, Header(pm.read_u64(b).unwrap()).with_bit(free, true).0)
         .unwrap();
-    expect_corruption(&pm, "duplicate key with different values");
+    expect_lazy_corruption(&pm, "duplicate key with different values");
 }
 
 #[test]
@@ -190,7 +232,7 @@ fn random_damage_never_panics() {
             3 => seg + 256 * rng.random_range(1..6) + rng.random_range(0..22),
             _ => rng.random_range(0..end),
         },
-        |mut index, rng| {
+        |index, rng| {
             let _ = index.insert(rng.random(), 1);
             let _ = index.get(rng.random());
         },
@@ -221,7 +263,7 @@ fn bad_config_and_tiny_region_are_invalid_arguments() {
     );
     // A full region refuses the split instead of corrupting anything.
     let pm = MmapRegion::anonymous(16 << 10, PersistMode::Adr).unwrap();
-    let mut index = DashIndex::create(&pm, tiny_config()).unwrap();
+    let index = DashIndex::create(&pm, tiny_config()).unwrap();
     let mut model = HashMap::new();
     let err = (0..10_000u64)
         .find_map(|k| match index.insert(k, k) {

@@ -1,0 +1,364 @@
+//! Checkpoints that finish in the background (B+-tree and Bε-tree): writes go on while a checkpoint's page
+//! writes are held up, and a crash while it is held up loses no synced write — recovery replays the WAL the
+//! checkpoint would have retired, then the live one.
+
+use parking_lot::{Condvar, Mutex};
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+use strata::options::BeTreeOptions;
+use strata::vfs::{MemVfs, OpenOptions, Vfs, VfsFile, VfsLock};
+use strata::{Config, Durability, IndexConfig, Options, RawDb, TypeKind, WriteOp};
+use strata::{Error, Result};
+
+/// Holds up (or, once failed, refuses) every write to page files while closed.
+#[derive(Debug, Default)]
+struct Gate {
+    /// (closed, writes waiting)
+    state: Mutex<(bool, usize)>,
+    cv: Condvar,
+    failed: AtomicBool,
+}
+
+impl Gate {
+    fn close(&self) {
+        self.state.lock().0 = true;
+    }
+    fn open(&self) {
+        self.state.lock().0 = false;
+        self.cv.notify_all();
+    }
+    /// Every held write and every later one fails (the machine has lost power).
+    fn fail(&self) {
+        self.failed.store(true, Ordering::Release);
+        self.open();
+    }
+    fn waiting(&self) -> usize {
+        self.state.lock().1
+    }
+    fn pass(&self) -> Result<()> {
+        let mut st = self.state.lock();
+        if st.0 {
+            st.1 += 1;
+            while st.0 {
+                self.cv.wait(&mut st);
+            }
+            st.1 -= 1;
+        }
+        if self.failed.load(Ordering::Acquire) {
+            return Err(Error::io("data.pages", std::io::Error::other("power lost")));
+        }
+        Ok(())
+    }
+}
+
+#[derive(Debug)]
+struct GateVfs(Arc<MemVfs>, Arc<Gate>);
+
+#[derive(Debug)]
+struct GateFile(Box<dyn VfsFile>, Option<Arc<Gate>>);
+
+impl VfsFile for GateFile {
+    fn path(&self) -> &Path {
+        self.0.path()
+    }
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<usize> {
+        self.0.read_at(buf, offset)
+    }
+    fn write_all_at(&self, buf: &[u8], offset: u64) -> Result<()> {
+        if let Some(g) = &self.1 {
+            g.pass()?;
+        }
+        self.0.write_all_at(buf, offset)
+    }
+    fn len(&self) -> Result<u64> {
+        self.0.len()
+    }
+    fn set_len(&self, len: u64) -> Result<()> {
+        if let Some(g) = &self.1 {
+            g.pass()?;
+        }
+        self.0.set_len(len)
+    }
+    fn sync_data(&self) -> Result<()> {
+        if let Some(g) = &self.1 {
+            g.pass()?;
+        }
+        self.0.sync_data()
+    }
+}
+
+impl Vfs for GateVfs {
+    fn open(&self, path: &Path, opts: OpenOptions) -> Result<Box<dyn VfsFile>> {
+        let gated = path.file_name().is_some_and(|n| n == "data.pages");
+        Ok(Box::new(GateFile(
+            self.0.open(path, opts)?,
+            gated.then(|| self.1.clone()),
+        )))
+    }
+    fn exists(&self, path: &Path) -> bool {
+        self.0.exists(path)
+    }
+    fn create_dir_all(&self, path: &Path) -> Result<()> {
+        self.0.create_dir_all(path)
+    }
+    fn list_dir(&self, path: &Path) -> Result<Vec<String>> {
+        self.0.list_dir(path)
+    }
+    fn remove_file(&self, path: &Path) -> Result<()> {
+        self.0.remove_file(path)
+    }
+    fn rename(&self, from: &Path, to: &Path) -> Result<()> {
+        self.0.rename(from, to)
+    }
+    fn sync_dir(&self, path: &Path) -> Result<()> {
+        self.0.sync_dir(path)
+    }
+    fn lock(&self, path: &Path) -> Result<Box<dyn VfsLock>> {
+        self.0.lock(path)
+    }
+    fn lock_shared(&self, path: &Path) -> Result<Box<dyn VfsLock>> {
+        self.0.lock_shared(path)
+    }
+}
+
+const CHECKPOINT_BYTES: u64 = 64 << 10;
+
+fn options(vfs: Arc<dyn Vfs>) -> Options {
+    Options {
+        vfs,
+        cache_bytes: 1 << 20,
+        checkpoint_wal_bytes: CHECKPOINT_BYTES,
+        ..Options::default()
+    }
+}
+
+fn put(i: u64) -> WriteOp {
+    WriteOp::Put {
+        key: format!("key-{i:08}").into_bytes(),
+        value: vec![(i % 251) as u8; 100],
+    }
+}
+
+fn families() -> Vec<IndexConfig> {
+    vec![
+        IndexConfig::default(),
+        IndexConfig::BeTree(BeTreeOptions::default()),
+    ]
+}
+
+fn create(vfs: Arc<dyn Vfs>, index: IndexConfig) -> RawDb {
+    let config = Config {
+        index,
+        key: TypeKind::Bytes,
+        value: TypeKind::Bytes,
+        ..Config::default()
+    };
+    RawDb::create("/db", &config, &options(vfs)).expect("create")
+}
+
+fn wal_files(mem: &MemVfs) -> usize {
+    mem.list_dir(Path::new("/db"))
+        .expect("list")
+        .iter()
+        .filter(|n| n.starts_with("wal-"))
+        .count()
+}
+
+/// Writes `from..to` one batch each on another thread, durably (`sync`); returns when they are all
+/// acknowledged, or fails if they do not finish within a generous bound.
+fn write_range(db: &RawDb, from: u64, to: u64) {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let db2 = db.clone();
+    std::thread::spawn(move || {
+        for i in from..to {
+            db2.write(&[put(i)], Some(Durability::Sync)).expect("write");
+        }
+        // The clone goes before the news, so a close that follows closes the last handle.
+        drop(db2);
+        let _ = tx.send(());
+    });
+    rx.recv_timeout(Duration::from_secs(60))
+        .expect("writes were held up by the checkpoint's page writes");
+}
+
+/// Writes until a checkpoint has begun and is held up by the gate (its page writes wait); fails if a write
+/// itself is held up before that (a writer waiting on the checkpoint's I/O).
+fn start_held_checkpoint(db: &RawDb, gate: &Arc<Gate>, mem: &MemVfs) -> u64 {
+    gate.close();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let (db2, gate2) = (db.clone(), gate.clone());
+    std::thread::spawn(move || {
+        let mut i = 0;
+        while gate2.waiting() == 0 && i < 100_000 {
+            db2.write(&[put(i)], Some(Durability::Sync)).expect("write");
+            i += 1;
+            // The checkpoint thread needs a moment to reach its first page write.
+            if i % 64 == 0 {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+        drop(db2);
+        let _ = tx.send(i);
+    });
+    let i = rx
+        .recv_timeout(Duration::from_secs(60))
+        .expect("a write was held up by the checkpoint's page writes");
+    assert!(i < 100_000, "no checkpoint started");
+    assert_eq!(
+        wal_files(mem),
+        2,
+        "the WAL the held checkpoint retires stays until it is done"
+    );
+    i
+}
+
+/// A database of family `index` on a gated VFS whose checkpoint in the background is held up.
+struct Held {
+    mem: Arc<MemVfs>,
+    gate: Arc<Gate>,
+    vfs: Arc<dyn Vfs>,
+    db: RawDb,
+    /// Records `0..held_at` are written.
+    held_at: u64,
+}
+
+fn hold_a_checkpoint(index: &IndexConfig) -> Held {
+    let mem = Arc::new(MemVfs::new());
+    let gate = Arc::new(Gate::default());
+    let vfs: Arc<dyn Vfs> = Arc::new(GateVfs(mem.clone(), gate.clone()));
+    let db = create(vfs.clone(), index.clone());
+    let held_at = start_held_checkpoint(&db, &gate, &mem);
+    Held {
+        mem,
+        gate,
+        vfs,
+        db,
+        held_at,
+    }
+}
+
+#[test]
+fn writes_go_on_while_a_checkpoint_is_held_up() {
+    for index in families() {
+        let Held {
+            mem,
+            gate,
+            vfs,
+            db,
+            held_at,
+        } = hold_a_checkpoint(&index);
+        // Up to the backlog's bound (the WAL twice the checkpoint size), writes complete while the
+        // checkpoint cannot write a page.
+        let more = held_at + (CHECKPOINT_BYTES / 200);
+        write_range(&db, held_at, more);
+        assert!(
+            gate.waiting() > 0,
+            "{index:?}: the checkpoint is still held"
+        );
+        gate.open();
+        db.close().expect("close");
+        let db = RawDb::open("/db", &options(vfs)).expect("reopen");
+        for i in 0..more {
+            let v = db
+                .get(format!("key-{i:08}").as_bytes())
+                .expect("get")
+                .expect("present");
+            assert_eq!(v, vec![(i % 251) as u8; 100]);
+        }
+        db.check().expect("check");
+        assert_eq!(wal_files(&mem), 1);
+    }
+}
+
+#[test]
+fn a_crash_while_a_checkpoint_is_held_up_keeps_every_synced_write() {
+    for index in families() {
+        let Held {
+            mem,
+            gate,
+            db,
+            held_at,
+            ..
+        } = hold_a_checkpoint(&index);
+        let more = held_at + 50;
+        write_range(&db, held_at, more);
+        // Power loss: the handle vanishes, the held page writes fail, unsynced bytes are dropped.
+        std::mem::forget(db);
+        gate.fail();
+        mem.crash();
+        let fresh: Arc<dyn Vfs> = mem.clone();
+        let db = RawDb::open("/db", &options(fresh)).expect("reopen after crash");
+        assert!(
+            db.recovery().replayed_records >= more - 1,
+            "{index:?}: the retired WAL was replayed too ({} records)",
+            db.recovery().replayed_records
+        );
+        for i in 0..more {
+            assert!(
+                db.get(format!("key-{i:08}").as_bytes())
+                    .expect("get")
+                    .is_some(),
+                "{index:?}: synced write {i} lost"
+            );
+        }
+        db.check().expect("check after crash");
+    }
+}
+
+#[test]
+fn a_writer_waits_once_the_backlog_is_full() {
+    for index in families() {
+        let Held {
+            mem: _,
+            gate,
+            vfs,
+            db,
+            held_at,
+        } = hold_a_checkpoint(&index);
+        // Far more than the backlog allows: the WAL would reach several checkpoint sizes.
+        let end = held_at + 4 * CHECKPOINT_BYTES / 100;
+        let written = Arc::new(std::sync::atomic::AtomicU64::new(held_at));
+        let (db2, written2) = (db.clone(), written.clone());
+        let writer = std::thread::spawn(move || {
+            for i in held_at..end {
+                db2.write(&[put(i)], Some(Durability::Sync)).expect("write");
+                written2.store(i + 1, Ordering::Release);
+            }
+        });
+        // Wait until the writer stops making progress.
+        let mut last = u64::MAX;
+        loop {
+            std::thread::sleep(Duration::from_millis(300));
+            let now = written.load(Ordering::Acquire);
+            if now == last || now == end {
+                break;
+            }
+            last = now;
+        }
+        let stalled_at = written.load(Ordering::Acquire);
+        assert!(
+            stalled_at < end,
+            "{index:?}: the writer never waited for the held checkpoint"
+        );
+        // It stalled only once the WAL had grown past the backlog (twice the checkpoint size, ~130 B a record).
+        assert!(
+            stalled_at - held_at >= CHECKPOINT_BYTES / 200,
+            "{index:?}: the writer waited after {} records",
+            stalled_at - held_at
+        );
+        gate.open();
+        writer.join().expect("writer");
+        db.close().expect("close");
+        let db = RawDb::open("/db", &options(vfs)).expect("reopen");
+        for i in 0..end {
+            assert!(
+                db.get(format!("key-{i:08}").as_bytes())
+                    .expect("get")
+                    .is_some(),
+                "{index:?}: write {i} lost"
+            );
+        }
+    }
+}
