@@ -54,6 +54,7 @@ impl IndexFamily for LearnedFamily {
     fn capabilities(&self, _: &LearnedOptions) -> Capabilities {
         Capabilities {
             cheap_len: true,
+            ordered: true,
             ..Capabilities::default()
         }
     }
