@@ -177,17 +177,11 @@ impl RawDb {
     /// later call fails until the database is reopened), or `None` if it is usable. A write that failed
     /// before changing anything (bad input, a failed read of a current value) leaves it usable.
     pub fn poisoned(&self) -> Option<String> {
-        self.inner
-            .poisoned
-            .load(Ordering::Acquire)
-            .then(|| self.inner.poison_reason.lock().clone())
+        self.inner.poisoned()
     }
 
     fn check_poison(&self) -> Result<()> {
-        if self.inner.poisoned.load(Ordering::Acquire) {
-            return Err(Error::Poisoned(self.inner.poison_reason.lock().clone()));
-        }
-        Ok(())
+        self.inner.check_poison()
     }
 
     fn poison(&self, e: &Error) {
@@ -660,18 +654,34 @@ impl RawDb {
 }
 
 impl DbInner {
+    /// Poisons the handle with `e` as the reason, unless it already is (the first failure is the cause; a
+    /// later one is usually `Poisoned` itself).
     fn poison(&self, e: &Error) {
-        *self.poison_reason.lock() = e.to_string();
-        self.poisoned.store(true, Ordering::Release);
+        let mut reason = self.poison_reason.lock();
+        if !self.poisoned.load(Ordering::Acquire) {
+            *reason = e.to_string();
+            self.poisoned.store(true, Ordering::Release);
+        }
+    }
+
+    fn poisoned(&self) -> Option<String> {
+        self.poisoned
+            .load(Ordering::Acquire)
+            .then(|| self.poison_reason.lock().clone())
+    }
+
+    fn check_poison(&self) -> Result<()> {
+        match self.poisoned() {
+            Some(reason) => Err(Error::Poisoned(reason)),
+            None => Ok(()),
+        }
     }
 
     /// Checkpoints everything written so far and starts a new WAL (after a checkpoint finishing in the
     /// background, if any).
     fn checkpoint(&self, w: &mut Writer) -> Result<()> {
         self.wait_background();
-        if self.poisoned.load(Ordering::Acquire) {
-            return Err(Error::Poisoned(self.poison_reason.lock().clone()));
-        }
+        self.check_poison()?;
         let seqno = w.next_seqno - 1;
         self.intend_checkpoint(w, seqno)?;
         self.index.checkpoint(seqno)?;

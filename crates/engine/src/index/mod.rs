@@ -20,6 +20,7 @@ pub mod dynamized;
 pub mod family;
 pub mod hash;
 pub mod learned;
+pub(crate) mod u64_keys;
 
 pub use family::{Capabilities, IndexConfig, IndexContext, IndexFamily, IndexKind};
 

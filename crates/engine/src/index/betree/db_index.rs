@@ -58,6 +58,15 @@ pub struct BeTree {
     sealed: parking_lot::Mutex<Option<(SealedCommit, u64, Arc<BufferPool>)>>,
 }
 
+/// The page file's root record for a checkpoint of `core` at `seqno`.
+fn root_record(core: &BeTreeCore, seqno: u64) -> Vec<u8> {
+    TreeMeta {
+        core: core.state(),
+        seqno,
+    }
+    .encode()
+}
+
 impl std::fmt::Debug for BeTree {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let core = self.core.read();
@@ -279,13 +288,7 @@ impl OrderedIndex for BeTree {
     fn checkpoint(&self, seqno: u64) -> Result<()> {
         let mut core = self.core.write();
         self.usable()?;
-        core.commit(|core| {
-            TreeMeta {
-                core: core.state(),
-                seqno,
-            }
-            .encode()
-        })?;
+        core.commit(|core| root_record(core, seqno))?;
         self.seqno.store(seqno, Ordering::Release);
         Ok(())
     }
@@ -295,13 +298,7 @@ impl OrderedIndex for BeTree {
     fn begin_checkpoint(&self, seqno: u64) -> Result<bool> {
         let mut core = self.core.write();
         self.usable()?;
-        core.sync_root()?;
-        let record = TreeMeta {
-            core: core.state(),
-            seqno,
-        }
-        .encode();
-        let sealed = core.pool().begin_commit(&record)?;
+        let sealed = core.begin_commit(|core| root_record(core, seqno))?;
         *self.sealed.lock() = Some((sealed, seqno, core.shared_pool()));
         Ok(true)
     }

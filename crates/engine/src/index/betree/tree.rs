@@ -56,6 +56,7 @@ use super::node::{
 use crate::error::{Error, Result};
 use crate::index::{Direction, KeyRange, WriteOp};
 use crate::storage::page::page_epoch;
+use crate::storage::page_file::SealedCommit;
 use crate::storage::{BufferPool, PageId};
 use std::borrow::Cow;
 use std::ops::Bound;
@@ -999,6 +1000,17 @@ impl BeTreeCore {
         self.sync_root()?;
         let record = user_root(self);
         self.pool.commit(&record)
+    }
+
+    /// The first half of [`commit`](Self::commit) (`BufferPool::begin_commit`): the root encoded and the
+    /// tree sealed with `user_root`; the pool's `finish_commit` writes it while writes go on.
+    pub fn begin_commit(
+        &mut self,
+        user_root: impl FnOnce(&Self) -> Vec<u8>,
+    ) -> Result<SealedCommit> {
+        self.sync_root()?;
+        let record = user_root(self);
+        self.pool.begin_commit(&record)
     }
 }
 

@@ -41,6 +41,7 @@ use super::shard_file::{ShardFile, parse_shard_file_name, shard_file_name, write
 use super::version::{ShardSlot, Version};
 use crate::algo::bloom::BloomFilter;
 use crate::error::{Error, Result};
+use crate::index::u64_keys;
 use crate::index::{
     CheckReport, Direction, IndexStats, KeyRange, OrderedIndex, RecordVisitor, SamplingIndex,
     WriteOp,
@@ -48,7 +49,6 @@ use crate::index::{
 use crate::storage::{IoSnapshot, IoStats, Vfs};
 use parking_lot::Mutex;
 use std::collections::HashSet;
-use std::ops::Bound;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -155,31 +155,11 @@ struct Sealed<S: Shard> {
 }
 
 fn decode_u64(bytes: &[u8], what: &str) -> Result<u64> {
-    let arr: [u8; 8] = bytes.try_into().map_err(|_| {
-        Error::invalid(format!(
-            "a dynamized index takes 8-byte u64 {what}s, got {} bytes",
-            bytes.len()
-        ))
-    })?;
-    Ok(u64::from_be_bytes(arr))
+    u64_keys::decode_u64(bytes, "dynamized", what)
 }
 
-/// The inclusive `u64` bounds of `range`, or `None` if it is empty.
 fn bounds(range: &KeyRange) -> Result<Option<(u64, u64)>> {
-    let lo = match &range.lo {
-        Bound::Unbounded => Some(0),
-        Bound::Included(k) => Some(decode_u64(k, "key")?),
-        Bound::Excluded(k) => decode_u64(k, "key")?.checked_add(1),
-    };
-    let hi = match &range.hi {
-        Bound::Unbounded => Some(u64::MAX),
-        Bound::Included(k) => Some(decode_u64(k, "key")?),
-        Bound::Excluded(k) => decode_u64(k, "key")?.checked_sub(1),
-    };
-    Ok(match (lo, hi) {
-        (Some(lo), Some(hi)) if lo <= hi => Some((lo, hi)),
-        _ => None,
-    })
+    u64_keys::u64_bounds(range, "dynamized")
 }
 
 /// Removes the shard files in `files.dir` whose id `keep` does not accept.

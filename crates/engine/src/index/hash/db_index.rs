@@ -33,12 +33,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use parking_lot::{RwLock, RwLockReadGuard};
 
+use super::HashIndex;
 use super::batch::{Inner, Step, decode, key_of};
 use super::family::{HashOptions, Persist};
 use super::header::{HEADER_BYTES, Header};
 use super::ledger::{BatchFile, Ledger, SLOT_OFFSETS, batch_path};
 use super::region::{RegionFile, on_memory_fs};
-use super::{HashConfig, HashIndex};
 use crate::error::{Error, Result};
 use crate::files::HASH_REGION;
 use crate::index::family::IndexContext;
@@ -113,13 +113,8 @@ impl HashDbIndex {
             persist,
             ctx.stats.clone(),
         )?);
-        let config = HashConfig {
-            initial_buckets: options.initial_buckets,
-            log_lines: options.log_lines,
-            logs: 1,
-        };
-        let index =
-            HashIndex::create(region.core_view(), config).map_err(|e| in_region(e, &path))?;
+        let index = HashIndex::create(region.core_view(), options.index_config())
+            .map_err(|e| in_region(e, &path))?;
         let ledger = Ledger::create(&region)?;
         let batch_path = batch_path(ctx.dir);
         let create = OpenOptions {

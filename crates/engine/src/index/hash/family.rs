@@ -5,6 +5,7 @@
 
 use serde::{Deserialize, Deserializer, Serialize};
 
+use super::HashConfig;
 use super::db_index::HashDbIndex;
 use super::header::{HEADER_BYTES, MAX_REGION_BYTES};
 use super::layout::{Gen, Geometry, MAX_LOG_LINES, MAX_LOG2_BUCKETS, MIN_LOG_LINES, SUPER_BYTES};
@@ -115,11 +116,20 @@ impl Default for HashOptions {
 }
 
 impl HashOptions {
+    /// The index's configuration under the family: one collecting log (the shell serialises writers).
+    pub(super) fn index_config(&self) -> HashConfig {
+        HashConfig {
+            initial_buckets: self.initial_buckets,
+            log_lines: self.log_lines,
+            logs: 1,
+        }
+    }
+
     /// Bytes of one generation of the index (its logs, overflow pool and 2^`log2` P-buckets) with these
     /// options, as the index lays it out.
     pub fn generation_bytes(&self, log2: u64) -> u64 {
         let geometry = Geometry {
-            logs: 1,
+            logs: self.index_config().logs,
             log_lines: self.log_lines,
             nonce: 0,
             region_len: 0,

@@ -299,6 +299,25 @@ pub fn fill<P: Pm, I: PmHashIndex<P>>(index: &mut I, n: u64) -> HashMap<u64, u64
     model
 }
 
+/// Key number `i` of a sequence spread over the key space (a multiplicative hash of `i`).
+pub fn spread_key(i: u64) -> u64 {
+    i.wrapping_mul(0x9E37_79B9_7F4A_7C15)
+}
+
+/// Inserts `key(i) → i` for `i` in `0..n`; returns the model.
+pub fn insert_keys<P: Pm, I: PmHashIndex<P>>(
+    index: &mut I,
+    n: u64,
+    key: impl Fn(u64) -> u64,
+) -> HashMap<u64, u64> {
+    let mut model = HashMap::new();
+    for i in 0..n {
+        index.insert(key(i), i).unwrap();
+        model.insert(key(i), i);
+    }
+    model
+}
+
 /// Panics unless opening `image` fails with `Error::Corruption`.
 pub fn expect_corruption<'a, I: PmHashIndex<&'a MmapRegion>>(image: &'a MmapRegion, what: &str) {
     match I::open(image) {

@@ -12,12 +12,12 @@
 use super::checkpoint;
 use super::{LearnedIndex, LearnedOptions, Maintainer};
 use crate::error::{Error, Result};
+use crate::index::u64_keys::{decode_u64, u64_bounds};
 use crate::index::{
     CheckReport, Direction, IndexStats, KeyRange, OrderedIndex, RecordVisitor, WriteOp,
 };
 use crate::storage::{IoSnapshot, IoStats, Vfs};
 use parking_lot::Mutex;
-use std::ops::Bound;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -36,32 +36,12 @@ pub struct LearnedDbIndex {
 }
 
 /// The `u64` of an 8-byte big-endian key.
-pub fn decode_key(bytes: &[u8]) -> Result<u64> {
-    let arr: [u8; 8] = bytes.try_into().map_err(|_| {
-        Error::invalid(format!(
-            "a learned index takes 8-byte u64 keys, got {} bytes",
-            bytes.len()
-        ))
-    })?;
-    Ok(u64::from_be_bytes(arr))
+fn decode_key(bytes: &[u8]) -> Result<u64> {
+    decode_u64(bytes, "learned", "key")
 }
 
-/// The inclusive `u64` bounds of `range`, or `None` if it is empty.
 fn bounds(range: &KeyRange) -> Result<Option<(u64, u64)>> {
-    let lo = match &range.lo {
-        Bound::Unbounded => Some(0),
-        Bound::Included(k) => Some(decode_key(k)?),
-        Bound::Excluded(k) => decode_key(k)?.checked_add(1),
-    };
-    let hi = match &range.hi {
-        Bound::Unbounded => Some(u64::MAX),
-        Bound::Included(k) => Some(decode_key(k)?),
-        Bound::Excluded(k) => decode_key(k)?.checked_sub(1),
-    };
-    Ok(match (lo, hi) {
-        (Some(lo), Some(hi)) if lo <= hi => Some((lo, hi)),
-        _ => None,
-    })
+    u64_bounds(range, "learned")
 }
 
 impl LearnedDbIndex {

@@ -3,12 +3,11 @@
 use std::collections::BTreeMap;
 
 use super::layout::{
-    EMPTY, Geometry, LINE_SLOTS, MAX_DEPTH, SB_EMPTY_KEY_PRESENT, SB_EMPTY_KEY_VALUE, SB_ROOT,
-    SLOT_BYTES, SUPER_BYTES, SegmentFormat, corruption, dir_index, dir_span, hash1, hash2, le,
-    prefix,
+    EMPTY, Geometry, LINE_SLOTS, SB_EMPTY_KEY_PRESENT, SB_EMPTY_KEY_VALUE, SB_ROOT, SLOT_BYTES,
+    SUPER_BYTES, corruption, dir_index, hash1, hash2, le, prefix,
 };
 use crate::error::{Error, Result};
-use crate::index::hash::dash::eh::dir_bytes;
+use crate::index::hash::dash::eh::{dir_bytes, format_segments};
 use crate::storage::pm::{CACHE_LINE, Pm};
 
 /// How [`CcehIndex::create`] lays out a region.
@@ -84,34 +83,9 @@ impl<P: Pm> CcehIndex<P> {
         };
         geo.validate(pm.len())?;
         let g = config.initial_depth;
-        if g > MAX_DEPTH {
-            return Err(Error::invalid(format!(
-                "initial depth {g} (at most {MAX_DEPTH})"
-            )));
-        }
-        let dir_off = SUPER_BYTES;
-        let first_seg = dir_off + dir_span(g);
-        let need = (1u64 << g)
-            .checked_mul(geo.seg_bytes())
-            .and_then(|n| n.checked_add(first_seg));
-        if need.is_none_or(|n| n > pm.len()) {
-            return Err(Error::invalid(format!(
-                "region of {} bytes cannot hold {} segments of {} bytes",
-                pm.len(),
-                1u64 << g,
-                geo.seg_bytes()
-            )));
-        }
         // Segments and directory first, persisted; the superblock last (an unfinished create fails to open).
-        let mut image = vec![0u8; geo.seg_bytes() as usize];
-        let dir: Vec<u64> = (0..1u64 << g)
-            .map(|i| first_seg + i * geo.seg_bytes())
-            .collect();
-        for (i, &seg) in dir.iter().enumerate() {
-            let pattern = if g == 0 { 0 } else { (i as u64) << (64 - g) };
-            image[..256].copy_from_slice(&geo.seg_header(seg, pattern, g));
-            pm.write_nt(seg, &image)?;
-        }
+        let dir_off = SUPER_BYTES;
+        let (dir, heap_end) = format_segments(&pm, &geo, dir_off, g)?;
         pm.write_nt(dir_off, &dir_bytes(dir.iter().copied(), g))?;
         pm.fence();
         pm.write(0, &[0u8; SUPER_BYTES as usize])?;
@@ -125,7 +99,7 @@ impl<P: Pm> CcehIndex<P> {
             dir_off,
             depth: g,
             dir,
-            heap_end: first_seg + (1 << g) * geo.seg_bytes(),
+            heap_end,
             len: 0,
             stats: CcehStats::default(),
             poisoned: None,

@@ -65,6 +65,44 @@ pub fn dir_span(g: u64) -> u64 {
     ((8u64 << g).div_ceil(XPLINE)) * XPLINE
 }
 
+/// Formats the `2^g` segments of a fresh index whose directory starts at `dir_off` (written whole with
+/// non-temporal stores, not fenced): `InvalidArgument` for a depth above [`MAX_DEPTH`] or a region that
+/// cannot hold them. Returns the segments' offsets in directory order and the heap's end after them.
+pub fn format_segments<P: Pm, F: SegmentFormat>(
+    pm: &P,
+    geo: &F,
+    dir_off: u64,
+    g: u64,
+) -> Result<(Vec<u64>, u64)> {
+    if g > MAX_DEPTH {
+        return Err(Error::invalid(format!(
+            "initial depth {g} (at most {MAX_DEPTH})"
+        )));
+    }
+    let first_seg = dir_off + dir_span(g);
+    let need = (1u64 << g)
+        .checked_mul(geo.seg_bytes())
+        .and_then(|n| n.checked_add(first_seg));
+    let Some(heap_end) = need.filter(|&n| n <= pm.len()) else {
+        return Err(Error::invalid(format!(
+            "region of {} bytes cannot hold {} segments of {} bytes",
+            pm.len(),
+            1u64 << g,
+            geo.seg_bytes()
+        )));
+    };
+    let segs: Vec<u64> = (0..1u64 << g)
+        .map(|i| first_seg + i * geo.seg_bytes())
+        .collect();
+    let mut image = vec![0u8; geo.seg_bytes() as usize];
+    for (i, &seg) in segs.iter().enumerate() {
+        let pattern = if g == 0 { 0 } else { (i as u64) << (64 - g) };
+        image[..XPLINE as usize].copy_from_slice(&geo.seg_header(seg, pattern, g));
+        pm.write_nt(seg, &image)?;
+    }
+    Ok((segs, heap_end))
+}
+
 /// Reads the root word at `root_at` and the directory it names: `(offset, global depth, raw entries)`.
 /// `corruption(offset, what)` reports a root word out of range.
 pub fn read_dir<P: Pm>(

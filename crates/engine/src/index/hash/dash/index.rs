@@ -9,14 +9,13 @@ use parking_lot::Mutex;
 
 use super::dir::Dir;
 use super::layout::{
-    BUCKET_BYTES, FP_OFF, Geometry, Header, MAX_DEPTH, META_BYTES, OFP_OFF, Overflow, SB_CLEAN,
-    SB_CRASH_VERSION, SB_HEAP, SB_LEN, SB_ROOT, SLOT_BYTES, SLOT_OFF, SLOTS, SUPER_BYTES,
-    SegmentFormat, dir_span, entry, fingerprint, hash, le,
+    FP_OFF, Geometry, Header, META_BYTES, OFP_OFF, Overflow, SB_CLEAN, SB_CRASH_VERSION, SB_HEAP,
+    SB_LEN, SB_ROOT, SLOT_BYTES, SLOT_OFF, SLOTS, SUPER_BYTES, entry, fingerprint, hash, le,
 };
 use super::lock::{Locked, backoff, read_stable};
 use super::place::Placed;
 use crate::error::{Error, Result};
-use crate::index::hash::dash::eh::dir_bytes;
+use crate::index::hash::dash::eh::{dir_bytes, format_segments};
 use crate::storage::pm::Pm;
 
 /// How [`DashIndex::create`] lays out a region.
@@ -121,34 +120,9 @@ impl<P: Pm> DashIndex<P> {
         };
         geo.validate(pm.len())?;
         let g = config.initial_depth;
-        if g > MAX_DEPTH {
-            return Err(Error::invalid(format!(
-                "initial depth {g} (at most {MAX_DEPTH})"
-            )));
-        }
-        let dir_off = SUPER_BYTES;
-        let first_seg = dir_off + dir_span(g);
-        let need = (1u64 << g)
-            .checked_mul(geo.seg_bytes())
-            .and_then(|n| n.checked_add(first_seg));
-        let Some(heap_end) = need.filter(|&n| n <= pm.len()) else {
-            return Err(Error::invalid(format!(
-                "region of {} bytes cannot hold {} segments of {} bytes",
-                pm.len(),
-                1u64 << g,
-                geo.seg_bytes()
-            )));
-        };
         // Segments and directory first, persisted; the superblock last (an unfinished create fails to open).
-        let segs: Vec<u64> = (0..1u64 << g)
-            .map(|i| first_seg + i * geo.seg_bytes())
-            .collect();
-        let mut image = vec![0u8; geo.seg_bytes() as usize];
-        for (i, &seg) in segs.iter().enumerate() {
-            let pattern = if g == 0 { 0 } else { (i as u64) << (64 - g) };
-            image[..BUCKET_BYTES as usize].copy_from_slice(&geo.seg_header(seg, pattern, g));
-            pm.write_nt(seg, &image)?;
-        }
+        let dir_off = SUPER_BYTES;
+        let (segs, heap_end) = format_segments(&pm, &geo, dir_off, g)?;
         pm.write_nt(dir_off, &dir_bytes(segs.iter().map(|&s| entry(s, 0)), g))?;
         pm.fence();
         pm.write(0, &[0u8; SUPER_BYTES as usize])?;

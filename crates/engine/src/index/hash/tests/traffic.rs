@@ -7,9 +7,7 @@ use super::assert_matches;
 use crate::index::hash::{HashConfig, HashIndex};
 use crate::storage::pm::{CountingPm, MmapRegion, PersistMode, Traffic, XPLINE};
 
-fn key(i: u64) -> u64 {
-    i.wrapping_mul(0x9E37_79B9_7F4A_7C15)
-}
+use crate::index::hash::testkit::spread_key as key;
 
 type Index<'a> = HashIndex<&'a CountingPm<MmapRegion>>;
 

@@ -10,19 +10,13 @@ use crate::index::hash::dash::{DashConfig, DashIndex};
 use crate::index::hash::testkit::measured;
 use crate::storage::pm::{CountingPm, MmapRegion, PersistMode};
 
-fn key(i: u64) -> u64 {
-    i.wrapping_mul(0x9E37_79B9_7F4A_7C15)
-}
+use crate::index::hash::testkit::{insert_keys, spread_key as key};
 
 /// An index of `n` keys (Dash's geometry) left as a crash leaves it: dropped without a clean close.
 fn crashed(n: u64) -> (CountingPm<MmapRegion>, HashMap<u64, u64>) {
     let pm = CountingPm::new(MmapRegion::anonymous(128 << 20, PersistMode::Adr).unwrap());
-    let index = DashIndex::create(&pm, DashConfig::default()).unwrap();
-    let mut model = HashMap::new();
-    for i in 0..n {
-        index.insert(key(i), i).unwrap();
-        model.insert(key(i), i);
-    }
+    let mut index = DashIndex::create(&pm, DashConfig::default()).unwrap();
+    let model = insert_keys(&mut index, n, key);
     drop(index);
     (pm, model)
 }

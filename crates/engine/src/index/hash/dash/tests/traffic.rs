@@ -6,12 +6,10 @@ use std::collections::HashMap;
 
 use super::assert_matches;
 use crate::index::hash::dash::{DashConfig, DashIndex};
-use crate::index::hash::testkit::measured;
+use crate::index::hash::testkit::{insert_keys, measured};
 use crate::storage::pm::{CountingPm, MmapRegion, PersistMode, XPLINE};
 
-fn key(i: u64) -> u64 {
-    i.wrapping_mul(0x9E37_79B9_7F4A_7C15)
-}
+use crate::index::hash::testkit::spread_key as key;
 
 const STASH: u64 = 2;
 
@@ -25,12 +23,8 @@ fn preloaded(
         stash_buckets: STASH,
         initial_depth: 3,
     };
-    let index = DashIndex::create(pm, config).unwrap();
-    let mut model = HashMap::new();
-    for i in 0..n {
-        index.insert(key(i), i).unwrap();
-        model.insert(key(i), i);
-    }
+    let mut index = DashIndex::create(pm, config).unwrap();
+    let model = insert_keys(&mut index, n, key);
     (index, model)
 }
 
