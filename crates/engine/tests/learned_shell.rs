@@ -153,8 +153,9 @@ fn shell_scans_see_whole_batches_while_a_writer_runs() {
     let vfs: Arc<dyn Vfs> = Arc::new(MemVfs::new());
     let db = Arc::new(RawDb::create("/s", &config(TypeKind::U64), &mem_options(vfs)).unwrap());
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let rounds = Arc::new(std::sync::atomic::AtomicU64::new(0));
     let writer = {
-        let (db, stop) = (db.clone(), stop.clone());
+        let (db, stop, rounds) = (db.clone(), stop.clone(), rounds.clone());
         std::thread::spawn(move || {
             let mut round = 0u64;
             while !stop.load(std::sync::atomic::Ordering::Acquire) {
@@ -167,11 +168,23 @@ fn shell_scans_see_whole_batches_while_a_writer_runs() {
                     .collect();
                 db.write(&ops, None).unwrap();
                 round += 1;
+                rounds.store(round, std::sync::atomic::Ordering::Release);
             }
             round
         })
     };
-    for _ in 0..300 {
+    // Scan until both sides have done enough work: the writer thread may
+    // start late on a loaded machine, and scans of an empty index prove
+    // nothing. The deadline only turns a starved writer into a failure.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    let (mut scans, mut full_scans) = (0u32, 0u32);
+    while scans < 300 || full_scans < 100 || rounds.load(std::sync::atomic::Ordering::Acquire) < 20
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the writer made {} rounds in 120 s of scans",
+            rounds.load(std::sync::atomic::Ordering::Acquire)
+        );
         let values: Vec<Vec<u8>> = db
             .range(KeyRange::all(), strata::Direction::Forward)
             .map(|r| r.unwrap().1)
@@ -180,9 +193,15 @@ fn shell_scans_see_whole_batches_while_a_writer_runs() {
             values.windows(2).all(|w| w[0] == w[1]),
             "a scan saw two batches"
         );
+        scans += 1;
+        if values.len() == 50 {
+            full_scans += 1;
+        } else {
+            assert!(values.is_empty(), "a scan saw {} of 50 keys", values.len());
+        }
     }
     stop.store(true, std::sync::atomic::Ordering::Release);
-    assert!(writer.join().unwrap() > 0);
+    assert!(writer.join().unwrap() >= 20);
 }
 
 const CHILD_ENV: &str = "STRATA_LEARNED_KILL_CHILD_DIR";
