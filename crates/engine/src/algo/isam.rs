@@ -59,6 +59,50 @@ impl IsamIndex {
         self.search(keys, |k| k <= key)
     }
 
+    /// [`lower_bound`](Self::lower_bound) of every key of `targets`, into `out` (one position per target,
+    /// appended). The searches go breadth-first: level by level, every target takes its step and asks the
+    /// CPU for the node it will read on the next level, so the cache misses of all the searches overlap
+    /// instead of following one another (a lone search waits on one miss per level).
+    pub fn lower_bound_many(&self, keys: &[u64], targets: &[u64], out: &mut Vec<usize>) {
+        debug_assert_eq!(
+            keys.len(),
+            self.len,
+            "an ISAM index searched over another array"
+        );
+        let first = out.len();
+        out.resize(first + targets.len(), 0);
+        let starts = &mut out[first..];
+        // Asks for the node at `start` of `level` (the keys below the last level): FANOUT keys, two lines.
+        let prefetch = |level: Option<&Vec<u64>>, start: usize| {
+            let entries: &[u64] = level.map_or(keys, |l| l.as_slice());
+            for at in [start, start + FANOUT / 2] {
+                if let Some(e) = entries.get(at) {
+                    crate::algo::prefetch_line(e);
+                }
+            }
+        };
+        for (depth, level) in self.levels.iter().enumerate().rev() {
+            let next = depth.checked_sub(1).map(|d| &self.levels[d]);
+            for (start, &key) in starts.iter_mut().zip(targets) {
+                let end = (*start + FANOUT).min(level.len());
+                let mut j = *start;
+                while j < end && level[j] < key {
+                    j += 1;
+                }
+                *start = j.saturating_sub(1) * FANOUT;
+                prefetch(next, *start);
+            }
+        }
+        for (start, &key) in starts.iter_mut().zip(targets) {
+            let end = (*start + FANOUT).min(keys.len());
+            let mut i = *start;
+            while i < end && keys[i] < key {
+                i += 1;
+            }
+            *start = i;
+        }
+    }
+
     /// The first position whose key fails `before` (keys for which `before` holds form a prefix).
     fn search(&self, keys: &[u64], before: impl Fn(u64) -> bool) -> usize {
         debug_assert_eq!(
@@ -97,6 +141,14 @@ mod tests {
 
     fn check(keys: &[u64], probes: &[u64]) {
         let idx = IsamIndex::build(keys);
+        let mut many = vec![usize::MAX];
+        idx.lower_bound_many(keys, probes, &mut many);
+        let expected: Vec<usize> = probes
+            .iter()
+            .map(|&p| keys.partition_point(|&k| k < p))
+            .collect();
+        assert_eq!(many[0], usize::MAX, "lower_bound_many appends");
+        assert_eq!(many[1..], expected[..], "lower_bound_many");
         for &p in probes {
             assert_eq!(
                 idx.lower_bound(keys, p),

@@ -16,9 +16,9 @@
 //! time, in its publication turn), so each key's links run newest to oldest; every slot below `published`
 //! is fully written and indexed.
 //! Cost: an append is one `fetch_add`, a wait for the turn (none without contention), a hash probe and one
-//! release store; memory ≈ 33 B per slot plus 16 B per slot of hash table.
+//! release store; memory ≈ 29 B per slot plus 8 B per slot of hash table (32-bit slot links).
 
-use std::sync::atomic::{AtomicU8, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 /// What a buffer slot holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,15 +46,16 @@ pub struct MutableBuffer {
     values: Box<[AtomicU64]>,
     weights: Box<[AtomicU64]>,
     kinds: Box<[AtomicU8]>,
-    /// Link to the previous slot of the same key (slot + 1; 0 = none).
-    prev: Box<[AtomicU64]>,
+    /// Link to the previous slot of the same key (slot + 1; 0 = none). 32 bits: capacities stay below 2^32
+    /// (`DynOptions` allows at most 2^26), and half-width links keep the key index small in cache.
+    prev: Box<[AtomicU32]>,
     claimed: AtomicUsize,
     /// Where the buffer ends: its capacity, or the start of the first run that did not fit.
     end: AtomicUsize,
     published: AtomicUsize,
     deletes: AtomicUsize,
     /// Slot + 1 of the latest slot per key; 0 = empty bucket.
-    table: Box<[AtomicU64]>,
+    table: Box<[AtomicU32]>,
     mask: usize,
 }
 
@@ -71,20 +72,21 @@ fn bucket_of(key: u64) -> usize {
 impl MutableBuffer {
     /// An empty buffer for `capacity` operations (at least 1).
     pub fn new(capacity: usize) -> MutableBuffer {
-        let capacity = capacity.max(1);
+        let capacity = capacity.clamp(1, u32::MAX as usize - 1);
         let table_len = (capacity * 2).next_power_of_two();
         let atomics = |n: usize| (0..n).map(|_| AtomicU64::new(0)).collect();
+        let links = |n: usize| (0..n).map(|_| AtomicU32::new(0)).collect();
         MutableBuffer {
             keys: atomics(capacity),
             values: atomics(capacity),
             weights: atomics(capacity),
             kinds: (0..capacity).map(|_| AtomicU8::new(0)).collect(),
-            prev: atomics(capacity),
+            prev: links(capacity),
             claimed: AtomicUsize::new(0),
             end: AtomicUsize::new(capacity),
             published: AtomicUsize::new(0),
             deletes: AtomicUsize::new(0),
-            table: atomics(table_len),
+            table: links(table_len),
             mask: table_len - 1,
         }
     }
@@ -192,7 +194,7 @@ impl MutableBuffer {
     /// Links `slot` as the newest slot of `key` (called in slot order, one writer at a time).
     fn index_slot(&self, key: u64, slot: usize) {
         let mut b = bucket_of(key) & self.mask;
-        let tag = slot as u64 + 1;
+        let tag = slot as u32 + 1;
         loop {
             let cur = self.table[b].load(Ordering::Acquire);
             if cur == 0 || self.keys[(cur - 1) as usize].load(Ordering::Relaxed) == key {
@@ -214,7 +216,7 @@ impl MutableBuffer {
     /// against one snapshot of a buffer that writers keep appending to.
     #[inline]
     pub fn latest_slot_below(&self, key: u64, limit: usize) -> Option<usize> {
-        let published = limit.min(self.len()) as u64;
+        let published = limit.min(self.len()) as u32;
         let mut b = bucket_of(key) & self.mask;
         loop {
             let cur = self.table[b].load(Ordering::Acquire);
@@ -326,7 +328,14 @@ impl MutableBuffer {
 
     /// Bytes of memory.
     pub fn memory_bytes(&self) -> usize {
-        self.capacity() * 33 + self.table.len() * 8
+        Self::bytes_for(self.capacity())
+    }
+
+    /// Bytes of memory of a buffer for `capacity` operations: per slot a key, value, weight (8 B each),
+    /// kind (1 B) and link (4 B), and the key index's 4 B buckets.
+    pub fn bytes_for(capacity: usize) -> usize {
+        let capacity = capacity.max(1);
+        capacity * 29 + (capacity * 2).next_power_of_two() * 4
     }
 }
 

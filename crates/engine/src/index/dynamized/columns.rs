@@ -190,6 +190,18 @@ impl<W: WeightColumn> SortedColumns<W> {
         self.index.lower_bound(&self.keys, key)
     }
 
+    /// The index of the record of each key of `targets`, appended to `out` in order: the ISAM searches go
+    /// together (`IsamIndex::lower_bound_many`), their cache misses overlapping.
+    pub fn find_many(&self, targets: &[u64], out: &mut Vec<Option<usize>>) {
+        let mut at = Vec::with_capacity(targets.len());
+        self.index.lower_bound_many(&self.keys, targets, &mut at);
+        out.extend(
+            at.into_iter()
+                .zip(targets)
+                .map(|(i, &key)| (self.keys.get(i) == Some(&key)).then_some(i)),
+        );
+    }
+
     /// Index of the first record with a key > `key` (`len()` if none).
     #[inline]
     pub fn upper_bound(&self, key: u64) -> usize {
@@ -238,7 +250,7 @@ impl SortedColumns<Option<Vec<f64>>> {
 
 /// Inside an `impl Shard for S`, defines the [`Shard`](super::shard::Shard) methods that only read `S`'s
 /// [`SortedColumns`] field named by the argument: `len`, `tombstone_count`, `key_at`, `record_at`,
-/// `tombstone_at`, `lower_bound`, `upper_bound`, `has_tombstone` and `prefetch`. `NAME`, `build`,
+/// `tombstone_at`, `lower_bound`, `upper_bound`, `has_tombstone`, `find_many` and `prefetch`. `NAME`, `build`,
 /// `memory_bytes` and the weighted-draw methods stay with the shard.
 macro_rules! column_accessors {
     ($columns:ident) => {
@@ -276,6 +288,14 @@ macro_rules! column_accessors {
         #[inline]
         fn has_tombstone(&self, key: u64) -> $crate::error::Result<bool> {
             Ok(self.$columns.has_tombstone(key))
+        }
+        fn find_many(
+            &self,
+            keys: &[u64],
+            out: &mut Vec<Option<usize>>,
+        ) -> $crate::error::Result<()> {
+            self.$columns.find_many(keys, out);
+            Ok(())
         }
         #[inline]
         fn prefetch(&self, i: usize) {

@@ -39,7 +39,7 @@ use super::layout;
 use super::options::{DeletePolicy, DynOptions, Layout, RuntimeOptions};
 use super::run::{MergeInput, Record, SortedRun};
 use super::shard::{BuildOptions, Shard};
-use super::version::{Level, ShardSlot, Version, filters_for_run};
+use super::version::{Level, ShardSlot, Version};
 use crate::error::{Error, Result};
 use arc_swap::ArcSwap;
 use parking_lot::{Condvar, Mutex};

@@ -10,15 +10,18 @@
 //! looked up shard by shard.
 //!
 //! ## Maintenance
-//! * The flusher inserts the record keys of every shard it publishes, after publishing it; flushes are
-//!   serialised, so the next flush's probes see them. Merges never add a key, they only drop some.
+//! * The flusher inserts the record keys of every shard it publishes in the pass that probes them
+//!   ([`candidates_inserting`](GlobalKeys::candidates_inserting)), before publishing it (a key in the
+//!   filter early is only a false positive meanwhile); flushes are serialised, so the next flush's probes
+//!   see them. Merges never add a key, they only drop some.
 //! * Dropped keys stay in the filter (a Bloom filter cannot forget): it fills with inserts only. It is sized
 //!   for twice the records of the version it was built over (at least a minimum), and once more keys than
 //!   that went in it asks for a rebuild: [`begin_rebuild`](GlobalKeys::begin_rebuild) starts noting the
 //!   hashes inserted from then on, a new filter is built elsewhere over the record keys of a version loaded
 //!   *after* that call, and [`finish_rebuild`](GlobalKeys::finish_rebuild) adds the noted hashes to it and
-//!   swaps it in. A shard published before the snapshot is in the snapshot; one published after it was
-//!   inserted after `begin_rebuild` (the flusher inserts after publishing), so it was noted.
+//!   swaps it in. Only the flusher begins a rebuild, after publishing its shard; so a shard published
+//!   before the snapshot is in the snapshot, and one published after it belongs to a later flush, whose
+//!   keys went in after `begin_rebuild` and were noted.
 //!
 //! A merge that builds a resident shard from a non-resident one (which the placement rules of `tiered` never
 //! do) inserts the new shard's keys itself.
@@ -33,7 +36,7 @@
 
 use super::shard::Shard;
 use super::version::Version;
-use crate::algo::bloom::{BloomFilter, KeyHash, Probe};
+use crate::algo::bloom::{BloomFilter, KeyHash, PREFETCH_DISTANCE, Probe};
 use crate::error::Result;
 
 /// The global key filter (see the module doc).
@@ -132,6 +135,39 @@ impl GlobalKeys {
                 out.push(j);
             }
         });
+        out
+    }
+
+    /// [`candidates`](Self::candidates) of `hashes`, inserting on the way the keys `j` for which
+    /// `insert(j)` holds (each key probed before it is inserted): one pipelined pass, one cache line per
+    /// key. A flush calls it with the record keys of the shard it is about to publish: a key in the filter
+    /// before its shard is published is only a false positive meanwhile, and a rebuild (only the flusher
+    /// begins one, after it published) either loads a version with the shard or notes these keys.
+    pub fn candidates_inserting(
+        &mut self,
+        hashes: &[KeyHash],
+        insert: impl Fn(usize) -> bool,
+    ) -> Vec<usize> {
+        let f = &mut self.filter;
+        let mut out = Vec::new();
+        let mut inserted = 0;
+        for (j, &h) in hashes.iter().enumerate() {
+            if let Some(&ahead) = hashes.get(j + PREFETCH_DISTANCE) {
+                f.prefetch(f.probe_hashed(ahead));
+            }
+            let p = f.probe_hashed(h);
+            if f.contains(p) {
+                out.push(j);
+            }
+            if insert(j) {
+                f.set(p);
+                inserted += 1;
+                if let Some(since) = &mut self.since {
+                    since.push(h);
+                }
+            }
+        }
+        self.inserted += inserted;
         out
     }
 
@@ -240,14 +276,22 @@ mod tests {
             slot(2, 1_000_000..1_001_500),
         ]]);
         let r = GlobalKeys::build(&v2, 0.01, 100).unwrap();
-        let late: Vec<u64> = (5_000_000..5_000_300).collect();
-        g.insert(hashes(late.iter().copied()).into_iter());
+        // A flush's pass probes each key before inserting it (fresh keys: few candidates), and inserts only
+        // the keys it is told to (its puts), noting them for the rebuild.
+        let late: Vec<u64> = (5_000_000..5_000_600).collect();
+        let late_puts: Vec<u64> = late.iter().copied().step_by(2).collect();
+        let c = g.candidates_inserting(&hashes(late.iter().copied()), |j| j % 2 == 0);
+        assert!(c.len() < 30, "{} of 600 fresh keys reported", c.len());
+        assert!(all(&g, &late_puts));
         g.finish_rebuild(r);
         assert!(!g.rebuilding());
         assert_eq!(g.capacity(), 5000);
-        for keys in [&old, &new, &late] {
+        for keys in [&old, &new, &late_puts] {
             assert!(all(&g, keys));
         }
+        let deletes: Vec<u64> = late.iter().copied().skip(1).step_by(2).collect();
+        let fp = g.candidates(&hashes(deletes.iter().copied())).len();
+        assert!(fp < 20, "{fp} of 300 keys not inserted reported");
         let fp = g.candidates(&hashes(fresh.iter().copied())).len();
         assert!(fp < 50, "{fp} false positives of 1000 after the rebuild");
     }

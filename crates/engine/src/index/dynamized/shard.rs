@@ -133,6 +133,14 @@ pub trait Shard: Send + Sync + Sized + 'static {
         let i = self.lower_bound(key)?;
         Ok((i < self.len() && self.key_at(i)? == key).then_some(i))
     }
+    /// [`find`](Self::find) of every key of `keys`, appended to `out` in order. In-memory shards search
+    /// them together so that their cache misses overlap (a flush looks up hundreds of keys per shard).
+    fn find_many(&self, keys: &[u64], out: &mut Vec<Option<usize>>) -> Result<()> {
+        for &key in keys {
+            out.push(self.find(key)?);
+        }
+        Ok(())
+    }
     /// Bytes of memory the shard holds (records and search structure; for on-disk shards what stays
     /// resident).
     fn memory_bytes(&self) -> usize;

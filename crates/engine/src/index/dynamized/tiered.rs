@@ -20,7 +20,7 @@
 //! keys' worth of the global key filter (`global_keys`, sized for twice the in-memory records); m_disk = Bloom filter + tag bit + the disk shard's summary (8 B per page of fences, and of page weights in
 //! weighted shards); shards(i) = runs per level (s under tiering, else 1); cache(i) = the disk shard page
 //! cache, at most `cache_limit_bytes(page size)` (64 KiB, or two pages for pages over 32 KiB) and at most the
-//! level's bytes; buffers = (1 + 2 · max sealed buffers) · (33 B · N_b + the key index) (the active one, the
+//! level's bytes; buffers = (1 + 2 · max sealed buffers) · (29 B · N_b + the key index) (the active one, the
 //! sealed ones and as many flushed ones kept for reuse) + the global key filter's minimum (16 N_b keys) +
 //! the pending shards (`max_pending_shards`, at most s: the flusher leaves no more waiting) at N_b · m_mem
 //! each. Every level is counted
@@ -40,6 +40,7 @@
 //!   rest). Per query: ≤ 2 page reads per disk shard for the candidate interval (`lower_bound`,
 //!   `upper_bound`; weighted shards read the two end pages, which the bounds just cached).
 
+use super::buffer::MutableBuffer;
 use super::core::{Filters, ShardFactory, merge_in_memory};
 use super::db_index::{DynFiles, ShardStore};
 use super::disk_shard::{DiskShard, cache_limit_bytes};
@@ -140,6 +141,9 @@ impl<M: Shard> Shard for Tiered<M> {
     fn find(&self, key: u64) -> Result<Option<usize>> {
         each!(self, s => s.find(key))
     }
+    fn find_many(&self, keys: &[u64], out: &mut Vec<Option<usize>>) -> Result<()> {
+        each!(self, s => s.find_many(keys, out))
+    }
     fn memory_bytes(&self) -> usize {
         each!(self, s => s.memory_bytes())
     }
@@ -188,7 +192,7 @@ impl MemoryPlan {
     ) -> Self {
         let sealed = rt.max_sealed_buffers.max(1);
         let nb = opts.buffer_capacity as f64;
-        let one_buffer = nb * 33.0 + ((opts.buffer_capacity * 2).next_power_of_two() * 8) as f64;
+        let one_buffer = MutableBuffer::bytes_for(opts.buffer_capacity) as f64;
         let bloom = bloom_bytes_per_key(opts.bloom_fpr);
         let filter_and_tags = bloom + 1.0 / 8.0;
         // The global key filter covers in-memory records, sized for twice them, at least 16 N_b.

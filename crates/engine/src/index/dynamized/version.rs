@@ -15,7 +15,7 @@ use super::buffer::MutableBuffer;
 use super::run::{PARALLEL_MERGE_MIN, SortedRun};
 use super::shard::Shard;
 use super::tags::TagBits;
-use crate::algo::bloom::{BloomFilter, KeyHash, Probe};
+use crate::algo::bloom::{BloomFilter, KeyHash, PREFETCH_DISTANCE};
 use crate::algo::on_threads;
 use crate::error::Result;
 use std::sync::Arc;
@@ -138,25 +138,63 @@ impl<S: Shard> ShardSlot<S> {
             + self.tomb_filter.as_ref().map_or(0, |f| f.memory_bytes())
     }
 
-    /// Calls `each(j, i)` for every `j` in `which` whose key `keys[j]` has a record in this shard, at index
-    /// `i` (tagged or not; tombstones are not looked at). The key filter's probes are pipelined so that
-    /// their cache misses overlap; `hashes[j]` is the hash of `keys[j]`.
-    pub fn find_many(
+    /// Calls `each(j, lookup)` for every `j` in `which`, in order, with what this shard says about
+    /// `keys[j]` (as [`lookup`](Self::lookup): its record, deleted by a tag or a tombstone, or absent);
+    /// `hashes[j]` is the hash of `keys[j]`. Three passes whose cache misses overlap: key filter probes
+    /// pipelined [`PREFETCH_DISTANCE`] keys ahead, one batch search ([`Shard::find_many`]) of the keys the
+    /// filter lets through, then tombstone filter probes (pipelined too) for the keys without a record.
+    pub fn lookup_many(
         &self,
         keys: &[u64],
         hashes: &[KeyHash],
         which: &[usize],
-        mut each: impl FnMut(usize, Option<usize>),
+        mut each: impl FnMut(usize, Lookup),
     ) -> Result<()> {
-        let probes: Vec<Probe> = which
-            .iter()
-            .map(|&j| self.key_filter.probe_hashed(hashes[j]))
-            .collect();
-        let mut maybe = Vec::with_capacity(which.len());
-        self.key_filter
-            .contains_batch(&probes, |_, m| maybe.push(m));
-        for (&j, m) in which.iter().zip(maybe) {
-            each(j, if m { self.shard.find(keys[j])? } else { None });
+        let kf = &self.key_filter;
+        let mut maybe: Vec<usize> = Vec::new();
+        for (n, &j) in which.iter().enumerate() {
+            if let Some(&ahead) = which.get(n + PREFETCH_DISTANCE) {
+                kf.prefetch(kf.probe_hashed(hashes[ahead]));
+            }
+            if kf.contains(kf.probe_hashed(hashes[j])) {
+                maybe.push(n);
+            }
+        }
+        let targets: Vec<u64> = maybe.iter().map(|&n| keys[which[n]]).collect();
+        let mut found = Vec::with_capacity(targets.len());
+        self.shard.find_many(&targets, &mut found)?;
+        let mut records = maybe
+            .into_iter()
+            .zip(found)
+            .filter_map(|(n, i)| Some((n, i?)));
+        let mut next_record = records.next();
+        let tombs = self.tomb_filter.as_ref();
+        for (n, &j) in which.iter().enumerate() {
+            if let (Some(t), Some(&ahead)) = (tombs, which.get(n + PREFETCH_DISTANCE)) {
+                t.prefetch(t.probe_hashed(hashes[ahead]));
+            }
+            if let Some((at, i)) = next_record
+                && at == n
+            {
+                next_record = records.next();
+                each(
+                    j,
+                    if self.tags.get(i) {
+                        Lookup::Deleted
+                    } else {
+                        Lookup::Record(i)
+                    },
+                );
+                continue;
+            }
+            each(
+                j,
+                if self.has_tombstone_hashed(keys[j], hashes[j])? {
+                    Lookup::Deleted
+                } else {
+                    Lookup::Absent
+                },
+            );
         }
         Ok(())
     }
@@ -280,11 +318,14 @@ impl<S: Shard> Version<S> {
     /// The live record of every key `keys[j]` (in the shards), or `None` where the key is absent or deleted;
     /// `hashes[j]` is the hash of `keys[j]`. `candidates` lists (in order) the only keys that may have a
     /// record in a *resident* shard (`Shard::resident`; the global key filter's answer): the others are
-    /// looked up in non-resident shards only. First each key's newest record is found, shard by shard
-    /// newest first with pipelined key filter probes; a key with none has no live record whatever
-    /// tombstones say, so only the few keys found are then checked for a tag and for a tombstone in a newer
-    /// shard (the newest record of a key is its only candidate: anything older was killed when it was
-    /// written).
+    /// looked up in non-resident shards only. One pass, shard by shard newest first, as
+    /// [`lookup_shards`](Self::lookup_shards) does for one key: each shard answers for the keys still open
+    /// ([`ShardSlot::lookup_many`], key and tombstone filter probes pipelined); a record (live unless tagged)
+    /// or a tombstone closes the key, since anything older was killed when it was written.
+    ///
+    /// A key the global filter ruled out may still have a *tombstone* in a resident shard (the filter holds
+    /// record keys only): when the first non-resident shard comes, each such key is checked for a tombstone
+    /// in every newer shard before it joins the open keys.
     pub fn lookup_shards_many(
         &self,
         keys: &[u64],
@@ -293,50 +334,53 @@ impl<S: Shard> Version<S> {
     ) -> Result<Vec<Option<LiveRecord<'_, S>>>> {
         debug_assert_eq!(keys.len(), hashes.len());
         let slots: Vec<&Arc<ShardSlot<S>>> = self.shards_newest_first().collect();
-        // (position in `slots`, record index) of each key's newest record.
-        let mut newest: Vec<Option<(usize, usize)>> = vec![None; keys.len()];
-        let mut open = candidates;
-        // Every key not found yet, made when the first non-resident shard comes.
-        let mut open_all: Option<Vec<usize>> = None;
-        for (p, slot) in slots.iter().enumerate() {
-            let resident = slot.shard.resident();
-            if !resident && open_all.is_none() {
-                open_all = Some((0..keys.len()).filter(|&j| newest[j].is_none()).collect());
-            }
-            let list = match &mut open_all {
-                Some(all) => all,
-                None => &mut open,
-            };
-            if list.is_empty() {
-                if open_all.is_some() {
-                    break;
-                }
-                continue;
-            }
-            let mut still = Vec::with_capacity(list.len());
-            slot.find_many(keys, hashes, list, |j, found| match found {
-                Some(i) => newest[j] = Some((p, i)),
-                None => still.push(j),
-            })?;
-            *list = still;
-        }
         let mut live: Vec<Option<LiveRecord<'_, S>>> = vec![None; keys.len()];
-        for (j, found) in newest.into_iter().enumerate() {
-            let Some((p, i)) = found else { continue };
-            let slot = slots[p];
-            if slot.tags.get(i) {
-                continue;
+        let mut open = candidates;
+        let mut all_open = false;
+        // Keys a record or a tombstone has settled.
+        let mut settled = vec![false; keys.len()];
+        let mut still = Vec::with_capacity(open.len());
+        for (p, slot) in slots.iter().enumerate() {
+            if !all_open && !slot.shard.resident() {
+                all_open = true;
+                let mut open_now = vec![false; keys.len()];
+                for &j in &open {
+                    open_now[j] = true;
+                }
+                let mut joining = Vec::new();
+                for j in (0..keys.len()).filter(|&j| !open_now[j] && !settled[j]) {
+                    let mut killed = false;
+                    for newer in &slots[..p] {
+                        if newer.has_tombstone_hashed(keys[j], hashes[j])? {
+                            killed = true;
+                            break;
+                        }
+                    }
+                    if !killed {
+                        joining.push(j);
+                    }
+                }
+                // Still in key order: `lookup_many` walks the keys in order.
+                open.extend(joining);
+                open.sort_unstable();
             }
-            let mut killed = false;
-            for newer in &slots[..p] {
-                if newer.has_tombstone(keys[j])? {
-                    killed = true;
+            if open.is_empty() {
+                if all_open {
                     break;
                 }
+                continue;
             }
-            if !killed {
-                live[j] = Some((slot, i));
-            }
+            still.clear();
+            let slot: &Arc<ShardSlot<S>> = slot;
+            slot.lookup_many(keys, hashes, &open, |j, found| match found {
+                Lookup::Record(i) => {
+                    live[j] = Some((slot, i));
+                    settled[j] = true;
+                }
+                Lookup::Deleted => settled[j] = true,
+                Lookup::Absent => still.push(j),
+            })?;
+            std::mem::swap(&mut open, &mut still);
         }
         Ok(live)
     }
@@ -351,5 +395,100 @@ impl<S: Shard> Version<S> {
             }
         }
         Ok(None)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::index::dynamized::alias_shard::stats::proptest_config;
+    use crate::index::dynamized::isam_shard::IsamShard;
+    use crate::index::dynamized::run::Record;
+    use crate::index::dynamized::shard::BuildOptions;
+    use proptest::prelude::*;
+    use std::collections::BTreeSet;
+
+    /// A slot over `records` and `tombstones` (sorted and deduplicated) with records at `tagged` tagged.
+    fn slot(
+        id: u64,
+        records: &[u64],
+        tombstones: &[u64],
+        tagged: &[usize],
+    ) -> Arc<ShardSlot<IsamShard>> {
+        let keys: BTreeSet<u64> = records.iter().copied().collect();
+        let run = SortedRun {
+            records: keys
+                .iter()
+                .map(|&key| Record {
+                    key,
+                    value: key,
+                    weight: 1.0,
+                })
+                .collect(),
+            tombstones: tombstones
+                .iter()
+                .copied()
+                .collect::<BTreeSet<u64>>()
+                .into_iter()
+                .collect(),
+        };
+        let shard = IsamShard::build(run, BuildOptions::single(false)).unwrap();
+        let slot = ShardSlot::new(id, shard, 0.01).unwrap();
+        for &i in tagged {
+            if i < slot.shard.len() {
+                slot.tags.set(i);
+            }
+        }
+        Arc::new(slot)
+    }
+
+    type SlotSpec = (Vec<u64>, Vec<u64>, Vec<usize>);
+
+    proptest! {
+        #![proptest_config(proptest_config(64))]
+
+        /// The batch lookup of a flush agrees with the one-key lookup for every key (records, tags and
+        /// tombstones anywhere), given every key with a record as a candidate, and large shards (batch
+        /// searches over several ISAM levels) included.
+        #[test]
+        fn batch_lookups_agree_with_single_ones(
+            specs in prop::collection::vec(
+                (
+                    prop::collection::vec(0u64..3000, 0..400),
+                    prop::collection::vec(0u64..3000, 0..60),
+                    prop::collection::vec(0usize..400, 0..20),
+                ),
+                1..7,
+            ),
+            big in any::<bool>(),
+            probes in prop::collection::vec(0u64..3100, 1..300),
+        ) {
+            let mut specs: Vec<SlotSpec> = specs;
+            if big {
+                // Every third key of a wide range: four ISAM levels.
+                specs.push(((0..100_000u64).map(|k| k * 3).collect(), vec![7, 8], vec![1, 500]));
+            }
+            let levels: Vec<Level<IsamShard>> = specs
+                .iter()
+                .enumerate()
+                .map(|(i, (r, t, g))| vec![slot(i as u64, r, t, g)])
+                .rev()
+                .collect();
+            let v = Version { seq: 0, buffers: Vec::new(), pending: Vec::new(), levels };
+            let keys: Vec<u64> = probes.iter().copied().collect::<BTreeSet<u64>>().into_iter().collect();
+            let hashes: Vec<KeyHash> = keys.iter().map(|&k| BloomFilter::hash_u64(k)).collect();
+            let candidates: Vec<usize> = (0..keys.len())
+                .filter(|&j| v.shards_newest_first().any(|s| s.shard.find(keys[j]).unwrap().is_some()))
+                .collect();
+            let many = v.lookup_shards_many(&keys, &hashes, candidates).unwrap();
+            for (j, got) in many.iter().enumerate() {
+                let want = v.lookup_shards(keys[j], 0).unwrap();
+                prop_assert_eq!(
+                    got.map(|(s, i)| (s.id, i)),
+                    want.map(|(s, i)| (s.id, i)),
+                    "key {}", keys[j]
+                );
+            }
+        }
     }
 }

@@ -2,19 +2,21 @@
 //!
 //! The flusher takes the oldest sealed buffer, waits until its last writers have published, and resolves it
 //! into a sorted run: the last operation per key. For each key it must know whether an older live version
-//! exists: the global key filter (`global_keys`) rules out almost every new key with one probe, and only the
-//! keys it reports are looked up in the shards (newest first, Bloom filtered). Where an older live version
+//! exists: the global key filter (`global_keys`) rules out almost every new key with one probe (the same
+//! pass inserts the run's record keys), and only the keys it reports are looked up in the shards, newest
+//! first, record and tombstone filters probed together and pipelined (`Version::lookup_shards_many`). Where an older live version
 //! exists, the delete policy removes it — a tombstone in the new run, or a tag set in place. So at every
 //! moment each key has at most one live record, and each tombstone and each tag stands for exactly one dead
-//! record (exact counts follow). The run becomes a shard built for level 0 and is published as the newest
-//! pending shard, in the same version that drops the buffer; then its keys enter the global filter.
+//! record (exact counts follow). The run becomes a shard built for level 0 (its filters from the hashes
+//! computed once per key) and is published as the newest pending shard, in the same version that drops the
+//! buffer.
 //!
 //! Tags of a shard that a merge has replaced meanwhile would be lost: tags are set under the tag lock, and a
 //! key whose record's shard is marked replaced is looked up again in the current version (see
 //! `reconstruction::install` for the other half).
 //!
-//! Cost per flush of N_b operations: a sort of N_b (key, slot) pairs, one global filter probe and one insert
-//! per key, shard probes for the few candidates, and a shard build of N_b records.
+//! Cost per flush of N_b operations: a sort of N_b (key, slot) pairs, one hash and one global filter cache
+//! line per key, shard probes for the few candidates, and a shard build of N_b records.
 
 use super::*;
 use crate::algo::bloom::{BloomFilter, KeyHash};
@@ -116,7 +118,11 @@ impl<S: Shard> Shared<S> {
         let ops = buffer.resolved();
         let keys: Vec<u64> = ops.iter().map(|e| e.key).collect();
         let hashes: Vec<KeyHash> = keys.iter().map(|&k| BloomFilter::hash_u64(k)).collect();
-        let candidates = self.global_keys.lock().candidates(&hashes);
+        // The shard's record keys (puts) go into the global filter in the same pass (see `global_keys`).
+        let candidates = self
+            .global_keys
+            .lock()
+            .candidates_inserting(&hashes, |j| ops[j].kind == OpKind::Put);
         let c = &self.counters;
         c.resolved_keys
             .fetch_add(keys.len() as u64, Ordering::Relaxed);
@@ -129,11 +135,15 @@ impl<S: Shard> Shared<S> {
             tombstones: Vec::new(),
         };
         let mut record_hashes: Vec<KeyHash> = Vec::with_capacity(ops.len());
+        let mut tombstone_hashes: Vec<KeyHash> = Vec::new();
         let mut to_tag: Vec<(Arc<ShardSlot<S>>, usize, u64)> = Vec::new();
         for ((e, older), &hash) in ops.iter().zip(older).zip(&hashes) {
             if let Some((slot, i)) = older {
                 match self.opts.delete_policy {
-                    DeletePolicy::Tombstone => run.tombstones.push(e.key),
+                    DeletePolicy::Tombstone => {
+                        run.tombstones.push(e.key);
+                        tombstone_hashes.push(hash);
+                    }
                     DeletePolicy::Tagging => to_tag.push((slot.clone(), i, e.key)),
                 }
             }
@@ -151,7 +161,7 @@ impl<S: Shard> Shared<S> {
             self.set_tags(&to_tag)?;
         }
         let slot = if run.entries() > 0 {
-            Some(self.build_slot(run, 0)?)
+            Some(self.build_slot_hashed(run, 0, &record_hashes, &tombstone_hashes)?)
         } else {
             None
         };
@@ -178,10 +188,8 @@ impl<S: Shard> Shared<S> {
             });
         }
         self.counters.flushes.fetch_add(1, Ordering::Relaxed);
-        // After the publication: a rebuild that loads its version before it sees the shard; one that begins
-        // before it notes these keys.
+        // A rebuild begins only here, after the publication: its version has this shard.
         let mut g = self.global_keys.lock();
-        g.insert(record_hashes.iter().copied());
         if g.wants_rebuild() {
             g.begin_rebuild();
             drop(g);

@@ -16,7 +16,7 @@
 //! shards replaced, and a flush that still holds one of them looks its key up again instead (`flush`).
 
 use super::*;
-use crate::algo::bloom::BloomFilter;
+use crate::algo::bloom::{BloomFilter, KeyHash};
 
 /// The shards a task merged, with a copy of their tag bits (tagging only) taken before the merge read them.
 type MergeLog<S> = Vec<(Arc<ShardSlot<S>>, Option<Vec<u64>>)>;
@@ -162,13 +162,42 @@ impl<S: Shard> Shared<S> {
         Ok(())
     }
 
-    pub(super) fn build_slot(&self, run: SortedRun, level: usize) -> Result<Arc<ShardSlot<S>>> {
+    /// Builds a shard of `run` for `level`, with its filters built from the hashes of its record keys
+    /// and of its tombstones (the flush has them already: each key is hashed once).
+    pub(super) fn build_slot_hashed(
+        &self,
+        run: SortedRun,
+        level: usize,
+        record_hashes: &[KeyHash],
+        tombstone_hashes: &[KeyHash],
+    ) -> Result<Arc<ShardSlot<S>>> {
+        debug_assert_eq!(run.records.len(), record_hashes.len());
+        debug_assert_eq!(run.tombstones.len(), tombstone_hashes.len());
+        let filter_of = |hashes: &[KeyHash]| -> Result<BloomFilter> {
+            let mut f = BloomFilter::new(hashes.len(), self.opts.bloom_fpr)?;
+            f.insert_hashes(hashes.iter().copied());
+            Ok(f)
+        };
+        let key_filter = filter_of(record_hashes)?;
+        let tomb_filter = (!tombstone_hashes.is_empty())
+            .then(|| filter_of(tombstone_hashes))
+            .transpose()?;
+        self.build_slot_with(run, level, key_filter, tomb_filter)
+    }
+
+    /// Builds a shard of `run` for `level` with the filters given.
+    fn build_slot_with(
+        &self,
+        run: SortedRun,
+        level: usize,
+        key_filter: BloomFilter,
+        tomb_filter: Option<BloomFilter>,
+    ) -> Result<Arc<ShardSlot<S>>> {
         let id = self.next_shard_id.fetch_add(1, Ordering::AcqRel);
         let opts = BuildOptions {
             weighted: self.opts.weighted,
             threads: self.rt.reconstruction_threads.max(1),
         };
-        let (key_filter, tomb_filter) = filters_for_run(&run, self.opts.bloom_fpr)?;
         let shard =
             self.factory
                 .build(id, run, level, opts, (&key_filter, tomb_filter.as_ref()))?;
