@@ -496,6 +496,12 @@ impl<S: Shard> Dynamized<S> {
         };
 
         let tagged: Vec<bool> = shards.iter().map(|s| s.tags.count() > 0).collect();
+        let in_batches: Vec<bool> = shards
+            .iter()
+            .map(|s| s.shard.fetches_in_batches())
+            .collect();
+        let any_batched = in_batches.contains(&true);
+        let mut batched = BatchedFetch::new(&in_batches);
         let rng = &mut Words::new(rng);
         let limit = 64 * (k as u64 + 64);
         let (mut accepted, mut draws, mut rejected) = (0usize, 0u64, 0u64);
@@ -562,10 +568,18 @@ impl<S: Shard> Dynamized<S> {
                 }
                 pending.truncate(still);
             }
+            // Shards on disk fetch the round's records of each as one batch of page reads first.
+            if any_batched {
+                batched.fetch(&shards, &positions)?;
+            }
             // Fetch the records (their lines have arrived) and prefetch what their kill checks read.
             fetched.clear();
-            for &(p, i) in &positions {
-                let rec = shards[p].shard.record_at(i)?;
+            for (j, &(p, i)) in positions.iter().enumerate() {
+                let rec = if in_batches[p] {
+                    batched.records[j]
+                } else {
+                    shards[p].shard.record_at(i)?
+                };
                 let hash = if probes_outside {
                     prefetch_kill_checks(p, rec.key)
                 } else {
@@ -617,6 +631,64 @@ impl<S: Shard> Dynamized<S> {
         let alias = AliasTable::new(&weights)?;
         for _ in 0..k {
             out.push(live[alias.sample(&mut RngAdapter(rng))]);
+        }
+        Ok(())
+    }
+}
+
+/// A round's records of the shards that fetch in batches ([`Shard::fetches_in_batches`]): each such shard
+/// gets the indexes of its draws in one [`Shard::records_at`] call; `records[j]` is then the record of the
+/// round's draw `j` (draws of other shards leave a placeholder). Draw order, and so the rng's use and the
+/// output, is the same as fetching one by one.
+struct BatchedFetch {
+    in_batches: Vec<bool>,
+    /// Per shard position: the indexes drawn from it and the draws (positions in the round) they belong to.
+    indexes: Vec<Vec<usize>>,
+    draws: Vec<Vec<usize>>,
+    got: Vec<Record>,
+    records: Vec<Record>,
+}
+
+impl BatchedFetch {
+    fn new(in_batches: &[bool]) -> Self {
+        BatchedFetch {
+            in_batches: in_batches.to_vec(),
+            indexes: vec![Vec::new(); in_batches.len()],
+            draws: vec![Vec::new(); in_batches.len()],
+            got: Vec::new(),
+            records: Vec::new(),
+        }
+    }
+
+    fn fetch<S: Shard>(
+        &mut self,
+        shards: &[&Arc<ShardSlot<S>>],
+        positions: &[(usize, usize)],
+    ) -> Result<()> {
+        const PLACEHOLDER: Record = Record {
+            key: 0,
+            value: 0,
+            weight: 0.0,
+        };
+        self.records.clear();
+        self.records.resize(positions.len(), PLACEHOLDER);
+        for (j, &(p, i)) in positions.iter().enumerate() {
+            if self.in_batches[p] {
+                self.indexes[p].push(i);
+                self.draws[p].push(j);
+            }
+        }
+        for (p, slot) in shards.iter().enumerate() {
+            if self.indexes[p].is_empty() {
+                continue;
+            }
+            self.got.clear();
+            slot.shard.records_at(&self.indexes[p], &mut self.got)?;
+            for (&j, &rec) in self.draws[p].iter().zip(&self.got) {
+                self.records[j] = rec;
+            }
+            self.indexes[p].clear();
+            self.draws[p].clear();
         }
         Ok(())
     }

@@ -113,6 +113,22 @@ pub trait Shard: Send + Sync + Sized + 'static {
     fn key_at(&self, i: usize) -> Result<u64>;
     /// Record `i` (`i < len()`).
     fn record_at(&self, i: usize) -> Result<Record>;
+    /// Appends records `indexes[0]`, `indexes[1]`, … (each `< len()`, in any order, repeats allowed) to `out`
+    /// in that order. A shard on disk reads each distinct page once, every page of the call together
+    /// (`DiskShard`); by default one [`record_at`](Self::record_at) after another.
+    fn records_at(&self, indexes: &[usize], out: &mut Vec<Record>) -> Result<()> {
+        out.reserve(indexes.len());
+        for &i in indexes {
+            out.push(self.record_at(i)?);
+        }
+        Ok(())
+    }
+    /// True when [`records_at`](Self::records_at) over many indexes is much cheaper than as many
+    /// `record_at` calls (a shard on disk: one batch of reads instead of one dependent read per record), so a
+    /// sampler should gather a round's indexes per shard first. False by default.
+    fn fetches_in_batches(&self) -> bool {
+        false
+    }
     /// Appends the weights of records `lo..hi` (`hi ≤ len()`) to `out`.
     fn extend_weights(&self, lo: usize, hi: usize, out: &mut Vec<f64>) -> Result<()> {
         for i in lo..hi {

@@ -119,6 +119,16 @@ impl<M: Shard> Shard for Tiered<M> {
     fn record_at(&self, i: usize) -> Result<Record> {
         each!(self, s => s.record_at(i))
     }
+    fn records_at(&self, indexes: &[usize], out: &mut Vec<Record>) -> Result<()> {
+        each!(self, s => s.records_at(indexes, out))
+    }
+    fn fetches_in_batches(&self) -> bool {
+        each!(self, s => s.fetches_in_batches())
+    }
+    #[inline]
+    fn prefetch(&self, i: usize) {
+        each!(self, s => s.prefetch(i))
+    }
     fn extend_weights(&self, lo: usize, hi: usize, out: &mut Vec<f64>) -> Result<()> {
         each!(self, s => s.extend_weights(lo, hi, out))
     }
