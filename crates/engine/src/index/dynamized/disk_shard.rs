@@ -38,7 +38,7 @@
 use super::run::{Record, SortedRun};
 use super::shard::{BuildOptions, Shard, unit_f64};
 use super::shard_file::{
-    ShardFile, ShardSummary, TRAILER, batched_reads, record_in, record_key, tomb_in,
+    PageBatch, ShardFile, ShardSummary, TRAILER, batched_reads, record_in, record_key, tomb_in,
 };
 use crate::algo::bloom::BloomFilter;
 use crate::error::{Error, Result};
@@ -182,6 +182,60 @@ impl DiskShard {
             .with_page(page_no, base + count, load, |page| f(&page[..payload]))
     }
 
+    /// The first page of `region` (file page number).
+    fn region_base(&self, region: Region) -> u64 {
+        match region {
+            Region::Records => self.file.header.first_record_page(),
+            Region::Tombstones => self.file.header.first_tomb_page(),
+        }
+    }
+
+    /// Reads pages `rel` of `region` (0-based in the region, sorted, distinct) as one batch and checks each
+    /// page once (checksum by the read, then its structure against the summary).
+    fn read_checked(&self, region: Region, rel: Vec<u64>) -> Result<PageBatch> {
+        let base = self.region_base(region);
+        let batch = self
+            .file
+            .read_batch(rel.into_iter().map(|r| base + r).collect())?;
+        let payload = self.page_size - TRAILER;
+        for (j, &page_no) in batch.pages().iter().enumerate() {
+            let page = &batch.at(j)[..payload];
+            match region {
+                Region::Records => {
+                    self.file
+                        .check_record_page(&self.summary, page_no - base, page)?
+                }
+                Region::Tombstones => {
+                    self.file
+                        .check_tomb_page(&self.summary, page_no - base, page)?
+                }
+            }
+        }
+        Ok(batch)
+    }
+
+    /// The tombstone page that can hold `key` (0-based), if any.
+    fn tomb_page_of(&self, key: u64) -> Option<usize> {
+        self.summary
+            .tomb_fences
+            .partition_point(|&f| f <= key)
+            .checked_sub(1)
+    }
+
+    /// Whether tombstone page `t` (`payload` without its trailer) holds `key`.
+    fn tomb_page_holds(&self, t: usize, payload: &[u8], key: u64) -> bool {
+        let (mut lo, mut hi) = (0usize, self.tombs_in_page(t));
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            match tomb_in(payload, mid).cmp(&key) {
+                std::cmp::Ordering::Less => lo = mid + 1,
+                std::cmp::Ordering::Greater => hi = mid,
+                std::cmp::Ordering::Equal => return true,
+            }
+        }
+        false
+    }
+
     /// [`Shard::records_at`] by one batch of page reads (see there); on an error `out` may hold part of the
     /// records.
     fn records_batched(&self, indexes: &[usize], out: &mut Vec<Record>) -> Result<()> {
@@ -215,18 +269,10 @@ impl DiskShard {
         if misses.is_empty() {
             return Ok(());
         }
-        let mut pages: Vec<u64> = misses
-            .iter()
-            .map(|&n| base + (indexes[n] / pp) as u64)
-            .collect();
+        let mut pages: Vec<u64> = misses.iter().map(|&n| (indexes[n] / pp) as u64).collect();
         pages.sort_unstable();
         pages.dedup();
-        let batch = self.file.read_batch(pages)?;
-        for (j, &page_no) in batch.pages().iter().enumerate() {
-            let page = &batch.at(j)[..payload];
-            self.file
-                .check_record_page(&self.summary, page_no - base, page)?;
-        }
+        let batch = self.read_checked(Region::Records, pages)?;
         for &n in &misses {
             let i = indexes[n];
             let page = batch
@@ -261,6 +307,12 @@ impl DiskShard {
             lo
         })?;
         Ok(r * self.per_page + pos)
+    }
+
+    fn tombs_in_page(&self, t: usize) -> usize {
+        self.tombstones
+            .saturating_sub(t * self.tombs_per_page)
+            .min(self.tombs_per_page)
     }
 
     fn records_in_page(&self, r: usize) -> usize {
@@ -424,6 +476,73 @@ impl Shard for DiskShard {
         true
     }
 
+    /// The tombstone pages of all `keys` are read as one batch (each distinct page once, checked once).
+    fn has_tombstones(&self, keys: &[u64], out: &mut Vec<bool>) -> Result<()> {
+        if keys.len() < 2 || !batched_reads() {
+            for &k in keys {
+                out.push(self.has_tombstone(k)?);
+            }
+            return Ok(());
+        }
+        let mut pages: Vec<u64> = keys
+            .iter()
+            .filter_map(|&k| self.tomb_page_of(k))
+            .map(|t| t as u64)
+            .collect();
+        pages.sort_unstable();
+        pages.dedup();
+        let batch = self.read_checked(Region::Tombstones, pages)?;
+        let (base, payload) = (
+            self.region_base(Region::Tombstones),
+            self.page_size - TRAILER,
+        );
+        for &k in keys {
+            let found = self.tomb_page_of(k).is_some_and(|t| {
+                batch
+                    .page(base + t as u64)
+                    .is_some_and(|p| self.tomb_page_holds(t, &p[..payload], k))
+            });
+            out.push(found);
+        }
+        Ok(())
+    }
+
+    /// The tombstone fences pick the one tombstone page that can hold the answer: at most one page read.
+    fn tombstone_lower_bound(&self, key: u64) -> Result<usize> {
+        let j = self.summary.tomb_fences.partition_point(|&f| f < key);
+        if j == 0 {
+            return Ok(0);
+        }
+        let t = j - 1;
+        let n = self.tombs_in_page(t);
+        let pos = self.with_page(Region::Tombstones, t as u64, |p| {
+            let (mut lo, mut hi) = (0usize, n);
+            while lo < hi {
+                let mid = (lo + hi) / 2;
+                if tomb_in(p, mid) < key {
+                    lo = mid + 1;
+                } else {
+                    hi = mid;
+                }
+            }
+            lo
+        })?;
+        Ok(t * self.tombs_per_page + pos)
+    }
+
+    /// The bounds' pages (at most four reads) land in the page cache.
+    fn warm_bounds(&self, lo: u64, hi: u64) -> Result<()> {
+        self.lower_bound(lo)?;
+        self.upper_bound(hi)?;
+        if self.tombstones > 0 {
+            self.tombstone_lower_bound(lo)?;
+            if let Some(after) = hi.checked_add(1) {
+                self.tombstone_lower_bound(after)?;
+            }
+        }
+        Ok(())
+    }
+
     fn tombstone_at(&self, j: usize) -> Result<u64> {
         if j >= self.tombstones {
             return Err(self.out_of_range("tombstone", j, self.tombstones));
@@ -474,21 +593,8 @@ impl Shard for DiskShard {
             return Ok(false);
         }
         let t = j - 1;
-        let n = self
-            .tombstones
-            .saturating_sub(t * self.tombs_per_page)
-            .min(self.tombs_per_page);
         self.with_page(Region::Tombstones, t as u64, |p| {
-            let (mut lo, mut hi) = (0usize, n);
-            while lo < hi {
-                let mid = (lo + hi) / 2;
-                match tomb_in(p, mid).cmp(&key) {
-                    std::cmp::Ordering::Less => lo = mid + 1,
-                    std::cmp::Ordering::Greater => hi = mid,
-                    std::cmp::Ordering::Equal => return true,
-                }
-            }
-            false
+            self.tomb_page_holds(t, p, key)
         })
     }
 
@@ -616,8 +722,20 @@ mod tests {
                     "{key}"
                 );
                 assert_eq!(d.has_tombstone(key).unwrap(), m.has_tombstone(key).unwrap());
+                assert_eq!(
+                    d.tombstone_lower_bound(key).unwrap(),
+                    m.tombstone_lower_bound(key).unwrap(),
+                    "{key}"
+                );
                 assert_eq!(d.find(key).unwrap(), m.find(key).unwrap());
             }
+            // The tombstone pages of many keys read as one batch: the same answers as one by one.
+            let keys: Vec<u64> = (0..12_100u64).step_by(5).chain([u64::MAX]).collect();
+            let (mut batched, mut single) = (Vec::new(), Vec::new());
+            d.has_tombstones(&keys, &mut batched).unwrap();
+            m.has_tombstones(&keys, &mut single).unwrap();
+            assert_eq!(batched, single);
+            assert!(batched.iter().any(|&t| t) && batched.iter().any(|&t| !t));
             for (lo, hi) in [(0, 3000), (5, 6), (250, 260), (100, 2900), (255, 511)] {
                 let (a, b) = (
                     d.range_weight(lo, hi).unwrap(),

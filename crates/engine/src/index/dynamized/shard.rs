@@ -138,6 +138,36 @@ pub trait Shard: Send + Sync + Sized + 'static {
     }
     /// Key of tombstone `j` (`j < tombstone_count()`).
     fn tombstone_at(&self, j: usize) -> Result<u64>;
+    /// Index of the first tombstone ≥ `key` (`tombstone_count()` if none); by default a binary search over
+    /// [`tombstone_at`](Self::tombstone_at).
+    fn tombstone_lower_bound(&self, key: u64) -> Result<usize> {
+        let (mut lo, mut hi) = (0usize, self.tombstone_count());
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            if self.tombstone_at(mid)? < key {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        Ok(lo)
+    }
+    /// Appends whether the shard holds a tombstone for each of `keys` to `out`, in order. A shard on disk
+    /// reads the tombstone pages of all of them as one batch; by default one
+    /// [`has_tombstone`](Self::has_tombstone) after another.
+    fn has_tombstones(&self, keys: &[u64], out: &mut Vec<bool>) -> Result<()> {
+        for &k in keys {
+            out.push(self.has_tombstone(k)?);
+        }
+        Ok(())
+    }
+    /// Reads ahead what [`lower_bound`](Self::lower_bound)`(lo)`, [`upper_bound`](Self::upper_bound)`(hi)`
+    /// and the tombstone bounds of `lo` and `hi` will read, so that a query's preprocessing finds it cached
+    /// (a shard on disk: the few pages its fences point to). Nothing by default.
+    fn warm_bounds(&self, lo: u64, hi: u64) -> Result<()> {
+        let _ = (lo, hi);
+        Ok(())
+    }
     /// Index of the first record with a key ≥ `key` (`len()` if none).
     fn lower_bound(&self, key: u64) -> Result<usize>;
     /// Index of the first record with a key > `key` (`len()` if none).

@@ -121,6 +121,56 @@ impl PageBatch {
     }
 }
 
+/// A unit of work for [`run_jobs`].
+pub type Task = Box<dyn FnOnce() -> Result<()> + Send + 'static>;
+
+/// Runs `tasks` on the shard I/O pool (the caller runs the first itself) and waits for all of them; the
+/// error of the first failing task (in `tasks` order) if any. For independent reads of several files, such
+/// as the bound pages of every disk shard a query reads.
+pub fn run_jobs(mut tasks: Vec<Task>) -> Result<()> {
+    if tasks.is_empty() {
+        return Ok(());
+    }
+    let first = tasks.remove(0);
+    let (done, answers) = mpsc::channel::<(usize, Result<()>)>();
+    let rest = tasks.len();
+    for (g, task) in tasks.into_iter().enumerate() {
+        let done = done.clone();
+        let job: Job = Box::new(move || {
+            let _ = done.send((g + 1, task()));
+        });
+        match pool() {
+            Some(pool) => {
+                if let Err(mpsc::SendError(job)) = pool.jobs.send(job) {
+                    job();
+                }
+            }
+            None => job(),
+        }
+    }
+    drop(done);
+    let mut failed: Option<(usize, Error)> = first().err().map(|e| (0, e));
+    let mut answered = 0;
+    for (g, r) in answers.iter() {
+        answered += 1;
+        if let Err(e) = r
+            && failed.as_ref().is_none_or(|(f, _)| g < *f)
+        {
+            failed = Some((g, e));
+        }
+    }
+    if let Some((_, e)) = failed {
+        return Err(e);
+    }
+    if answered < rest {
+        return Err(Error::Io {
+            path: std::path::PathBuf::new(),
+            source: std::io::Error::other("a shard I/O thread stopped before answering"),
+        });
+    }
+    Ok(())
+}
+
 /// Reads `list`'s pages of `file` into consecutive pages of a new buffer.
 fn read_list(file: &ImmutableFile, list: &[u64], page_size: usize) -> Result<PageBuf> {
     let mut buf = PageBuf::new(list.len().max(1) * page_size);
