@@ -8,6 +8,7 @@
 //! | `data.pages` | the page file of the tree families |
 //! | `wal-NNNNNNNNNNNNNNNN.log` | write-ahead log number N |
 //! | `DYNSTATE` | the dynamized family's checkpoint (sealed) |
+//! | `LEARNED` | the learned family's checkpoint: its sorted records (sealed) |
 //! | `shard-NNNNNNNNNNNNNNNN.dat` | an immutable shard of the dynamized family |
 //! | `hash.pm` | the hash family's persistent-memory region (mapped) |
 //! | `hash.batch` | the hash family's bodies of multi-operation batches |
@@ -21,6 +22,8 @@ pub const MANIFEST: &str = "MANIFEST";
 pub const PAGE_FILE: &str = "data.pages";
 /// The dynamized family's state file.
 pub const DYN_STATE: &str = "DYNSTATE";
+/// The learned family's checkpoint file.
+pub const LEARNED_STATE: &str = "LEARNED";
 
 /// The hash family's persistent-memory region.
 pub const HASH_REGION: &str = "hash.pm";
@@ -65,6 +68,7 @@ pub fn parse_shard_file_name(name: &str) -> Option<u64> {
 pub fn is_database_file(name: &str) -> bool {
     name == PAGE_FILE
         || name == DYN_STATE
+        || name == LEARNED_STATE
         || name == HASH_REGION
         || name == HASH_BATCH
         || parse_wal_name(name).is_some()

@@ -54,6 +54,7 @@ pub mod options {
     pub use crate::index::btree::family::BTreeOptions;
     pub use crate::index::dynamized::{DeletePolicy, DynOptions, DynStats, Layout, RuntimeOptions};
     pub use crate::index::hash::family::{HashOptions, PersistChoice};
+    pub use crate::index::learned::{LearnedOptions, LearnedStats};
 }
 
 /// File systems a database can live on, and the I/O counters every handle keeps.

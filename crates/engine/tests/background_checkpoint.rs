@@ -1,4 +1,4 @@
-//! Checkpoints that finish in the background (B+-tree and Bε-tree): writes go on while a checkpoint's page
+//! Checkpoints that finish in the background (B+-tree, Bε-tree and dynamized): writes go on while a checkpoint's page
 //! writes are held up, and a crash while it is held up loses no synced write — recovery replays the WAL the
 //! checkpoint would have retired, then the live one.
 
@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 use strata::options::BeTreeOptions;
 use strata::vfs::{MemVfs, OpenOptions, Vfs, VfsFile, VfsLock};
-use strata::{Config, Durability, IndexConfig, Options, RawDb, TypeKind, WriteOp};
+use strata::{Config, Durability, IndexConfig, IndexKind, Options, RawDb, TypeKind, WriteOp};
 use strata::{Error, Result};
 
 /// Holds up (or, once failed, refuses) every write to page files while closed.
@@ -91,7 +91,10 @@ impl VfsFile for GateFile {
 
 impl Vfs for GateVfs {
     fn open(&self, path: &Path, opts: OpenOptions) -> Result<Box<dyn VfsFile>> {
-        let gated = path.file_name().is_some_and(|n| n == "data.pages");
+        // Every file a checkpoint writes: page files, shard files and the dynamized state.
+        let gated = path.file_name().and_then(|n| n.to_str()).is_some_and(|n| {
+            n == "data.pages" || n.starts_with("shard-") || n.starts_with("DYNSTATE")
+        });
         Ok(Box::new(GateFile(
             self.0.open(path, opts)?,
             gated.then(|| self.1.clone()),
@@ -136,23 +139,33 @@ fn options(vfs: Arc<dyn Vfs>) -> Options {
 
 fn put(i: u64) -> WriteOp {
     WriteOp::Put {
-        key: format!("key-{i:08}").into_bytes(),
-        value: vec![(i % 251) as u8; 100],
+        key: key(i),
+        value: value(i),
     }
 }
 
+fn key(i: u64) -> Vec<u8> {
+    i.to_be_bytes().to_vec()
+}
+
+fn value(i: u64) -> Vec<u8> {
+    (i % 251).to_be_bytes().to_vec()
+}
+
+/// The families that checkpoint in the background (every one with files a checkpoint writes).
 fn families() -> Vec<IndexConfig> {
     vec![
         IndexConfig::default(),
         IndexConfig::BeTree(BeTreeOptions::default()),
+        IndexKind::Dynamized.default_config(),
     ]
 }
 
 fn create(vfs: Arc<dyn Vfs>, index: IndexConfig) -> RawDb {
     let config = Config {
         index,
-        key: TypeKind::Bytes,
-        value: TypeKind::Bytes,
+        key: TypeKind::U64,
+        value: TypeKind::U64,
         ..Config::default()
     };
     RawDb::create("/db", &config, &options(vfs)).expect("create")
@@ -261,11 +274,8 @@ fn writes_go_on_while_a_checkpoint_is_held_up() {
         db.close().expect("close");
         let db = RawDb::open("/db", &options(vfs)).expect("reopen");
         for i in 0..more {
-            let v = db
-                .get(format!("key-{i:08}").as_bytes())
-                .expect("get")
-                .expect("present");
-            assert_eq!(v, vec![(i % 251) as u8; 100]);
+            let v = db.get(&key(i)).expect("get").expect("present");
+            assert_eq!(v, value(i));
         }
         db.check().expect("check");
         assert_eq!(wal_files(&mem), 1);
@@ -297,9 +307,7 @@ fn a_crash_while_a_checkpoint_is_held_up_keeps_every_synced_write() {
         );
         for i in 0..more {
             assert!(
-                db.get(format!("key-{i:08}").as_bytes())
-                    .expect("get")
-                    .is_some(),
+                db.get(&key(i)).expect("get").is_some(),
                 "{index:?}: synced write {i} lost"
             );
         }
@@ -317,8 +325,9 @@ fn a_writer_waits_once_the_backlog_is_full() {
             db,
             held_at,
         } = hold_a_checkpoint(&index);
-        // Far more than the backlog allows: the WAL would reach several checkpoint sizes.
-        let end = held_at + 4 * CHECKPOINT_BYTES / 100;
+        // Far more than the backlog allows: the WAL would reach several checkpoint sizes (records of about
+        // 40 bytes).
+        let end = held_at + 16 * CHECKPOINT_BYTES / 100;
         let written = Arc::new(std::sync::atomic::AtomicU64::new(held_at));
         let (db2, written2) = (db.clone(), written.clone());
         let writer = std::thread::spawn(move || {
@@ -342,7 +351,7 @@ fn a_writer_waits_once_the_backlog_is_full() {
             stalled_at < end,
             "{index:?}: the writer never waited for the held checkpoint"
         );
-        // It stalled only once the WAL had grown past the backlog (twice the checkpoint size, ~130 B a record).
+        // It stalled only once the WAL had grown past the backlog (twice the checkpoint size).
         assert!(
             stalled_at - held_at >= CHECKPOINT_BYTES / 200,
             "{index:?}: the writer waited after {} records",
@@ -354,9 +363,7 @@ fn a_writer_waits_once_the_backlog_is_full() {
         let db = RawDb::open("/db", &options(vfs)).expect("reopen");
         for i in 0..end {
             assert!(
-                db.get(format!("key-{i:08}").as_bytes())
-                    .expect("get")
-                    .is_some(),
+                db.get(&key(i)).expect("get").is_some(),
                 "{index:?}: write {i} lost"
             );
         }

@@ -22,7 +22,7 @@ use strata::Config;
 use strata::WriteOp;
 use strata::lab::index::dynamized::tiered::MemoryShard;
 use strata::lab::index::dynamized::{
-    DeletePolicy, DynOptions, DynStats, IsamShard, Layout, MemoryPlan, WirsShard,
+    DeletePolicy, DynOptions, DynStats, IsamShard, Layout, MemoryPlan, RuntimeOptions, WirsShard,
 };
 use strata::vfs::FileKind;
 use strata::vfs::MemVfs;
@@ -51,7 +51,14 @@ fn opts(layout: Layout, delete_policy: DeletePolicy) -> DynOptions {
         max_delete_proportion: 0.5,
         ..DynOptions::default()
     };
-    let plan = |o: &DynOptions| MemoryPlan::new(o, 1, IsamShard::bytes_per_record(false), 4096);
+    let plan = |o: &DynOptions| {
+        MemoryPlan::new(
+            o,
+            &RuntimeOptions::default(),
+            IsamShard::bytes_per_record(false),
+            4096,
+        )
+    };
     o.memory_budget = 1;
     o.memory_budget = plan(&o).cost(2, 4).ceil() as u64;
     let l = plan(&o).memory_levels(4);
@@ -315,7 +322,14 @@ fn weighted_disk_levels_sample_by_weight() {
         layout: Layout::Tiering,
         ..DynOptions::default()
     };
-    let plan = |o: &DynOptions| MemoryPlan::new(o, 1, WirsShard::bytes_per_record(true), 4096);
+    let plan = |o: &DynOptions| {
+        MemoryPlan::new(
+            o,
+            &RuntimeOptions::default(),
+            WirsShard::bytes_per_record(true),
+            4096,
+        )
+    };
     o.memory_budget = plan(&o).cost(1, 3).ceil() as u64;
     let l = plan(&o).memory_levels(3);
     assert!((1..3).contains(&l), "L = {l}");

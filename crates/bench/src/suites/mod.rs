@@ -24,6 +24,7 @@ pub mod dbbench;
 pub mod default_suite;
 pub mod hash;
 pub mod irs;
+pub mod learned;
 mod runner;
 mod sampling;
 pub mod server;
@@ -178,6 +179,16 @@ pub fn suites() -> &'static [SuiteInfo] {
             run: hash::run,
             notes: hash::notes,
             analysis: Some(hash::analysis),
+            figures: None,
+        },
+        SuiteInfo {
+            name: learned::NAME,
+            description: learned::DESCRIPTION,
+            default_records: learned::DEFAULT_RECORDS,
+            default_value_size: 8,
+            run: learned::run,
+            notes: learned::notes,
+            analysis: Some(learned::analysis),
             figures: None,
         },
     ]

@@ -68,11 +68,9 @@ impl BloomFilter {
             .round()
             .clamp(1.0, f64::from(MAX_HASHES)) as u32;
         let m = ((classic * 1.2) as u64).div_ceil(BLOCK_BITS) * BLOCK_BITS;
-        Ok(BloomFilter {
-            bits: vec![0; m.div_ceil(64) as usize],
-            m,
-            k,
-        })
+        let bits = vec![0; m.div_ceil(64) as usize];
+        advise_huge_pages(&bits);
+        Ok(BloomFilter { bits, m, k })
     }
 
     /// Number of bits.
@@ -95,6 +93,12 @@ impl BloomFilter {
     #[inline]
     pub fn hash(key: &[u8]) -> KeyHash {
         KeyHash(xxh3_128(key))
+    }
+
+    /// The hash of a `u64` key as the index families insert it (its big-endian bytes).
+    #[inline]
+    pub fn hash_u64(key: u64) -> KeyHash {
+        Self::hash(&key.to_be_bytes())
     }
 
     /// Where `key`'s bits are: its block's first bit and the two hashes that place the k bits in it.
@@ -188,10 +192,15 @@ impl BloomFilter {
     /// Inserts every key, prefetching each key's block [`PREFETCH_DISTANCE`] keys ahead. Streams: only that
     /// many probes are held at once (a ring), whatever the number of keys.
     pub fn insert_batch<K: AsRef<[u8]>>(&mut self, keys: impl Iterator<Item = K>) {
+        self.insert_hashes(keys.map(|k| Self::hash(k.as_ref())));
+    }
+
+    /// [`insert_batch`](Self::insert_batch) of keys given by their [`hash`](Self::hash)es.
+    pub fn insert_hashes(&mut self, hashes: impl Iterator<Item = KeyHash>) {
         let mut ring = [Probe::default(); PREFETCH_DISTANCE];
         let mut held = 0usize;
-        for (i, key) in keys.enumerate() {
-            let p = self.probe(key.as_ref());
+        for (i, hash) in hashes.enumerate() {
+            let p = self.probe_hashed(hash);
             self.prefetch(p);
             let slot = i % PREFETCH_DISTANCE;
             if held == PREFETCH_DISTANCE {
@@ -221,6 +230,19 @@ impl BloomFilter {
             *w |= o;
         }
         Ok(())
+    }
+
+    /// Adds the key of hash `hash`.
+    #[inline]
+    pub fn insert_hashed(&mut self, hash: KeyHash) {
+        let p = self.probe_hashed(hash);
+        self.set(p);
+    }
+
+    /// False when the key of hash `hash` was certainly never inserted.
+    #[inline]
+    pub fn may_contain_hashed(&self, hash: KeyHash) -> bool {
+        self.contains(self.probe_hashed(hash))
     }
 
     /// Adds `key`.
@@ -276,6 +298,35 @@ impl BloomFilter {
         let bits = (0..words).map(|_| r.u64()).collect::<Result<_, _>>()?;
         Ok(BloomFilter { bits, m, k })
     }
+}
+
+/// Filters at least this large ask for transparent huge pages.
+const HUGE_PAGE_MIN_BYTES: usize = 4 << 20;
+
+/// Asks the kernel to back the 2 MiB-aligned interior of a large, not yet touched filter with huge pages:
+/// every probe of a large filter lands on a random page, and with 4 KiB pages nearly each one is a TLB miss
+/// on top of its cache miss. A hint only: nothing changes if the kernel declines.
+fn advise_huge_pages(bits: &[u64]) {
+    #[cfg(target_os = "linux")]
+    {
+        const HUGE: usize = 2 << 20;
+        let bytes = std::mem::size_of_val(bits);
+        if bytes < HUGE_PAGE_MIN_BYTES {
+            return;
+        }
+        let start = bits.as_ptr() as usize;
+        let first = start.next_multiple_of(HUGE);
+        let end = (start + bytes) / HUGE * HUGE;
+        if end > first {
+            // SAFETY: [first, end) lies inside the allocation of `bits`, which is alive for the call;
+            // MADV_HUGEPAGE only changes how the kernel backs those pages, never their contents.
+            unsafe {
+                libc::madvise(first as *mut libc::c_void, end - first, libc::MADV_HUGEPAGE);
+            }
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = bits;
 }
 
 #[cfg(test)]

@@ -248,6 +248,8 @@ families! {
     Dynamized => crate::index::dynamized::family::DynamizedFamily;
     /// Bε-tree (`index::betree`): write-optimized, larger than memory, merges.
     BeTree => crate::index::betree::family::BeTreeFamily;
+    /// Learned index (`index::learned`): XIndex-style, in memory, lock-free reads, u64 keys.
+    Learned => crate::index::learned::family::LearnedFamily;
     /// ElimDA-style persistent-memory hash index (`index::hash`): u64 keys and values, no key order.
     Hash => crate::index::hash::family::HashFamily;
 }

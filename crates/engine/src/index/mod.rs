@@ -19,6 +19,7 @@ pub mod btree;
 pub mod dynamized;
 pub mod family;
 pub mod hash;
+pub mod learned;
 
 pub use family::{Capabilities, IndexConfig, IndexContext, IndexFamily, IndexKind};
 

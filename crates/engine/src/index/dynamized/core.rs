@@ -2,32 +2,41 @@
 //!
 //! ## Writes
 //! A put or delete is appended to the active buffer (one atomic slot claim, see `buffer`). The writer that
-//! finds the buffer full *seals* it: a new version with a fresh active buffer is published and the
-//! reconstruction worker is woken. Writers stall only when `max_sealed_buffers` buffers already wait for
-//! their flush. With throttling on, while a flush runs each write is first delayed by one short sleep with
-//! probability p = (expected remaining flush time / free slots of the active buffer) / (sleep time), so the
-//! active buffer fills about when the flush ends: many tiny delays instead of one stall that lasts the rest
-//! of the flush (the thesis's probabilistic throttling, with the rate tied to reconstruction progress).
+//! finds the buffer full *seals* it: a new version with a fresh active buffer (a recycled one when a flushed
+//! buffer is free) is published and the flusher is woken. Writers stall only when `max_sealed_buffers`
+//! buffers already wait for their flush: as long as memory for another buffer is allowed, the writer never
+//! waits on reconstruction. With throttling on, while a flush runs each write is first delayed by one short
+//! sleep with probability p = (expected remaining flush time / free slots of the active buffer) / (sleep
+//! time), so the active buffer fills about when the flush ends: many tiny delays instead of one stall that
+//! lasts the rest of the flush (the thesis's probabilistic throttling, with the rate tied to reconstruction
+//! progress).
 //!
-//! ## Reconstruction
-//! One background worker (or the writer itself, without background work) turns sealed buffers into shards;
-//! see `reconstruction`. Shards are built through a `ShardFactory` (`factory`), the hook that lets deeper
-//! levels live on disk.
-
+//! ## Reconstruction: flushes and merges apart
+//! Two background workers (or the writer itself, without background work); see `flush` and `merge`.
+//! * The **flusher** turns the oldest sealed buffer into a shard and publishes it as a *pending* shard
+//!   (newer than every level): a sort, a resolution against the shards gated by the global key filter
+//!   (`global_keys`), and a shard build of N_b records — milliseconds, whatever the size of the structure.
+//!   It waits only while `max_pending_shards` shards wait for their placement.
+//! * The **merger** places pending shards, oldest first, into the levels by the layout policy (`layout`),
+//!   merging as it says, and enforces δ; a long merge holds up only the merger, not the flushes.
+//!
+//! Shards are built through a `ShardFactory` (`factory`), the hook that lets deeper levels live on disk.
+//!
 //! ## Reads
 //! Readers load the current version (an `ArcSwap`, no lock) and keep it for the whole query: shards are
-//! immutable and tags only ever go from clear to set. Under tagging, the worker sets a flush's tags only once
-//! no reader still holds a version older than the flushed buffer, so a pinned reader never sees a tag without
-//! also seeing the write that set it.
+//! immutable and tags only ever go from clear to set. Under tagging, the flusher sets a flush's tags only
+//! once no reader still holds a version older than the flushed buffer, so a pinned reader never sees a tag
+//! without also seeing the write that set it.
 //!
 //! ## Failures
-//! A reconstruction that fails (an I/O error of an on-disk shard) stops the worker and fails every later
+//! A reconstruction that fails (an I/O error of an on-disk shard) stops the workers and fails every later
 //! write with the error; reads go on against the last good version.
 
 use super::buffer::MutableBuffer;
 pub use super::buffer::{BufferEntry, OpKind};
+use super::global_keys::GlobalKeys;
 use super::layout;
-use super::options::{DeletePolicy, DynOptions, RuntimeOptions};
+use super::options::{DeletePolicy, DynOptions, Layout, RuntimeOptions};
 use super::run::{MergeInput, Record, SortedRun};
 use super::shard::{BuildOptions, Shard};
 use super::version::{Level, ShardSlot, Version, filters_for_run};
@@ -39,7 +48,9 @@ use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 mod factory;
+mod flush;
 mod reconstruction;
+mod writes;
 
 pub use factory::{Filters, InMemory, ShardFactory, merge_in_memory};
 
@@ -56,12 +67,25 @@ pub struct DynCounters {
     pub draws: AtomicU64,
     pub rejections: AtomicU64,
     pub fallbacks: AtomicU64,
+    /// Times the flusher waited because `max_pending_shards` shards waited for the merger.
+    pub flush_waits: AtomicU64,
+    pub flush_wait_nanos: AtomicU64,
+    /// Keys flushes resolved, and those of them the global key filter sent on to the shards.
+    pub resolved_keys: AtomicU64,
+    pub candidate_keys: AtomicU64,
+    pub key_filter_rebuilds: AtomicU64,
+    /// Buffers sealed, and those of them that were recycled flushed buffers (no allocation).
+    pub buffers_sealed: AtomicU64,
+    pub buffers_recycled: AtomicU64,
 }
 
 /// A snapshot of [`DynCounters`] plus the structure's shape.
 #[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
 pub struct DynStats {
     pub levels: Vec<Vec<u64>>,
+    /// Flushed shards waiting for their placement in the levels.
+    pub pending: usize,
     pub shards: usize,
     pub buffered: usize,
     pub tombstones: u64,
@@ -77,6 +101,13 @@ pub struct DynStats {
     pub draws: u64,
     pub rejections: u64,
     pub fallbacks: u64,
+    pub flush_waits: u64,
+    pub flush_wait_secs: f64,
+    pub resolved_keys: u64,
+    pub candidate_keys: u64,
+    pub key_filter_rebuilds: u64,
+    pub buffers_sealed: u64,
+    pub buffers_recycled: u64,
 }
 
 /// What throttling knows about reconstruction progress (nanoseconds on the `epoch` clock).
@@ -84,7 +115,7 @@ pub struct DynStats {
 struct Throttling {
     /// When the running flush began (0: none running).
     flush_started: AtomicU64,
-    /// Average duration of recent flushes (their merges included).
+    /// Average duration of recent flushes (waits for the merger included).
     flush_nanos: AtomicU64,
     /// Average duration of one throttling sleep.
     sleep_nanos: AtomicU64,
@@ -96,20 +127,35 @@ struct Throttling {
 struct WorkState {
     shutdown: bool,
     compact_requested: bool,
-    /// The worker is between taking a task and publishing its result.
-    busy: bool,
+    /// A flush set tags: the merger checks δ.
+    enforce_requested: bool,
+    /// The flusher is between taking a buffer and publishing its shard.
+    flushing: bool,
+    /// The merger is between taking a task and publishing its result.
+    merging: bool,
+    /// A rebuild of the global key filter is under way.
+    rebuilding: bool,
 }
 
 pub(crate) struct Shared<S> {
     pub(crate) opts: DynOptions,
     rt: RuntimeOptions,
     pub(crate) current: ArcSwap<Version<S>>,
+    /// Work flags; every publication happens under it.
     work: Mutex<WorkState>,
-    /// Held by every reconstruction (flush or compaction): each reads the levels, builds and publishes, so
-    /// two at once (inline writers, or `compact_once` beside the worker) would publish levels that drop each
-    /// other's work. Taken before `work`, never while holding it.
+    /// Held by every flush: flushes resolve against each other's results, one at a time, oldest first.
+    flush_lock: Mutex<()>,
+    /// Held by every merge task (placement, compaction, δ): each reads the levels, builds and publishes, so
+    /// two at once would publish levels that drop each other's work.
     recon: Mutex<()>,
-    work_cv: Condvar,
+    /// Orders the tags a flush sets against the publication of merges that read the tagged shards (see
+    /// `reconstruction::install`). Lock order: `flush_lock` or `recon`, then `tag_lock`, then `work`.
+    tag_lock: Mutex<()>,
+    /// Wakes the flusher.
+    flush_cv: Condvar,
+    /// Wakes the merger.
+    merge_cv: Condvar,
+    /// Progress: a flush or a merge task ended (stalled writers, `quiesce` and the flusher wait on it).
     done_cv: Condvar,
     next_shard_id: AtomicU64,
     failed: AtomicBool,
@@ -118,16 +164,35 @@ pub(crate) struct Shared<S> {
     failure_damage: Mutex<Option<crate::error::Damage>>,
     pub(crate) counters: DynCounters,
     retired: Mutex<Vec<(u64, Weak<Version<S>>)>>,
+    /// Ids of shards a published merge replaced, not yet collected by a checkpoint.
+    replaced_ids: Mutex<Vec<u64>>,
+    /// Flushed buffers kept for reuse: `.0` may still be read through old versions, `.1` are reset.
+    spare_buffers: Mutex<SpareBuffers>,
+    /// The global key filter (the flusher's; a rebuild swaps it).
+    global_keys: Mutex<GlobalKeys>,
+    /// A running rebuild of the global key filter (background mode).
+    rebuild_thread: Mutex<Option<std::thread::JoinHandle<()>>>,
     factory: Box<dyn ShardFactory<S>>,
     throttling: Throttling,
     /// Time base of the throttling clock.
     epoch: Instant,
 }
 
+/// Flushed buffers kept for reuse: those that may still be read through old versions, and reset ones.
+type SpareBuffers = (Vec<Arc<MutableBuffer>>, Vec<Arc<MutableBuffer>>);
+
 /// A dynamized index over shards of type `S`.
 pub struct Dynamized<S: Shard> {
     pub(crate) shared: Arc<Shared<S>>,
-    worker: Mutex<Option<std::thread::JoinHandle<()>>>,
+    workers: Mutex<Vec<std::thread::JoinHandle<()>>>,
+}
+
+/// Shards a level keeps at rest under `opts`' layout: level 0's extra shards at open wait as pending ones.
+fn shards_at_rest(opts: &DynOptions) -> usize {
+    match opts.layout {
+        Layout::Tiering => opts.scale_factor,
+        Layout::Leveling | Layout::Bsm => 1,
+    }
 }
 
 impl<S: Shard> Dynamized<S> {
@@ -137,25 +202,39 @@ impl<S: Shard> Dynamized<S> {
     }
 
     /// An index over existing `levels` (as reloaded from disk), building new shards with `factory`;
-    /// shard ids continue after `next_shard_id`.
+    /// shard ids continue after `next_shard_id`. Level 0 shards beyond what the layout keeps there at rest
+    /// (flushed shards a checkpoint saved before their placement) are placed again, oldest first.
     pub fn with_parts(
         opts: DynOptions,
         rt: RuntimeOptions,
         factory: Box<dyn ShardFactory<S>>,
-        levels: Vec<Level<S>>,
+        mut levels: Vec<Level<S>>,
         next_shard_id: u64,
     ) -> Result<Dynamized<S>> {
         opts.validate()?;
+        let pending = match levels.first_mut() {
+            Some(l0) if l0.len() > shards_at_rest(&opts) => l0.split_off(shards_at_rest(&opts)),
+            _ => Vec::new(),
+        };
         let version = Version {
             seq: 0,
             buffers: vec![Arc::new(MutableBuffer::new(opts.buffer_capacity))],
+            pending,
             levels,
         };
+        let global_keys = GlobalKeys::over(
+            &version,
+            opts.bloom_fpr,
+            opts.buffer_capacity.saturating_mul(16),
+        )?;
         let shared = Arc::new(Shared {
             current: ArcSwap::from_pointee(version),
             work: Mutex::new(WorkState::default()),
+            flush_lock: Mutex::new(()),
             recon: Mutex::new(()),
-            work_cv: Condvar::new(),
+            tag_lock: Mutex::new(()),
+            flush_cv: Condvar::new(),
+            merge_cv: Condvar::new(),
             done_cv: Condvar::new(),
             next_shard_id: AtomicU64::new(next_shard_id),
             failed: AtomicBool::new(false),
@@ -163,6 +242,10 @@ impl<S: Shard> Dynamized<S> {
             failure_damage: Mutex::new(None),
             counters: DynCounters::default(),
             retired: Mutex::new(Vec::new()),
+            replaced_ids: Mutex::new(Vec::new()),
+            spare_buffers: Mutex::new((Vec::new(), Vec::new())),
+            global_keys: Mutex::new(global_keys),
+            rebuild_thread: Mutex::new(None),
             factory,
             throttling: Throttling {
                 seed: AtomicU64::new(0x2545_F491_4F6C_DD1D),
@@ -172,24 +255,25 @@ impl<S: Shard> Dynamized<S> {
             opts,
             rt,
         });
-        let worker = if shared.rt.background {
-            let s = shared.clone();
-            Some(
+        let mut workers = Vec::new();
+        if shared.rt.background {
+            let spawn = |name: &str, run: fn(Arc<Shared<S>>)| {
+                let s = shared.clone();
                 std::thread::Builder::new()
-                    .name("strata-dynamized".into())
-                    .spawn(move || s.worker_loop())
+                    .name(name.into())
+                    .spawn(move || run(s))
                     .map_err(|e| {
-                        Error::ResourceExhausted(format!(
-                            "cannot start the reconstruction thread: {e}"
-                        ))
-                    })?,
-            )
-        } else {
-            None
-        };
+                        Error::ResourceExhausted(format!("cannot start the {name} thread: {e}"))
+                    })
+            };
+            workers.push(spawn("strata-dyn-flush", Shared::flusher_loop)?);
+            workers.push(spawn("strata-dyn-merge", Shared::merger_loop)?);
+        } else if !shared.current.load().pending.is_empty() {
+            shared.merge_all_inline()?;
+        }
         Ok(Dynamized {
             shared,
-            worker: Mutex::new(worker),
+            workers: Mutex::new(workers),
         })
     }
 
@@ -225,89 +309,47 @@ impl<S: Shard> Dynamized<S> {
 
     /// Applies puts and deletes as one batch: readers see all of it or none of it.
     pub fn write_batch(&self, entries: &[BufferEntry]) -> Result<()> {
-        let sh = &*self.shared;
-        if sh.opts.weighted
-            && let Some(e) = entries
-                .iter()
-                .find(|e| e.kind == OpKind::Put && !(e.weight.is_finite() && e.weight >= 0.0))
-        {
-            return Err(Error::invalid(format!(
-                "weight {} of key {} must be finite and non-negative",
-                e.weight, e.key
-            )));
-        }
-        sh.check_failed()?;
-        if entries.is_empty() {
-            return Ok(());
-        }
-        // Unweighted records weigh 1, in the buffer as in the shards.
-        let normalized: Vec<BufferEntry>;
-        let entries = if !sh.opts.weighted
-            && entries
-                .iter()
-                .any(|e| e.kind == OpKind::Put && e.weight != 1.0)
-        {
-            normalized = entries
-                .iter()
-                .map(|e| BufferEntry { weight: 1.0, ..*e })
-                .collect();
-            &normalized[..]
-        } else {
-            entries
-        };
-        if sh.rt.throttle {
-            sh.throttle();
-        }
-        if entries.len() > sh.opts.buffer_capacity {
-            return sh.write_oversized(entries);
-        }
-        loop {
-            let v = sh.current.load();
-            match v.buffers[0].append_batch(entries) {
-                Ok(()) => return Ok(()),
-                Err(_) => {
-                    let full = v.buffers[0].clone();
-                    drop(v);
-                    sh.rotate(&full)?;
-                }
-            }
-        }
+        self.shared.write_batch(entries)
     }
 
-    /// Waits until every sealed buffer is flushed and, with `seal_active`, flushes the active buffer's
-    /// contents too (writers must be quiescent for that to be final).
+    /// Waits until every sealed buffer is flushed and every flushed shard placed (with δ enforced) and,
+    /// with `seal_active`, flushes the active buffer's contents too (writers must be quiescent for that to
+    /// be final).
     pub fn quiesce(&self, seal_active: bool) -> Result<()> {
-        let sh = &*self.shared;
+        let sh = &self.shared;
         if seal_active {
             let active = sh.current.load().buffers[0].clone();
             if !active.is_empty() {
                 sh.seal(&active)?;
             }
         }
+        if !sh.rt.background {
+            sh.flush_all_inline()?;
+            return sh.merge_all_inline();
+        }
         let mut st = sh.work.lock();
         loop {
             sh.check_failed()?;
             let v = sh.current.load();
-            if v.buffers.len() == 1 && !st.busy {
+            let idle = v.buffers.len() == 1
+                && v.pending.is_empty()
+                && !st.flushing
+                && !st.merging
+                && !st.enforce_requested
+                && !st.rebuilding;
+            if idle {
                 return Ok(());
             }
             drop(v);
-            if sh.rt.background {
-                sh.work_cv.notify_one();
-                sh.done_cv.wait_for(&mut st, Duration::from_millis(50));
-            } else {
-                drop(st);
-                sh.reconstruct_once()?;
-                st = sh.work.lock();
-            }
+            sh.flush_cv.notify_one();
+            sh.merge_cv.notify_one();
+            sh.done_cv.wait_for(&mut st, Duration::from_millis(50));
         }
     }
 
     /// Runs one compaction of the level with the most deleted entries (if any), synchronously.
     pub fn compact_once(&self) -> Result<bool> {
         self.quiesce(false)?;
-        // The reconstruction lock, not the work lock: `compact_worst` takes that one to publish.
-        let _r = self.shared.recon.lock();
         self.shared.compact_worst()
     }
 
@@ -322,6 +364,7 @@ impl<S: Shard> Dynamized<S> {
                 .iter()
                 .map(|l| l.iter().map(|s| s.entries()).collect())
                 .collect(),
+            pending: v.pending.len(),
             shards: v.shard_count(),
             buffered: v.buffers.iter().map(|b| b.len()).sum(),
             tombstones: v
@@ -333,7 +376,9 @@ impl<S: Shard> Dynamized<S> {
                 .shards_newest_first()
                 .map(|s| s.memory_bytes())
                 .sum::<usize>()
-                + v.buffers.iter().map(|b| b.memory_bytes()).sum::<usize>(),
+                + v.buffers.iter().map(|b| b.memory_bytes()).sum::<usize>()
+                + self.shared.global_keys.lock().memory_bytes()
+                + self.shared.spare_bytes(),
             flushes: get(&c.flushes),
             merges: get(&c.merges),
             compactions: get(&c.compactions),
@@ -344,6 +389,13 @@ impl<S: Shard> Dynamized<S> {
             draws: get(&c.draws),
             rejections: get(&c.rejections),
             fallbacks: get(&c.fallbacks),
+            flush_waits: get(&c.flush_waits),
+            flush_wait_secs: get(&c.flush_wait_nanos) as f64 / 1e9,
+            resolved_keys: get(&c.resolved_keys),
+            candidate_keys: get(&c.candidate_keys),
+            key_filter_rebuilds: get(&c.key_filter_rebuilds),
+            buffers_sealed: get(&c.buffers_sealed),
+            buffers_recycled: get(&c.buffers_recycled),
         }
     }
 
@@ -357,10 +409,21 @@ impl<S: Shard> Dynamized<S> {
         self.shared.next_shard_id.load(Ordering::Acquire)
     }
 
+    /// Takes the ids of the shards published merges replaced since the last call (a checkpoint removes the
+    /// files of those its version does not list, and gives the others back).
+    pub fn take_replaced(&self) -> Vec<u64> {
+        std::mem::take(&mut *self.shared.replaced_ids.lock())
+    }
+
+    /// Gives back replaced ids [`take_replaced`](Self::take_replaced) returned that a checkpoint kept.
+    pub fn return_replaced(&self, ids: impl IntoIterator<Item = u64>) {
+        self.shared.replaced_ids.lock().extend(ids);
+    }
+
     pub(crate) fn request_compaction(&self) {
         let mut st = self.shared.work.lock();
         st.compact_requested = true;
-        self.shared.work_cv.notify_one();
+        self.shared.merge_cv.notify_one();
     }
 }
 
@@ -369,10 +432,14 @@ impl<S: Shard> Drop for Dynamized<S> {
         {
             let mut st = self.shared.work.lock();
             st.shutdown = true;
-            self.shared.work_cv.notify_all();
+            self.shared.flush_cv.notify_all();
+            self.shared.merge_cv.notify_all();
             self.shared.done_cv.notify_all();
         }
-        if let Some(h) = self.worker.lock().take() {
+        for h in self.workers.lock().drain(..) {
+            let _ = h.join();
+        }
+        if let Some(h) = self.shared.rebuild_thread.lock().take() {
             let _ = h.join();
         }
     }
@@ -411,10 +478,14 @@ impl<S: Shard> Shared<S> {
             *self.failure_damage.lock() = Some(crate::error::Damage::new(file, *offset, detail));
         }
         self.failed.store(true, Ordering::Release);
+        let _st = self.work.lock();
         self.done_cv.notify_all();
+        self.flush_cv.notify_all();
+        self.merge_cv.notify_all();
     }
 
-    /// Publishes `v` as the current version, remembering the old one until its readers are gone.
+    /// Publishes `v` as the current version, remembering the old one until its readers are gone. Called
+    /// under the `work` lock.
     fn publish(&self, v: Version<S>) {
         let old = self.current.swap(Arc::new(v));
         let mut retired = self.retired.lock();
@@ -437,6 +508,7 @@ impl<S: Shard> Shared<S> {
             self.publish(Version {
                 seq,
                 buffers: cur.buffers.clone(),
+                pending: cur.pending.clone(),
                 levels: cur.levels.clone(),
             });
             seq
@@ -451,146 +523,6 @@ impl<S: Shard> Shared<S> {
                 return;
             }
             std::thread::sleep(Duration::from_micros(50));
-        }
-    }
-
-    /// Probabilistic insert throttling. While a flush is pending, the active buffer must not fill before
-    /// the flush is expected to end (else the next writer stalls for the rest of it). With `left` the
-    /// expected remaining flush time and `room` the active buffer's free slots, every insert should take at
-    /// least `left / room`; an insert is delayed by one sleep with the probability that makes the average
-    /// delay per insert that long. No flush pending: no delay.
-    fn throttle(&self) {
-        let v = self.current.load();
-        if v.buffers.len() == 1 {
-            return;
-        }
-        let active = &v.buffers[0];
-        let room = active.capacity().saturating_sub(active.len()) as f64;
-        drop(v);
-        let t = &self.throttling;
-        let started = t.flush_started.load(Ordering::Acquire);
-        let estimate = t.flush_nanos.load(Ordering::Relaxed) as f64;
-        if started == 0 || estimate == 0.0 || room < 1.0 {
-            return;
-        }
-        let elapsed = self.epoch.elapsed().as_nanos() as f64 - started as f64;
-        let left = (estimate - elapsed).max(0.0);
-        let sleep = t.sleep_nanos.load(Ordering::Relaxed).max(1) as f64;
-        let p = (left / room / sleep).min(1.0);
-        if p <= 0.0 {
-            return;
-        }
-        // xorshift64*: a cheap shared random stream; races between writers only mix it more.
-        let mut x = t.seed.load(Ordering::Relaxed);
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        t.seed.store(x, Ordering::Relaxed);
-        let r = (x.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 11) as f64 / (1u64 << 53) as f64;
-        if r < p {
-            self.counters.throttled.fetch_add(1, Ordering::Relaxed);
-            let began = Instant::now();
-            std::thread::sleep(self.rt.throttle_delay);
-            // What a sleep really takes (timer slack makes it longer than asked): an average over recent ones.
-            let took = began.elapsed().as_nanos() as u64;
-            let old = t.sleep_nanos.load(Ordering::Relaxed);
-            t.sleep_nanos.store(
-                if old == 0 { took } else { (old * 7 + took) / 8 },
-                Ordering::Relaxed,
-            );
-        }
-    }
-
-    /// Seals `full` if it is still the active buffer; stalls while too many sealed buffers wait.
-    fn rotate(&self, full: &Arc<MutableBuffer>) -> Result<()> {
-        let mut stalled: Option<Instant> = None;
-        let result = loop {
-            self.check_failed()?;
-            let v = self.current.load();
-            if !Arc::ptr_eq(&v.buffers[0], full) {
-                break Ok(());
-            }
-            // At least the full buffer itself may wait: with none allowed, nothing would ever be sealed.
-            if v.buffers.len() - 1 < self.rt.max_sealed_buffers.max(1) {
-                drop(v);
-                break self.seal(full);
-            }
-            drop(v);
-            if self.rt.background {
-                let mut st = self.work.lock();
-                if stalled.is_none() {
-                    stalled = Some(Instant::now());
-                    self.counters.stalls.fetch_add(1, Ordering::Relaxed);
-                }
-                self.work_cv.notify_one();
-                self.done_cv.wait_for(&mut st, Duration::from_millis(10));
-            } else {
-                self.reconstruct_once()?;
-            }
-        };
-        if let Some(t) = stalled {
-            self.counters
-                .stall_nanos
-                .fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
-        }
-        result
-    }
-
-    /// A batch larger than a buffer: it fills a buffer of its own, which is published already sealed
-    /// (below a fresh active buffer and above the previous one, which is sealed too).
-    fn write_oversized(&self, entries: &[BufferEntry]) -> Result<()> {
-        let own = Arc::new(MutableBuffer::new(entries.len()));
-        own.append_batch(entries)
-            .expect("a buffer of the batch's size holds the batch");
-        {
-            let _st = self.work.lock();
-            let v = self.current.load_full();
-            let mut buffers = Vec::with_capacity(v.buffers.len() + 2);
-            buffers.push(Arc::new(MutableBuffer::new(self.opts.buffer_capacity)));
-            buffers.push(own);
-            buffers.extend(v.buffers.iter().cloned());
-            self.publish(Version {
-                seq: v.seq + 1,
-                buffers,
-                levels: v.levels.clone(),
-            });
-        }
-        if self.rt.background {
-            self.work_cv.notify_one();
-            Ok(())
-        } else {
-            while self.current.load().buffers.len() > 1 {
-                self.reconstruct_once()?;
-            }
-            Ok(())
-        }
-    }
-
-    /// Publishes a version whose active buffer is fresh and `active` sealed (if it is still the active one).
-    fn seal(&self, active: &Arc<MutableBuffer>) -> Result<()> {
-        let st = self.work.lock();
-        let v = self.current.load_full();
-        if Arc::ptr_eq(&v.buffers[0], active) {
-            let mut buffers = Vec::with_capacity(v.buffers.len() + 1);
-            buffers.push(Arc::new(MutableBuffer::new(self.opts.buffer_capacity)));
-            buffers.extend(v.buffers.iter().cloned());
-            self.publish(Version {
-                seq: v.seq + 1,
-                buffers,
-                levels: v.levels.clone(),
-            });
-            // A buffer sealed before it is full (`quiesce`) must take no more writes: one that landed after
-            // its flush settled it would be lost.
-            active.close();
-        }
-        drop(st);
-        // Not held into an inline reconstruction: a tagging flush waits for the readers of older versions.
-        drop(v);
-        if self.rt.background {
-            self.work_cv.notify_one();
-            Ok(())
-        } else {
-            self.reconstruct_once()
         }
     }
 }

@@ -22,10 +22,11 @@
 //! ## Garbage collection of shard files
 //! A shard file is removed only when a durable state file no longer lists it: at open, every file the state
 //! does not list (left by a crash, or by a failed reconstruction) is removed before any new shard is built;
-//! at a checkpoint, after the new state file is durable, files of shards that are neither in the
-//! checkpointed version nor newer than every shard of it are removed. Shard ids only grow, so a shard that a
-//! running background reconstruction has just written has an id above every shard of the pinned version and
-//! is kept. A reader still pinning an older version may be reading a removed disk shard's file: it keeps its
+//! at a checkpoint, after the new state file is durable, the files of shards that a published merge replaced
+//! (the framework lists them) and that the checkpointed version does not list are removed. A file of a shard
+//! that the flusher or the merger is building, or published after the version was pinned, is never among
+//! them (the two run concurrently, so its id may be below ids of the version: ids alone cannot tell). A
+//! reader still pinning an older version may be reading a removed disk shard's file: it keeps its
 //! open handle, which survives the unlink (POSIX; `MemVfs` keeps the bytes of a removed file for its open
 //! handles too).
 
@@ -37,7 +38,7 @@ use super::run::{MergeInput, SortedRun};
 use super::sample::{RangeSample, WeightedRangeSample};
 use super::shard::{BuildOptions, Shard};
 use super::shard_file::{ShardFile, parse_shard_file_name, shard_file_name, write_shard_file};
-use super::version::ShardSlot;
+use super::version::{ShardSlot, Version};
 use crate::algo::bloom::BloomFilter;
 use crate::error::{Error, Result};
 use crate::index::{
@@ -115,6 +116,10 @@ impl<S: Shard> ShardFactory<S> for Arc<dyn ShardStore<S>> {
         ShardFactory::keeps(&**self, shard, level)
     }
 
+    fn max_pending(&self, configured: usize) -> usize {
+        ShardFactory::max_pending(&**self, configured)
+    }
+
     fn build_merged(
         &self,
         id: u64,
@@ -136,9 +141,10 @@ pub struct DynamizedIndex<S: Shard> {
     checkpointed: AtomicU64,
     /// Shards with a synced file listed by a state file, or about to be.
     persisted: Mutex<HashSet<u64>>,
-    /// The largest shard id listed by a state file written or read by this handle.
-    max_checkpointed_id: Mutex<Option<u64>>,
     checkpoint_lock: Mutex<()>,
+    /// A checkpoint sealed by `begin_checkpoint` and not yet written: its version (shards are immutable),
+    /// its state (tags and buffered operations as they were at its seqno) and seqno.
+    sealed: Mutex<Option<(Arc<Version<S>>, State, u64)>>,
 }
 
 fn decode_u64(bytes: &[u8], what: &str) -> Result<u64> {
@@ -197,8 +203,8 @@ impl<S: Shard> DynamizedIndex<S> {
             store,
             checkpointed: AtomicU64::new(0),
             persisted: Mutex::new(HashSet::new()),
-            max_checkpointed_id: Mutex::new(None),
             checkpoint_lock: Mutex::new(()),
+            sealed: Mutex::new(None),
         })
     }
 
@@ -281,9 +287,9 @@ impl<S: Shard> DynamizedIndex<S> {
             files,
             store,
             checkpointed: AtomicU64::new(state.seqno),
-            max_checkpointed_id: Mutex::new(listed.iter().max().copied()),
             persisted: Mutex::new(listed),
             checkpoint_lock: Mutex::new(()),
+            sealed: Mutex::new(None),
         })
     }
 
@@ -364,10 +370,27 @@ impl<S: Shard> OrderedIndex for DynamizedIndex<S> {
     }
 
     fn checkpoint(&self, seqno: u64) -> Result<()> {
+        self.begin_checkpoint(seqno)?;
+        self.finish_checkpoint()
+    }
+
+    /// Seals the state at `seqno`: the current version (its shards are immutable) and what can still change
+    /// in it — tags and the buffers' operations — copied now (milliseconds: tagged ids and at most the
+    /// buffers' records). `finish_checkpoint` writes the shard files and the state file.
+    fn begin_checkpoint(&self, seqno: u64) -> Result<bool> {
         let _g = self.checkpoint_lock.lock();
         self.core.check_failed()?;
         let v = self.core.version();
-        let next = self.core.next_shard_id();
+        let state = State::of_version(&v, seqno, self.core.next_shard_id());
+        *self.sealed.lock() = Some((v, state, seqno));
+        Ok(true)
+    }
+
+    fn finish_checkpoint(&self) -> Result<()> {
+        let _g = self.checkpoint_lock.lock();
+        let Some((v, state, seqno)) = self.sealed.lock().take() else {
+            return Ok(());
+        };
         let f = &self.files;
         let mut persisted = self.persisted.lock().clone();
         for slot in v.shards_newest_first() {
@@ -385,21 +408,29 @@ impl<S: Shard> OrderedIndex for DynamizedIndex<S> {
             }
         }
         f.vfs.sync_dir(&f.dir)?;
-        State::of_version(&v, seqno, next).write(f.vfs.as_ref(), &f.dir, &f.stats)?;
+        state.write(f.vfs.as_ref(), &f.dir, &f.stats)?;
         self.checkpointed.store(seqno, Ordering::Release);
-        // Files of shards that are not in this version may go, except those above every id of it (and of
-        // earlier checkpoints): a reconstruction running now started from this version's levels, so the
-        // shards it writes have higher ids.
+        // Files of shards a published merge replaced may go once a durable state file no longer lists them:
+        // those not in this version. Any other file not in it belongs to a shard a flush or a merge is
+        // building or has published since the version was pinned (the flusher and the merger run
+        // concurrently, so such ids may lie below ids of the version): kept.
         let live: HashSet<u64> = v.shards_newest_first().map(|s| s.id).collect();
-        let floor = {
-            let mut known = self.max_checkpointed_id.lock();
-            *known = (*known).max(live.iter().max().copied());
-            *known
-        };
-        let keep = |id: u64| live.contains(&id) || floor.is_none_or(|f| id > f);
-        persisted.retain(|&id| keep(id));
+        let (still, gone): (Vec<u64>, Vec<u64>) = self
+            .core
+            .take_replaced()
+            .into_iter()
+            .partition(|id| live.contains(id));
+        self.core.return_replaced(still);
+        let gone: HashSet<u64> = gone.into_iter().collect();
+        persisted.retain(|id| !gone.contains(id));
         *self.persisted.lock() = persisted;
-        remove_unlisted(f, keep)
+        for id in gone {
+            let path = f.dir.join(shard_file_name(id));
+            if f.vfs.exists(&path) {
+                f.vfs.remove_file(&path)?;
+            }
+        }
+        Ok(())
     }
 
     fn checkpointed_seqno(&self) -> u64 {

@@ -430,6 +430,11 @@ impl Shard for DiskShard {
         self.len
     }
 
+    /// Its keys are in its record pages, on disk.
+    fn resident(&self) -> bool {
+        false
+    }
+
     fn tombstone_count(&self) -> usize {
         self.tombstones
     }

@@ -19,8 +19,9 @@
 //! | `buffer` | the mutable buffer: lock-free slot claiming and a lock-free key index |
 //! | `tags` | delete tags (one bit per record, set in place) |
 //! | `version` | shard slots (shard + tags + Bloom filters) and immutable versions |
+//! | `global_keys` | one Bloom filter over every shard's keys: which keys a flush must look up at all |
 //! | `layout` | where flushed shards go; compaction under the delete bound δ |
-//! | `core` | [`Dynamized`]: writes, background reconstruction, throttling |
+//! | `core` | [`Dynamized`]: writes, the flusher and the merger, throttling |
 //! | `read` | point lookup, count, scan, and sampling through the [`SamplingQuery`] trait |
 //! | `shard_file` | the page-aligned, checksummed shard file: streaming writer, summary-only and whole reads |
 //! | `disk_shard` | the on-disk ISAM shard: fences in memory, record and tombstone pages read on demand |
@@ -83,6 +84,7 @@ pub mod core;
 pub mod db_index;
 pub mod disk_shard;
 pub mod family;
+pub mod global_keys;
 pub mod isam_shard;
 pub mod layout;
 pub mod options;

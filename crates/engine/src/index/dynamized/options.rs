@@ -173,8 +173,11 @@ impl DynOptions {
 pub struct RuntimeOptions {
     /// Run reconstructions on a background thread (false: inline, in the writer that fills the buffer).
     pub background: bool,
-    /// Sealed buffers that may wait for their flush before writers stall.
+    /// Sealed buffers that may wait for their flush before writers stall (each N_b operations of memory).
     pub max_sealed_buffers: usize,
+    /// Flushed shards that may wait for their placement in the levels (while the merger runs a long merge)
+    /// before the flusher waits; queries visit each of them as one more shard.
+    pub max_pending_shards: usize,
     /// Probabilistic insert throttling: while a flush runs, each write is delayed by one sleep with the
     /// probability that spreads the active buffer's remaining slots over the flush's expected remaining time
     /// (from the durations of recent flushes), so writers slow down a little, early, instead of stalling for
@@ -191,7 +194,8 @@ impl Default for RuntimeOptions {
     fn default() -> Self {
         RuntimeOptions {
             background: true,
-            max_sealed_buffers: 1,
+            max_sealed_buffers: 2,
+            max_pending_shards: 96,
             throttle: false,
             throttle_delay: std::time::Duration::from_micros(20),
             reconstruction_threads: std::thread::available_parallelism().map_or(1, usize::from),

@@ -40,16 +40,26 @@ pub struct State {
 }
 
 impl State {
-    /// The state of `v` with sequence number `seqno`.
+    /// The state of `v` with sequence number `seqno`. Pending shards (flushed, not yet placed) are listed
+    /// as the newest shards of level 0; reopening places those beyond what the layout keeps there again.
     pub fn of_version<S: Shard>(v: &Version<S>, seqno: u64, next_shard_id: u64) -> State {
+        let mut levels: Vec<Vec<(u64, Vec<u64>)>> = v
+            .levels
+            .iter()
+            .map(|l| l.iter().map(|s| (s.id, s.tags.tagged())).collect())
+            .collect();
+        if !v.pending.is_empty() {
+            if levels.is_empty() {
+                levels.push(Vec::new());
+            }
+            if let Some(l0) = levels.first_mut() {
+                l0.extend(v.pending.iter().map(|s| (s.id, s.tags.tagged())));
+            }
+        }
         State {
             seqno,
             next_shard_id,
-            levels: v
-                .levels
-                .iter()
-                .map(|l| l.iter().map(|s| (s.id, s.tags.tagged())).collect())
-                .collect(),
+            levels,
             ops: v.buffers.iter().rev().flat_map(|b| b.resolved()).collect(),
         }
     }

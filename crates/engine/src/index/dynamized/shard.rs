@@ -183,6 +183,13 @@ pub trait Shard: Send + Sync + Sized + 'static {
     /// resident).
     fn memory_bytes(&self) -> usize;
 
+    /// True when the shard's keys are in memory (every key can be listed without I/O). The global key filter
+    /// covers exactly the resident shards; the others are asked about every key a flush writes (on-disk
+    /// shards answer most of those from their in-memory key filter).
+    fn resident(&self) -> bool {
+        true
+    }
+
     /// A hint that record `i` will be read soon (in-memory shards prefetch its cache lines); no effect by
     /// default.
     #[inline]

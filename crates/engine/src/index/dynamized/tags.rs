@@ -42,6 +42,14 @@ impl TagBits {
         }
     }
 
+    /// A copy of every bit word (bit `i % 64` of word `i / 64` is record `i`).
+    pub fn bits(&self) -> Vec<u64> {
+        self.words
+            .iter()
+            .map(|w| w.load(Ordering::Acquire))
+            .collect()
+    }
+
     /// Tagged records.
     pub fn count(&self) -> usize {
         self.count.load(Ordering::Acquire)

@@ -16,11 +16,14 @@
 //! buffers + Σ_{i<L} cap(i) · m_mem + Σ_{L≤i<D} (cap(i) · m_disk + shards(i) · cache(i)) ≤ budget,
 //!
 //! where cap(i) is level i's capacity in entries; m_mem = the in-memory shard's bytes per record (ISAM 16.5 B,
-//! 32.5 B weighted; WIRS ≈ 60 B) + its Bloom filter (1.2 · 9.6 bits at 1 %, ≈ 1.44 B) + its tag bit;
-//! m_disk = Bloom filter + tag bit + the disk shard's summary (8 B per page of fences, and of page weights in
+//! 32.5 B weighted; WIRS ≈ 60 B) + its Bloom filter (1.2 · 9.6 bits at 1 %, ≈ 1.44 B) + its tag bit + two
+//! keys' worth of the global key filter (`global_keys`, sized for twice the in-memory records); m_disk = Bloom filter + tag bit + the disk shard's summary (8 B per page of fences, and of page weights in
 //! weighted shards); shards(i) = runs per level (s under tiering, else 1); cache(i) = the disk shard page
 //! cache, at most `cache_limit_bytes(page size)` (64 KiB, or two pages for pages over 32 KiB) and at most the
-//! level's bytes; buffers = (1 + max sealed buffers) · (33 B · N_b + the key index). Every level is counted
+//! level's bytes; buffers = (1 + 2 · max sealed buffers) · (33 B · N_b + the key index) (the active one, the
+//! sealed ones and as many flushed ones kept for reuse) + the global key filter's minimum (16 N_b keys) +
+//! the pending shards (`max_pending_shards`, at most s: the flusher leaves no more waiting) at N_b · m_mem
+//! each. Every level is counted
 //! at its full capacity, so the plan holds while the structure has D levels; when it grows, later shards
 //! follow the new, smaller L (tiering's older runs of a level keep their side until they are merged). If even
 //! L = 0 does not fit, every level is on disk and the budget is exceeded by what the filters and summaries
@@ -159,6 +162,9 @@ impl<M: Shard> Shard for Tiered<M> {
     fn memory_bytes(&self) -> usize {
         each!(self, s => s.memory_bytes())
     }
+    fn resident(&self) -> bool {
+        each!(self, s => s.resident())
+    }
     fn range_weight(&self, lo: usize, hi: usize) -> Result<f64> {
         each!(self, s => s.range_weight(lo, hi))
     }
@@ -182,6 +188,7 @@ pub struct MemoryPlan {
     opts: DynOptions,
     budget: f64,
     buffers: f64,
+    pending: usize,
     mem_per_entry: f64,
     disk_per_entry: f64,
     disk_entry_bytes: f64,
@@ -190,19 +197,35 @@ pub struct MemoryPlan {
 }
 
 impl MemoryPlan {
-    /// The plan for `opts` (its `memory_budget` > 0), `sealed` sealed buffers at most, in-memory shards of
-    /// `mem_per_record` bytes per record, and `page_size`-byte pages.
-    pub fn new(opts: &DynOptions, sealed: usize, mem_per_record: f64, page_size: usize) -> Self {
+    /// The plan for `opts` (its `memory_budget` > 0), the handle options `rt` (sealed buffers and pending
+    /// shards at most), in-memory shards of `mem_per_record` bytes per record, and `page_size`-byte pages.
+    pub fn new(
+        opts: &DynOptions,
+        rt: &RuntimeOptions,
+        mem_per_record: f64,
+        page_size: usize,
+    ) -> Self {
+        let sealed = rt.max_sealed_buffers.max(1);
         let nb = opts.buffer_capacity as f64;
         let one_buffer = nb * 33.0 + ((opts.buffer_capacity * 2).next_power_of_two() * 8) as f64;
-        let filter_and_tags = bloom_bytes_per_key(opts.bloom_fpr) + 1.0 / 8.0;
+        let bloom = bloom_bytes_per_key(opts.bloom_fpr);
+        let filter_and_tags = bloom + 1.0 / 8.0;
+        // The global key filter covers in-memory records, sized for twice them, at least 16 N_b.
+        let global_min = 16.0 * nb * bloom;
         let record_bytes = if opts.weighted { 24.0 } else { 16.0 };
         let per_page = ((page_size - TRAILER) as f64 / record_bytes).floor();
         let summary = if opts.weighted { 16.0 } else { 8.0 } / per_page;
+        let mem_per_entry = mem_per_record + filter_and_tags + 2.0 * bloom;
+        // Pending shards (flushed, in memory, waiting for the merger): at most one level 0's worth.
+        let pending = rt.max_pending_shards.clamp(1, opts.growth());
         MemoryPlan {
             budget: opts.memory_budget as f64,
-            buffers: (1 + sealed) as f64 * one_buffer,
-            mem_per_entry: mem_per_record + filter_and_tags,
+            // The active buffer, the sealed ones, and as many flushed ones kept for reuse.
+            buffers: (1 + 2 * sealed) as f64 * one_buffer
+                + global_min
+                + pending as f64 * nb * mem_per_entry,
+            pending,
+            mem_per_entry,
             disk_per_entry: filter_and_tags + summary,
             disk_entry_bytes: record_bytes,
             shards_per_level: match opts.layout {
@@ -212,6 +235,11 @@ impl MemoryPlan {
             page_size: page_size as f64,
             opts: opts.clone(),
         }
+    }
+
+    /// Pending shards the flusher may leave waiting for the merger under this plan.
+    pub fn pending_shards(&self) -> usize {
+        self.pending
     }
 
     /// Estimated bytes with `memory_levels` of `depth` levels in memory.
@@ -256,7 +284,7 @@ impl<M: MemoryShard> TieredStore<M> {
         TieredStore {
             plan: MemoryPlan::new(
                 opts,
-                rt.max_sealed_buffers.max(1),
+                rt,
                 M::bytes_per_record(opts.weighted),
                 files.page_size,
             ),
@@ -327,6 +355,10 @@ impl<M: MemoryShard> ShardFactory<Tiered<M>> for TieredStore<M> {
         shard.is_disk() != self.in_memory(level)
     }
 
+    fn max_pending(&self, _configured: usize) -> usize {
+        self.plan.pending_shards()
+    }
+
     fn build_merged(
         &self,
         id: u64,
@@ -360,14 +392,14 @@ impl<M: MemoryShard> ShardFactory<Tiered<M>> for TieredStore<M> {
             self.weighted,
             f.direct,
         )?;
-        // Keys enter the filters as big-endian bytes, as `ShardSlot` probes them.
+        // Keys enter the filters by `hash_u64`, as `ShardSlot` probes them.
         merge_shards_with(inputs, bottom, &mut |e| match e {
             Merged::Record(r) => {
-                key_filter.insert(&r.key.to_be_bytes());
+                key_filter.insert_hashed(BloomFilter::hash_u64(r.key));
                 w.push_record(&r)
             }
             Merged::Tombstone(k) => {
-                tomb_filter.insert(&k.to_be_bytes());
+                tomb_filter.insert_hashed(BloomFilter::hash_u64(k));
                 w.push_tombstone(k)
             }
         })?;
@@ -492,7 +524,11 @@ mod tests {
                     memory_budget: budget,
                     ..opts.clone()
                 },
-                1,
+                &RuntimeOptions {
+                    max_sealed_buffers: 1,
+                    max_pending_shards: 1,
+                    ..RuntimeOptions::default()
+                },
                 IsamShard::bytes_per_record(false),
                 4096,
             )

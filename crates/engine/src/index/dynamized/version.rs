@@ -5,9 +5,11 @@
 //! tombstones (to skip it in the rejection check of sampling).
 //!
 //! A [`Version`] is the whole structure at one moment: the buffers (the active one first, then sealed ones
-//! waiting for their flush, newest first) and the levels (each a list of shards, oldest first). Age order,
-//! newest first, is: buffers, then level 0's shards from the newest, then level 1's, and so on. Versions are
-//! never changed after they are published; a reconstruction builds a new one and swaps it in atomically.
+//! waiting for their flush, newest first), the *pending* shards (flushed buffers the layout has not placed
+//! yet, oldest first) and the levels (each a list of shards, oldest first). Age order, newest first, is:
+//! buffers, then pending shards from the newest, then level 0's shards from the newest, then level 1's, and
+//! so on. Versions are never changed after they are published; a flush or a merge builds a new one and swaps
+//! it in atomically.
 
 use super::buffer::MutableBuffer;
 use super::run::{PARALLEL_MERGE_MIN, SortedRun};
@@ -17,6 +19,7 @@ use crate::algo::bloom::{BloomFilter, KeyHash, Probe};
 use crate::algo::on_threads;
 use crate::error::Result;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// A shard with its id, tags and filters.
 pub struct ShardSlot<S> {
@@ -25,6 +28,9 @@ pub struct ShardSlot<S> {
     pub tags: TagBits,
     key_filter: BloomFilter,
     tomb_filter: Option<BloomFilter>,
+    /// Set (under the framework's tag lock) when a merge that read this shard has been published: a tag
+    /// set on it afterwards would be lost, so a flush re-resolves its key in the current version instead.
+    replaced: AtomicBool,
 }
 
 impl<S: Shard> ShardSlot<S> {
@@ -52,7 +58,18 @@ impl<S: Shard> ShardSlot<S> {
             shard,
             key_filter,
             tomb_filter,
+            replaced: AtomicBool::new(false),
         }
+    }
+
+    /// True once a published merge has replaced this shard (see the field).
+    pub fn is_replaced(&self) -> bool {
+        self.replaced.load(Ordering::Acquire)
+    }
+
+    /// Marks the shard as replaced by a published merge.
+    pub fn mark_replaced(&self) {
+        self.replaced.store(true, Ordering::Release);
     }
 
     /// The Bloom filters over record keys and over tombstones.
@@ -73,14 +90,17 @@ impl<S: Shard> ShardSlot<S> {
     /// False when the shard certainly has no record with `key`.
     #[inline]
     pub fn may_contain_key(&self, key: u64) -> bool {
-        self.key_filter.may_contain(&key.to_be_bytes())
+        self.key_filter
+            .may_contain_hashed(BloomFilter::hash_u64(key))
     }
 
     /// True when the shard holds a tombstone for `key` (the filter answers most misses without a search).
     #[inline]
     pub fn has_tombstone(&self, key: u64) -> Result<bool> {
         match &self.tomb_filter {
-            Some(f) if f.may_contain(&key.to_be_bytes()) => self.shard.has_tombstone(key),
+            Some(f) if f.may_contain_hashed(BloomFilter::hash_u64(key)) => {
+                self.shard.has_tombstone(key)
+            }
             _ => Ok(false),
         }
     }
@@ -173,8 +193,8 @@ impl<S: Shard> ShardSlot<S> {
 fn filter_over(n: usize, keys: impl Iterator<Item = Result<u64>>, fpr: f64) -> Result<BloomFilter> {
     let mut f = BloomFilter::new(n, fpr)?;
     let mut failed = None;
-    f.insert_batch(keys.map_while(|k| match k {
-        Ok(k) => Some(k.to_be_bytes()),
+    f.insert_hashes(keys.map_while(|k| match k {
+        Ok(k) => Some(BloomFilter::hash_u64(k)),
         Err(e) => {
             failed = Some(e);
             None
@@ -247,44 +267,67 @@ pub struct Version<S> {
     pub seq: u64,
     /// The active buffer first, then sealed buffers, newest first.
     pub buffers: Vec<Arc<MutableBuffer>>,
+    /// Flushed buffers the layout has not placed yet, oldest first (all newer than every level).
+    pub pending: Vec<Arc<ShardSlot<S>>>,
     pub levels: Vec<Level<S>>,
 }
 
 impl<S: Shard> Version<S> {
     /// Every shard, newest first.
     pub fn shards_newest_first(&self) -> impl Iterator<Item = &Arc<ShardSlot<S>>> {
-        self.levels.iter().flat_map(|l| l.iter().rev())
-    }
-
-    /// Shards, records, tombstones and tags.
-    pub fn shard_count(&self) -> usize {
-        self.levels.iter().map(Vec::len).sum()
-    }
-
-    /// The live record of every key in `keys` (in the shards), or `None` where the key is absent or
-    /// deleted. First each key's newest record is found, shard by shard newest first with pipelined key
-    /// filter probes; a key with none has no live record whatever tombstones say, so only the few keys
-    /// found are then checked for a tag and for a tombstone in a newer shard (the newest record of a key
-    /// is its only candidate: anything older was killed when it was written).
-    pub fn lookup_shards_many(&self, keys: &[u64]) -> Result<Vec<Option<LiveRecord<'_, S>>>> {
-        let slots: Vec<&Arc<ShardSlot<S>>> = self.shards_newest_first().collect();
-        let hashes: Vec<KeyHash> = keys
+        self.pending
             .iter()
-            .map(|k| BloomFilter::hash(&k.to_be_bytes()))
-            .collect();
+            .rev()
+            .chain(self.levels.iter().flat_map(|l| l.iter().rev()))
+    }
+
+    /// Shards, pending ones included.
+    pub fn shard_count(&self) -> usize {
+        self.pending.len() + self.levels.iter().map(Vec::len).sum::<usize>()
+    }
+
+    /// The live record of every key `keys[j]` (in the shards), or `None` where the key is absent or deleted;
+    /// `hashes[j]` is the hash of `keys[j]`. `candidates` lists (in order) the only keys that may have a
+    /// record in a *resident* shard (`Shard::resident`; the global key filter's answer): the others are
+    /// looked up in non-resident shards only. First each key's newest record is found, shard by shard
+    /// newest first with pipelined key filter probes; a key with none has no live record whatever
+    /// tombstones say, so only the few keys found are then checked for a tag and for a tombstone in a newer
+    /// shard (the newest record of a key is its only candidate: anything older was killed when it was
+    /// written).
+    pub fn lookup_shards_many(
+        &self,
+        keys: &[u64],
+        hashes: &[KeyHash],
+        candidates: Vec<usize>,
+    ) -> Result<Vec<Option<LiveRecord<'_, S>>>> {
+        debug_assert_eq!(keys.len(), hashes.len());
+        let slots: Vec<&Arc<ShardSlot<S>>> = self.shards_newest_first().collect();
         // (position in `slots`, record index) of each key's newest record.
         let mut newest: Vec<Option<(usize, usize)>> = vec![None; keys.len()];
-        let mut open: Vec<usize> = (0..keys.len()).collect();
+        let mut open = candidates;
+        // Every key not found yet, made when the first non-resident shard comes.
+        let mut open_all: Option<Vec<usize>> = None;
         for (p, slot) in slots.iter().enumerate() {
-            if open.is_empty() {
-                break;
+            let resident = slot.shard.resident();
+            if !resident && open_all.is_none() {
+                open_all = Some((0..keys.len()).filter(|&j| newest[j].is_none()).collect());
             }
-            let mut still = Vec::with_capacity(open.len());
-            slot.find_many(keys, &hashes, &open, |j, found| match found {
+            let list = match &mut open_all {
+                Some(all) => all,
+                None => &mut open,
+            };
+            if list.is_empty() {
+                if open_all.is_some() {
+                    break;
+                }
+                continue;
+            }
+            let mut still = Vec::with_capacity(list.len());
+            slot.find_many(keys, hashes, list, |j, found| match found {
                 Some(i) => newest[j] = Some((p, i)),
                 None => still.push(j),
             })?;
-            open = still;
+            *list = still;
         }
         let mut live: Vec<Option<LiveRecord<'_, S>>> = vec![None; keys.len()];
         for (j, found) in newest.into_iter().enumerate() {

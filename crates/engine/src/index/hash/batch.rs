@@ -3,15 +3,15 @@
 //! need (checked before the shell logs the batch, so a logged batch always fits), and the operations applied
 //! to the index. All of it runs under the family's lock (`db_index`).
 //!
-//! Room: a table is rebuilt in fresh space after the current one (unless it fits below it), at the same size
-//! when a bucket fills with superseded versions, doubled when the load passes 7/8 — or 1/2 at a compaction.
-//! So every write needs room for a same-size table after the current one, and a batch whose puts could take
-//! the load past one half needs room for every doubling they may cause.
+//! Room: buckets are compacted in place; the table grows only by doubling into fresh space (at the heap start
+//! if it fits below the current generation, else after it), when the load passes 7/8 or a bucket's chain has
+//! no room left (at any load). So every write needs room for one doubling after the current generation, and
+//! a batch whose puts could take the load past 7/8 needs room for every doubling they may cause.
 
 use super::HashIndex;
 use super::core_view::CoreView;
 use super::header::HEADER_BYTES;
-use super::layout::{MAX_LOG2_BUCKETS, SB_ROOT, SLOTS, Table};
+use super::layout::{HOME_SLOTS, MAX_LOG2_BUCKETS, SB_ROOT};
 use super::ledger::{BatchFile, Ledger, Op, State};
 use super::region::RegionFile;
 use crate::error::{Error, Result};
@@ -101,26 +101,24 @@ impl Inner {
     }
 
     /// The file offset up to which the region must be allocated for a batch of `puts` puts: the current
-    /// table, a rebuild of it at the same size placed after it, and — if the load could pass one half (a
-    /// compaction then doubles) — every doubling the puts may need. `ResourceExhausted` past the region.
+    /// generation, one doubling placed after it (a chain with no room left doubles the table at any load),
+    /// and — if the puts could take the load past 7/8 — every doubling they may need. `ResourceExhausted`
+    /// past the region.
     pub fn room_for(&self, region: &RegionFile, puts: u64) -> Result<u64> {
         let capacity = self.index.capacity();
-        let log2 = u64::from((capacity / SLOTS as u64).trailing_zeros());
+        let log2 = u64::from((capacity / HOME_SLOTS as u64).trailing_zeros());
         let root = self.index.pm().load_u64_atomic(SB_ROOT)?;
-        let end = root + Table::bytes(log2);
+        let end = root + self.index.generation_bytes(log2);
         let records = self.index.len() + puts;
-        let mut worst = end + Table::bytes(log2);
-        if records * 2 > capacity {
-            let (mut l, mut at) = (log2, end);
-            while l < MAX_LOG2_BUCKETS {
-                l += 1;
-                at += Table::bytes(l);
-                if records * 8 <= (7 * SLOTS as u64) << l {
-                    break;
-                }
+        let (mut l, mut at) = (log2, end);
+        while l < MAX_LOG2_BUCKETS {
+            l += 1;
+            at += self.index.generation_bytes(l);
+            if records * 8 <= (7 * HOME_SLOTS as u64) << l {
+                break;
             }
-            worst = worst.max(at);
         }
+        let worst = at;
         let need = HEADER_BYTES + worst;
         let total = region.header().total;
         if need > total {

@@ -1,157 +1,439 @@
-//! The DRAM side of one P-bucket: a mirror of its meta line, one fingerprint per slot, a bitmap of the
-//! slots that hold a key's visible version, and the D-bucket (one XPLine of staged records).
+//! The DRAM side of one bucket and of the pool chunks: what lookups read without locks, and what writers
+//! keep under the bucket's mutex.
+//!
+//! A bucket's **chain** is its home chunks 0..16 (in its P-bucket) then pool chunks (positions 16..30);
+//! slot `p` of the chain is slot `p mod 15` of chunk `p / 15`. The chain's slots `0..fill` are in use, in
+//! age order. The last chunk of the chain is the **tail**: its slots `0..committed` are committed in PM,
+//! `committed..committed + staged` are the **D-bucket** (staged, durable only in the logs). DRAM mirrors
+//! the whole tail (keys and values), so writing it back never reads PM.
+//!
+//! Per slot: a 16-bit **fingerprint** (hash bits 48..64) and a **live** bit, set on the slot that holds the
+//! visible version of its key (its newest version, a put): at most one per key, so a lookup needs no
+//! ordering. Home slots keep these in the bucket; pool chunk slots in [`Pool`].
+//!
+//! ## Reads without locks (seqlock)
+//! Everything a lookup reads is an atomic: the 16-bit fingerprints four to a word (compared with SWAR, no
+//! SIMD loads of racing memory), the live bits, the tail, the shape word and the pool links. A writer holds
+//! [`Bucket::writer`] and makes the version odd around every change a lookup could see ([`Bucket::edit`]);
+//! a lookup reads the version (even), reads what it needs (PM slots included), then checks the version is
+//! unchanged, else retries. Lookups take no lock and execute no locked instruction, so consecutive lookups
+//! overlap their cache misses. PM flushes of the tail happen outside the odd window: a lookup reads the
+//! tail's keys from DRAM whether or not they are committed yet.
 
-use super::layout::{CHUNK_SLOTS, SLOTS, chunk_bits, with_chunk_bits};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering, fence};
 
-/// DRAM state of one bucket (≈ 600 B per 4 KiB P-bucket).
-#[derive(Debug, Clone, PartialEq, Eq)]
+use parking_lot::Mutex;
+
+use super::layout::{CHUNK_SLOTS, ChunkHead, HOME_CHUNKS, HOME_SLOTS, MAX_CHAIN, MAX_OVERFLOW};
+
+const FP_WORDS: usize = HOME_SLOTS / 4;
+const LANES: u64 = 0x0001_0001_0001_0001;
+const LOW15: u64 = 0x7FFF_7FFF_7FFF_7FFF;
+
+/// The high bit of each 16-bit lane of the result is set exactly when that lane of `x` is zero.
+#[inline]
+fn zero_lanes(x: u64) -> u64 {
+    let t = (x & LOW15).wrapping_add(LOW15);
+    !(t | x | LOW15)
+}
+
+/// Lanes (0..4) of `word` equal to `fp`, as the high bits of their lanes.
+#[inline]
+fn matches(word: u64, fp: u16) -> u64 {
+    zero_lanes(word ^ (u64::from(fp) * LANES))
+}
+
+fn set_lane(word: &AtomicU64, lane: usize, fp: u16) {
+    let sh = lane * 16;
+    let w = word.load(Ordering::Relaxed);
+    word.store(
+        (w & !(0xFFFF << sh)) | u64::from(fp) << sh,
+        Ordering::Relaxed,
+    );
+}
+
+fn lane_of(word: &AtomicU64, lane: usize) -> u16 {
+    (word.load(Ordering::Relaxed) >> (lane * 16)) as u16
+}
+
+/// Chain length, tail state and the `moved` flag, packed in one word so a lookup reads them at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shape(u64);
+
+impl Shape {
+    pub fn new(chunks: usize, committed: usize, staged: usize, moved: bool) -> Shape {
+        debug_assert!((1..=MAX_CHAIN).contains(&chunks) && committed + staged <= CHUNK_SLOTS);
+        Shape(
+            chunks as u64 | (committed as u64) << 8 | (staged as u64) << 16 | (moved as u64) << 24,
+        )
+    }
+    /// Chunks of the chain (≥ 1: an empty bucket has an empty tail, home chunk 0).
+    pub fn chunks(self) -> usize {
+        (self.0 & 0xFF) as usize
+    }
+    pub fn committed(self) -> usize {
+        (self.0 >> 8 & 0xFF) as usize
+    }
+    pub fn staged(self) -> usize {
+        (self.0 >> 16 & 0xFF) as usize
+    }
+    /// Set once a doubling copied the bucket: its contents are frozen, writers go to the next generation.
+    pub fn moved(self) -> bool {
+        self.0 >> 24 & 1 == 1
+    }
+    /// Chain position of the tail chunk.
+    pub fn tail(self) -> usize {
+        self.chunks() - 1
+    }
+    /// Chain slot of the tail's slot 0.
+    pub fn tail_start(self) -> usize {
+        self.tail() * CHUNK_SLOTS
+    }
+    /// Chain slots in use.
+    pub fn fill(self) -> usize {
+        self.tail_start() + self.committed() + self.staged()
+    }
+    /// Slots used in the tail (committed and staged).
+    pub fn tail_used(self) -> usize {
+        self.committed() + self.staged()
+    }
+}
+
+/// DRAM mirror of the pool chunks of a generation: fingerprints and live bits per chunk, and the free list.
+#[derive(Debug)]
+pub struct Pool {
+    fps: Box<[AtomicU64]>,
+    live: Box<[AtomicU32]>,
+    /// Pool chunks no chain uses.
+    pub free: Mutex<Vec<u32>>,
+}
+
+impl Pool {
+    /// `chunks` pool chunks, all free.
+    pub fn new(chunks: u64) -> Pool {
+        Pool {
+            fps: (0..chunks * 4).map(|_| AtomicU64::new(0)).collect(),
+            live: (0..chunks).map(|_| AtomicU32::new(0)).collect(),
+            free: Mutex::new((0..chunks as u32).rev().collect()),
+        }
+    }
+    pub fn chunks(&self) -> usize {
+        self.live.len()
+    }
+    pub fn dram_bytes(&self) -> u64 {
+        (self.fps.len() * 8 + self.live.len() * 4 + self.chunks() * 4) as u64
+    }
+}
+
+/// What a writer keeps beside the lock-free state (only under [`Bucket::writer`]).
+#[derive(Debug, Clone, Default)]
+pub struct Writer {
+    /// Sequence number of the bucket's last write (every record carries its own).
+    pub seq: u64,
+    /// The committed commit word of the tail chunk (`count` 0: nothing committed there yet).
+    pub tail_head: ChunkHead,
+    /// Tombstone bit of each tail slot (committed and staged).
+    pub tail_tomb: u16,
+    /// Staged tail slots whose key's newest committed version is a put (a delete of such a key must leave
+    /// a tombstone, or the put would come back once the log is trimmed).
+    pub shadows: u16,
+    /// `log << 56 | lsn` of the record of each staged tail slot.
+    pub pins: [u64; CHUNK_SLOTS],
+}
+
+/// DRAM state of one bucket (module docs).
+#[derive(Debug)]
+#[repr(C, align(64))]
 pub struct Bucket {
-    /// Fingerprint of the key in each valid slot (meaningless elsewhere).
-    pub fps: [u8; SLOTS],
-    /// Mirror of the PM meta line: per chunk 16 valid and 16 tombstone bits.
-    pub meta: [u64; 8],
-    /// Slots holding the visible version of their key: the key's newest P-bucket version, not a tombstone,
-    /// and not superseded by a D-bucket entry. At most one per key, so a lookup needs no ordering.
-    pub live: [u64; 4],
-    /// Slots in use (a prefix of the P-bucket, filled in slot order = age order).
-    pub fill: u16,
-    /// Staged entries in the D-bucket (distinct keys; at most 15 at rest, 16 triggers a flush).
-    pub dlen: u8,
-    /// Tombstone bit of each D-bucket entry.
-    pub dtomb: u16,
-    /// Log position of the oldest record staged here (meaningful when `dlen > 0`).
-    pub dfirst: u64,
-    pub dkeys: [u64; CHUNK_SLOTS],
-    pub dvals: [u64; CHUNK_SLOTS],
+    version: AtomicU64,
+    shape: AtomicU64,
+    /// The writers' lock, and what only writers use.
+    pub writer: Mutex<Writer>,
+    live: [AtomicU64; 4],
+    fps: [AtomicU64; FP_WORDS],
+    tail_keys: [AtomicU64; CHUNK_SLOTS],
+    tail_vals: [AtomicU64; CHUNK_SLOTS],
+    overflow: [AtomicU32; MAX_OVERFLOW],
 }
 
 impl Default for Bucket {
     fn default() -> Self {
         Bucket {
-            fps: [0; SLOTS],
-            meta: [0; 8],
-            live: [0; 4],
-            fill: 0,
-            dlen: 0,
-            dtomb: 0,
-            dfirst: 0,
-            dkeys: [0; CHUNK_SLOTS],
-            dvals: [0; CHUNK_SLOTS],
+            version: AtomicU64::new(0),
+            shape: AtomicU64::new(Shape::new(1, 0, 0, false).0),
+            writer: Mutex::new(Writer::default()),
+            live: Default::default(),
+            fps: std::array::from_fn(|_| AtomicU64::new(0)),
+            tail_keys: Default::default(),
+            tail_vals: Default::default(),
+            overflow: Default::default(),
         }
     }
 }
 
+/// Where slot `p` of a chain keeps its fingerprint and live bit.
+enum Mirror<'a> {
+    Home(usize),
+    Pool(&'a Pool, usize, usize),
+}
+
 impl Bucket {
-    /// Index of `key` in the D-bucket.
-    pub fn staged(&self, key: u64) -> Option<usize> {
-        self.dkeys[..self.dlen as usize]
-            .iter()
-            .position(|&k| k == key)
-    }
+    // ---- Seqlock ----
 
-    /// The D-bucket entry `i` as a visible value (`None` = tombstone).
-    pub fn staged_value(&self, i: usize) -> Option<u64> {
-        (self.dtomb & (1 << i) == 0).then_some(self.dvals[i])
-    }
-
-    /// Live slots whose fingerprint is `fp`: the only slots a lookup may have to read.
-    pub fn candidates(&self, fp: u8) -> impl Iterator<Item = usize> + '_ {
-        (0..self.fill as usize).filter(move |&s| self.fps[s] == fp && self.is_live(s))
-    }
-
-    pub fn is_live(&self, s: usize) -> bool {
-        self.live[s / 64] & (1 << (s % 64)) != 0
-    }
-    pub fn set_live(&mut self, s: usize, on: bool) {
-        if on {
-            self.live[s / 64] |= 1 << (s % 64);
-        } else {
-            self.live[s / 64] &= !(1 << (s % 64));
-        }
-    }
-    pub fn live_count(&self) -> u64 {
-        self.live.iter().map(|w| w.count_ones() as u64).sum()
-    }
-
-    /// Whether slot `s` is valid, and whether it is a tombstone.
-    pub fn slot_bits(&self, s: usize) -> (bool, bool) {
-        let (valid, tomb) = chunk_bits(&self.meta, s / CHUNK_SLOTS);
-        let bit = 1u16 << (s % CHUNK_SLOTS);
-        (valid & bit != 0, tomb & bit != 0)
-    }
-
-    /// Stages `key → value` (`None` = tombstone) from log position `lsn`, replacing a staged entry of the
-    /// same key in place. Returns whether this was the first entry (the bucket joins the staged set).
-    pub fn stage(&mut self, key: u64, value: Option<u64>, lsn: u64) -> bool {
-        let mut first = false;
-        let i = match self.staged(key) {
-            Some(i) => i,
-            None => {
-                let i = self.dlen as usize;
-                if i == 0 {
-                    self.dfirst = lsn;
-                    first = true;
-                }
-                self.dlen += 1;
-                self.dkeys[i] = key;
-                i
+    /// Starts an optimistic read: the version, once it is even (no change in progress).
+    #[inline]
+    pub fn read_begin(&self) -> u64 {
+        let mut spins = 0u32;
+        loop {
+            let v = self.version.load(Ordering::Acquire);
+            if v & 1 == 0 {
+                return v;
             }
-        };
-        self.dvals[i] = value.unwrap_or(0);
-        match value {
-            Some(_) => self.dtomb &= !(1 << i),
-            None => self.dtomb |= 1 << i,
+            spins += 1;
+            if spins < 64 {
+                std::hint::spin_loop();
+            } else {
+                std::thread::yield_now();
+            }
         }
-        first
     }
 
-    /// Where the next flush goes: chunk `c` (the P-bucket's tail chunk), first free slot `o` in it, and
-    /// how many staged entries `k` fit there (the first `k` are flushed; the rest stay staged).
-    pub fn flush_plan(&self) -> (usize, usize, usize) {
-        let fill = self.fill as usize;
-        let o = fill % CHUNK_SLOTS;
+    /// True when nothing changed since `read_begin` returned `v`: what was read is consistent.
+    #[inline]
+    pub fn read_valid(&self, v: u64) -> bool {
+        fence(Ordering::Acquire);
+        self.version.load(Ordering::Relaxed) == v
+    }
+
+    /// Runs `change` with the version odd, so that lookups running meanwhile retry. Only under `writer`.
+    pub fn edit<T>(&self, change: impl FnOnce() -> T) -> T {
+        let v = self.version.load(Ordering::Relaxed);
+        self.version.store(v + 1, Ordering::Relaxed);
+        fence(Ordering::Release);
+        let out = change();
+        self.version.store(v + 2, Ordering::Release);
+        out
+    }
+
+    // ---- Lock-free state ----
+
+    #[inline]
+    pub fn shape(&self) -> Shape {
+        Shape(self.shape.load(Ordering::Relaxed))
+    }
+    pub fn set_shape(&self, s: Shape) {
+        self.shape.store(s.0, Ordering::Relaxed);
+    }
+
+    /// Pool chunk at chain position `pos` (≥ 16).
+    #[inline]
+    pub fn overflow(&self, pos: usize) -> u32 {
+        self.overflow[pos - HOME_CHUNKS].load(Ordering::Relaxed)
+    }
+    pub fn set_overflow(&self, pos: usize, chunk: u32) {
+        self.overflow[pos - HOME_CHUNKS].store(chunk, Ordering::Relaxed);
+    }
+
+    /// Key and value of tail slot `i`.
+    #[inline]
+    pub fn tail_slot(&self, i: usize) -> (u64, u64) {
         (
-            fill / CHUNK_SLOTS,
-            o,
-            (self.dlen as usize).min(CHUNK_SLOTS - o),
+            self.tail_keys[i].load(Ordering::Relaxed),
+            self.tail_vals[i].load(Ordering::Relaxed),
         )
     }
+    pub fn set_tail_slot(&self, i: usize, key: u64, value: u64) {
+        self.tail_keys[i].store(key, Ordering::Relaxed);
+        self.tail_vals[i].store(value, Ordering::Relaxed);
+    }
 
-    /// Writes the first `k` staged entries into `img` (the tail chunk's XPLine) from slot `o` on.
-    pub fn place(&self, img: &mut [u8; CHUNK_SLOTS * 16], o: usize, k: usize) {
-        for i in 0..k {
-            let at = (o + i) * 16;
-            img[at..at + 8].copy_from_slice(&self.dkeys[i].to_le_bytes());
-            img[at + 8..at + 16].copy_from_slice(&self.dvals[i].to_le_bytes());
+    fn mirror<'a>(&self, pool: &'a Pool, p: usize) -> Mirror<'a> {
+        if p < HOME_SLOTS {
+            Mirror::Home(p)
+        } else {
+            let q = p - HOME_SLOTS;
+            let pos = HOME_CHUNKS + q / CHUNK_SLOTS;
+            Mirror::Pool(pool, self.overflow(pos) as usize, q % CHUNK_SLOTS)
         }
     }
 
-    /// The meta word (index, value) that commits the first `k` staged entries at slot `o` of chunk `c`.
-    pub fn commit_word(&self, c: usize, o: usize, k: usize) -> (usize, u64) {
-        let (valid, tomb) = chunk_bits(&self.meta, c);
-        let valid = valid | ((((1u32 << k) - 1) << o) as u16);
-        let tomb = tomb | (((self.dtomb as u32 & ((1 << k) - 1)) << o) as u16);
-        (c / 2, with_chunk_bits(&self.meta, c, valid, tomb))
-    }
-
-    /// Mirrors a committed flush of the first `k` staged entries; `fp_of` gives a key's fingerprint.
-    pub fn committed(&mut self, word: (usize, u64), k: usize, fp_of: impl Fn(u64) -> u8) {
-        self.meta[word.0] = word.1;
-        let fill = self.fill as usize;
-        for i in 0..k {
-            self.fps[fill + i] = fp_of(self.dkeys[i]);
-            self.set_live(fill + i, self.dtomb & (1 << i) == 0);
+    pub fn fp(&self, pool: &Pool, p: usize) -> u16 {
+        match self.mirror(pool, p) {
+            Mirror::Home(p) => lane_of(&self.fps[p / 4], p % 4),
+            Mirror::Pool(pool, c, i) => lane_of(&pool.fps[c * 4 + i / 4], i % 4),
         }
-        self.fill += k as u16;
-        let n = self.dlen as usize;
-        self.dkeys.copy_within(k..n, 0);
-        self.dvals.copy_within(k..n, 0);
-        self.dtomb = ((self.dtomb as u32) >> k) as u16;
-        self.dlen -= k as u8;
+    }
+    pub fn set_fp(&self, pool: &Pool, p: usize, fp: u16) {
+        match self.mirror(pool, p) {
+            Mirror::Home(p) => set_lane(&self.fps[p / 4], p % 4, fp),
+            Mirror::Pool(pool, c, i) => set_lane(&pool.fps[c * 4 + i / 4], i % 4, fp),
+        }
+    }
+    pub fn is_live(&self, pool: &Pool, p: usize) -> bool {
+        match self.mirror(pool, p) {
+            Mirror::Home(p) => self.live[p / 64].load(Ordering::Relaxed) >> (p % 64) & 1 == 1,
+            Mirror::Pool(pool, c, i) => pool.live[c].load(Ordering::Relaxed) >> i & 1 == 1,
+        }
+    }
+    pub fn set_live(&self, pool: &Pool, p: usize, on: bool) {
+        let flip = |w: u64, bit: u64| if on { w | bit } else { w & !bit };
+        match self.mirror(pool, p) {
+            Mirror::Home(p) => {
+                let w = &self.live[p / 64];
+                w.store(
+                    flip(w.load(Ordering::Relaxed), 1 << (p % 64)),
+                    Ordering::Relaxed,
+                );
+            }
+            Mirror::Pool(pool, c, i) => {
+                let w = &pool.live[c];
+                let v = flip(u64::from(w.load(Ordering::Relaxed)), 1 << i) as u32;
+                w.store(v, Ordering::Relaxed);
+            }
+        }
     }
 
-    /// True when the P-bucket has no free slot.
-    pub fn full(&self) -> bool {
-        self.fill as usize == SLOTS
+    /// Clears the fingerprints and live bits of every slot, and the pool links (the chain is rebuilt).
+    pub fn clear_slots(&self, pool: &Pool) {
+        let shape = self.shape();
+        for pos in HOME_CHUNKS..shape.chunks() {
+            let c = self.overflow(pos) as usize;
+            pool.live[c].store(0, Ordering::Relaxed);
+            for w in &pool.fps[c * 4..c * 4 + 4] {
+                w.store(0, Ordering::Relaxed);
+            }
+        }
+        for w in self.live.iter().chain(&self.fps) {
+            w.store(0, Ordering::Relaxed);
+        }
+    }
+
+    /// Live slots of the chain.
+    pub fn live_count(&self, pool: &Pool) -> u64 {
+        let shape = self.shape();
+        let home: u64 = self
+            .live
+            .iter()
+            .map(|w| w.load(Ordering::Relaxed).count_ones() as u64)
+            .sum();
+        let over: u64 = (HOME_CHUNKS..shape.chunks())
+            .map(|pos| {
+                pool.live[self.overflow(pos) as usize]
+                    .load(Ordering::Relaxed)
+                    .count_ones() as u64
+            })
+            .sum();
+        home + over
+    }
+
+    /// Calls `visit(p)` for every live slot `p < shape.fill()` whose fingerprint is `fp`, until it returns
+    /// `Some`. Reads only atomics: safe to call without the lock (inside a seqlock read).
+    #[inline]
+    pub fn find_live<R>(
+        &self,
+        pool: &Pool,
+        shape: Shape,
+        fp: u16,
+        mut visit: impl FnMut(usize) -> Option<R>,
+    ) -> Option<R> {
+        let fill = shape.fill();
+        let home = fill.min(HOME_SLOTS);
+        for (w, word) in self.fps[..home.div_ceil(4)].iter().enumerate() {
+            let mut m = matches(word.load(Ordering::Relaxed), fp);
+            while m != 0 {
+                let p = w * 4 + (m.trailing_zeros() / 16) as usize;
+                m &= m - 1;
+                if p < home
+                    && self.live[p / 64].load(Ordering::Relaxed) >> (p % 64) & 1 == 1
+                    && let Some(r) = visit(p)
+                {
+                    return Some(r);
+                }
+            }
+        }
+        for pos in HOME_CHUNKS..shape.chunks().min(MAX_CHAIN) {
+            let c = self.overflow(pos) as usize;
+            let (Some(words), Some(live)) = (pool.fps.get(c * 4..c * 4 + 4), pool.live.get(c))
+            else {
+                return None;
+            };
+            let live = live.load(Ordering::Relaxed);
+            let base = HOME_SLOTS + (pos - HOME_CHUNKS) * CHUNK_SLOTS;
+            for (w, word) in words.iter().enumerate() {
+                let mut m = matches(word.load(Ordering::Relaxed), fp);
+                while m != 0 {
+                    let i = w * 4 + (m.trailing_zeros() / 16) as usize;
+                    m &= m - 1;
+                    if i < CHUNK_SLOTS
+                        && base + i < fill
+                        && live >> i & 1 == 1
+                        && let Some(r) = visit(base + i)
+                    {
+                        return Some(r);
+                    }
+                }
+            }
+        }
+        None
+    }
+
+    /// Bytes of DRAM per bucket.
+    pub const fn dram_bytes() -> u64 {
+        size_of::<Bucket>() as u64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn zero_lanes_is_exact() {
+        for x in [
+            0u64,
+            1,
+            0x8000,
+            0xFFFF,
+            0x0001_0000,
+            0x8000_0000_0000_0000,
+            u64::MAX,
+            0x0000_FFFF_0000_0001,
+        ] {
+            let z = zero_lanes(x);
+            for lane in 0..4 {
+                let is_zero = (x >> (lane * 16)) as u16 == 0;
+                assert_eq!(
+                    z >> (lane * 16 + 15) & 1 == 1,
+                    is_zero,
+                    "{x:#x} lane {lane}"
+                );
+            }
+            assert_eq!(z & !0x8000_8000_8000_8000, 0);
+        }
+    }
+
+    #[test]
+    fn find_live_sees_only_live_matching_slots() {
+        let pool = Pool::new(4);
+        let b = Bucket::default();
+        b.set_shape(Shape::new(HOME_CHUNKS + 1, 3, 0, false));
+        b.set_overflow(HOME_CHUNKS, 2);
+        let fill = b.shape().fill();
+        for p in 0..fill {
+            b.set_fp(&pool, p, (p % 5) as u16);
+            b.set_live(&pool, p, p % 3 != 0);
+        }
+        let mut seen = Vec::new();
+        b.find_live(&pool, b.shape(), 2, |p| {
+            seen.push(p);
+            None::<()>
+        });
+        let want: Vec<usize> = (0..fill).filter(|p| p % 5 == 2 && p % 3 != 0).collect();
+        assert_eq!(seen, want);
+        assert!(seen.iter().any(|&p| p >= HOME_SLOTS));
+        assert_eq!(
+            b.live_count(&pool),
+            (0..fill).filter(|p| p % 3 != 0).count() as u64
+        );
     }
 }

@@ -1,96 +1,138 @@
-//! Iteration over the visible records and the structural self-check used by the tests.
+//! Iteration over the visible records and the structural self-check used by the tests (both take each
+//! bucket's lock in turn: run them when no write is in flight for a consistent answer).
 
 use std::collections::HashSet;
 
+use super::generation::Generation;
 use super::index::HashIndex;
-use super::layout::{CHUNK_SLOTS, SLOTS, corruption, hash};
-use super::recover::scan_bucket;
+use super::layout::{CHUNK_SLOTS, corruption, fingerprint, hash};
+use super::recover::{scan_bucket, scan_pool};
+use super::write::PIN_LSN;
 use crate::error::Result;
 use crate::storage::pm::Pm;
 
 impl<P: Pm> HashIndex<P> {
-    /// Calls `visit(key, value)` once for every live key (bucket by bucket, D-bucket first).
+    /// Calls `visit(key, value)` once for every live key (bucket by bucket, in chain order).
     pub fn for_each(&self, mut visit: impl FnMut(u64, u64)) -> Result<()> {
-        for (b, bucket) in self.buckets.iter().enumerate() {
-            for i in 0..bucket.dlen as usize {
-                if let Some(v) = bucket.staged_value(i) {
-                    visit(bucket.dkeys[i], v);
-                }
-            }
-            for s in 0..bucket.fill as usize {
-                if bucket.is_live(s) {
-                    let (k, v) = self.read_slot(b as u64, s)?;
-                    visit(k, v);
-                }
+        let g = self.current();
+        for b in 0..g.layout.buckets() {
+            let _w = g.buckets[b as usize].writer.lock();
+            for (k, v) in self.live_records(g, b)? {
+                visit(k, v);
             }
         }
         Ok(())
     }
 
-    /// Verifies the DRAM state against PM and itself: each bucket's meta mirror, fingerprints and live bits
-    /// equal what a fresh scan of its P-bucket gives (minus keys the D-bucket supersedes); D-bucket keys are
-    /// distinct and hash to their bucket; the staged set lists exactly the non-empty D-buckets; `len` counts
-    /// the visible records; the load factor is at most 7/8. Any mismatch is reported as `Corruption`.
+    /// Verifies the DRAM state against PM and itself. Each bucket's chain is scanned afresh from PM (as
+    /// recovery would) and compared: chain length, pool links, the tail's committed slots and commit
+    /// word, fingerprints, and live bits — which must be PM's newest versions minus the keys that have a
+    /// staged entry. Staged entries: distinct keys of this bucket, fingerprints, live exactly when a put,
+    /// pins inside their log's unbroken run. Also: no pool chunk both linked and free, `len` equals the live
+    /// slots, load factor at most 7/8. Any mismatch is `Corruption`.
     pub fn check_invariants(&self) -> Result<()> {
-        let t = self.table;
+        let g = self.current();
+        let t = g.layout;
+        let fresh = Generation::new(t, self.geo.nonce);
+        let owners = scan_pool(&self.pm, &self.geo, &fresh)?;
+        let free: HashSet<u32> = g.pool.free.lock().iter().copied().collect();
+        let logs: Vec<(u64, u64)> = g
+            .logs
+            .iter()
+            .map(|l| {
+                let l = l.lock();
+                (l.durable_tail, l.head)
+            })
+            .collect();
         let mut seen = HashSet::new();
-        let mut data = Vec::new();
-        let mut visible = 0u64;
-        let mut staged = 0usize;
-        for (b, bucket) in self.buckets.iter().enumerate() {
-            let b = b as u64;
+        let mut live_total = 0u64;
+        for b in 0..t.buckets() {
+            let bucket = &g.buckets[b as usize];
+            let w = bucket.writer.lock();
             let at = t.bucket_off(b);
             let fail = |what: String| Err(corruption(at, format!("bucket {b}: {what}")));
-            let (mut fresh, _) = scan_bucket(&self.pm, t, b, &mut seen, &mut data)?;
-            if fresh.meta != bucket.meta || fresh.fill != bucket.fill {
-                return fail("meta line differs from its DRAM mirror".into());
+            let own = owners.get(&b).map_or(&[][..], |v| &v[..]);
+            scan_bucket(&self.pm, &self.geo, &fresh, b, own, &mut seen)?;
+            let (pm_b, pm_w) = (
+                &fresh.buckets[b as usize],
+                fresh.buckets[b as usize].writer.lock(),
+            );
+            let (shape, pm_shape) = (bucket.shape(), pm_b.shape());
+            if shape.moved() {
+                return fail("marked moved in the current generation".into());
             }
-            if bucket.fill as usize > SLOTS {
-                return fail(format!("{} slots in use", bucket.fill));
+            // A tail with nothing committed yet is not in PM: PM's chain ends with the full chunk before it.
+            let fresh_tail = w.tail_head.count() == 0 && shape.chunks() > 1;
+            let (chunks, committed, head) = if fresh_tail {
+                (shape.chunks() - 1, CHUNK_SLOTS, pm_w.tail_head)
+            } else {
+                (shape.chunks(), shape.committed(), w.tail_head)
+            };
+            if (chunks, committed) != (pm_shape.chunks(), pm_shape.committed())
+                || shape.committed() != w.tail_head.count()
+            {
+                return fail(format!("shape {shape:?} but PM holds {pm_shape:?}"));
             }
-            for s in 0..SLOTS {
-                if bucket.slot_bits(s).0 && fresh.fps[s] != bucket.fps[s] {
-                    return fail(format!("fingerprint of slot {s} does not match its key"));
+            if head != pm_w.tail_head || w.seq < pm_w.seq {
+                return fail("tail commit word or sequence number differs from PM".into());
+            }
+            for pos in super::layout::HOME_CHUNKS..shape.chunks() {
+                let c = bucket.overflow(pos);
+                if (pos < chunks && c != pm_b.overflow(pos)) || free.contains(&c) {
+                    return fail(format!(
+                        "pool link of position {pos} differs from PM or is free"
+                    ));
                 }
             }
-            let dlen = bucket.dlen as usize;
-            if dlen >= CHUNK_SLOTS {
-                return fail(format!("{dlen} staged entries at rest"));
-            }
-            for i in 0..dlen {
-                let k = bucket.dkeys[i];
-                if hash(k) & t.mask() != b || bucket.dkeys[..i].contains(&k) {
+            let start = shape.tail_start();
+            let mut staged_keys = HashSet::new();
+            for i in shape.committed()..shape.tail_used() {
+                let (k, _) = bucket.tail_slot(i);
+                let p = start + i;
+                let tomb = w.tail_tomb >> i & 1 == 1;
+                let (log, lsn) = (w.pins[i] >> 56, w.pins[i] & PIN_LSN);
+                let pinned = logs
+                    .get(log as usize)
+                    .is_some_and(|&(tail, head)| (tail..head).contains(&lsn));
+                if hash(k) & t.mask() != b || !staged_keys.insert(k) {
                     return fail(format!("staged key {k} misplaced or duplicated"));
                 }
-                visible += bucket.staged_value(i).is_some() as u64;
-                // A staged key supersedes its P-bucket version: that slot must not be live.
-                for s in 0..bucket.fill as usize {
-                    if fresh.is_live(s) && self.read_slot(b, s)?.0 == k {
-                        fresh.set_live(s, false);
-                    }
+                if bucket.fp(&g.pool, p) != fingerprint(hash(k))
+                    || bucket.is_live(&g.pool, p) == tomb
+                {
+                    return fail(format!("staged slot {p}: fingerprint or live bit wrong"));
+                }
+                if !pinned {
+                    return fail(format!(
+                        "staged slot {p} pins log {log} position {lsn} outside its run"
+                    ));
                 }
             }
-            if fresh.live != bucket.live {
-                return fail("live bits differ from the newest versions in PM".into());
-            }
-            visible += bucket.live_count();
-            if dlen > 0 {
-                staged += 1;
-                if !self.staged.contains(&(bucket.dfirst, b)) {
-                    return fail("non-empty D-bucket missing from the staged set".into());
+            for p in 0..start + shape.committed() {
+                let (k, v) = if p < start {
+                    g.slot(&self.pm, b, bucket, shape, p)?
+                } else {
+                    bucket.tail_slot(p - start)
+                };
+                let (pk, pv) = fresh.slot(&self.pm, b, pm_b, pm_shape, p)?;
+                if (k, v) != (pk, pv) || bucket.fp(&g.pool, p) != pm_b.fp(&fresh.pool, p) {
+                    return fail(format!("slot {p} or its fingerprint differs from PM"));
+                }
+                let want = pm_b.is_live(&fresh.pool, p) && !staged_keys.contains(&k);
+                if bucket.is_live(&g.pool, p) != want {
+                    return fail(format!("live bit of slot {p} is not {want}"));
                 }
             }
+            live_total += bucket.live_count(&g.pool);
+            const { assert!(CHUNK_SLOTS == 15) };
         }
-        if staged != self.staged.len() {
-            return Err(corruption(t.off, "staged set lists empty D-buckets"));
-        }
-        if visible != self.len {
+        if live_total != self.len() {
             return Err(corruption(
                 t.off,
-                format!("len {} but {visible} visible records", self.len),
+                format!("len {} but {live_total} live slots", self.len()),
             ));
         }
-        if self.len * 8 > self.capacity() * 7 {
+        if self.len() * 8 > Self::slots(&t) * 7 {
             return Err(corruption(t.off, "load factor above 7/8"));
         }
         Ok(())

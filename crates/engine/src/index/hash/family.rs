@@ -7,7 +7,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 
 use super::db_index::HashDbIndex;
 use super::header::{HEADER_BYTES, MAX_REGION_BYTES};
-use super::layout::{Geometry, MAX_LOG_LINES, MAX_LOG2_BUCKETS, MIN_LOG_LINES, Table};
+use super::layout::{Gen, Geometry, MAX_LOG_LINES, MAX_LOG2_BUCKETS, MIN_LOG_LINES, SUPER_BYTES};
 use crate::error::{Error, Result};
 use crate::index::OrderedIndex;
 use crate::index::family::{Capabilities, IndexContext, IndexFamily};
@@ -115,15 +115,16 @@ impl Default for HashOptions {
 }
 
 impl HashOptions {
-    /// First byte of the index's table heap (after its superblock and log), relative to its region.
-    pub fn heap_start(&self) -> u64 {
+    /// Bytes of one generation of the index (its logs, overflow pool and 2^`log2` P-buckets) with these
+    /// options, as the index lays it out.
+    pub fn generation_bytes(&self, log2: u64) -> u64 {
         let geometry = Geometry {
             logs: 1,
             log_lines: self.log_lines,
             nonce: 0,
             region_len: 0,
         };
-        geometry.heap_start()
+        Gen::plan(&geometry, SUPER_BYTES, 0, log2).bytes()
     }
 
     /// `InvalidArgument` unless every option is in range and the region holds the first table and its
@@ -148,7 +149,10 @@ impl HashOptions {
             )));
         }
         let log2 = u64::from(b.trailing_zeros());
-        let need = HEADER_BYTES + self.heap_start() + Table::bytes(log2) + Table::bytes(log2 + 1);
+        let need = HEADER_BYTES
+            + SUPER_BYTES
+            + self.generation_bytes(log2)
+            + self.generation_bytes(log2 + 1);
         if r < need {
             return Err(Error::invalid(format!(
                 "region_bytes {r} cannot hold the log and a first table of {b} buckets with room to double \

@@ -1,24 +1,30 @@
-//! [`HashIndex`]: creation, lookups, writes (log → D-bucket → P-bucket) and the numbers it reports.
+//! [`HashIndex`]: creation, lookups, the entry of writes (which log, which generation), the live-key count
+//! and the numbers it reports. The write itself is in `write`, resizing in `grow`.
 
-use std::collections::BTreeSet;
-
-use super::bucket::Bucket;
-use super::layout::{
-    CHUNK_SLOTS, Geometry, MAX_LOG2_BUCKETS, SB_ROOT, SB_TAIL0, SLOT_BYTES, SLOTS, SUPER_BYTES,
-    Table, fingerprint, hash,
+use std::sync::atomic::{
+    AtomicBool, AtomicI64, AtomicPtr, AtomicU64, AtomicUsize, Ordering, fence,
 };
-use super::log::Log;
+
+use parking_lot::{Mutex, MutexGuard};
+
+use super::generation::Generation;
+use super::layout::{
+    Gen, Geometry, HOME_SLOTS, MAX_LOG2_BUCKETS, SB_ROOT, SUPER_BYTES, fingerprint, hash,
+};
+use super::log::{Log, LogStats};
+use super::write::{Applied, Source};
 use crate::error::{Error, Result};
-use crate::storage::pm::{Pm, XPLINE};
+use crate::storage::pm::Pm;
 
 /// How [`HashIndex::create`] lays out a region.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct HashConfig {
     /// P-buckets of the first table (a power of two ≥ 1).
     pub initial_buckets: u64,
-    /// 64 B lines of each collecting log (≥ 8; 8,192 = 512 KiB = 16,384 records).
+    /// Smallest collecting log, in 64 B lines (≥ 8; 8,192 = 512 KiB = 16,384 records). A generation's
+    /// logs hold at least 16 records per bucket between them, so they grow with the table.
     pub log_lines: u64,
-    /// Collecting logs laid out (one per writer thread; this single-writer version writes log 0).
+    /// Collecting logs, one per concurrent writer (more writers than logs share them).
     pub logs: u64,
 }
 
@@ -35,40 +41,35 @@ impl Default for HashConfig {
 /// Event counters (DRAM only, reset by `open`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct HashStats {
-    /// D-buckets written to their P-bucket (full-XPLine writes).
+    /// D-buckets written to their tail chunk (full-XPLine writes).
     pub flushes: u64,
-    /// Of those, partial D-buckets flushed early to free log space.
+    /// Of those, D-buckets flushed early to free log space.
     pub forced_flushes: u64,
-    /// Of those, flushes into a partly used tail chunk (which is read back and rewritten whole).
+    /// Of those, flushes into a tail chunk that already had committed slots (rewritten whole from DRAM).
     pub partial_chunk_flushes: u64,
-    /// Tables rebuilt (resize or compaction), and how many of them doubled the bucket count.
+    /// Tables rebuilt, and how many of them doubled the bucket count (all of them: compaction is per bucket).
     pub rebuilds: u64,
     pub grows: u64,
-    /// Persisted log-tail advances.
+    /// Buckets compacted in place (superseded versions and tombstones dropped).
+    pub compactions: u64,
+    /// Pool chunks linked to a full bucket.
+    pub overflow_chunks: u64,
+    /// Log records appended, and persisted log-tail advances.
+    pub appends: u64,
     pub tail_persists: u64,
-    /// Log records applied by the last recovery, and those skipped as already visible.
+    /// Log records applied by the last recovery, and those skipped as already in their chain.
     pub replayed: u64,
     pub replay_skipped: u64,
 }
 
-/// Where a key's visible version is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Found {
-    /// In the D-bucket (`None` = staged tombstone).
-    Staged(Option<u64>),
-    /// In live P-bucket slot `.0` with value `.1`.
-    Slot(usize, u64),
-    Absent,
-}
+/// A `T` alone on its cache lines (two: adjacent-line prefetch pairs them).
+#[derive(Debug, Default)]
+#[repr(align(128))]
+pub(super) struct Padded<T>(pub T);
 
-impl Found {
-    pub fn visible(self) -> Option<u64> {
-        match self {
-            Found::Staged(v) => v,
-            Found::Slot(_, v) => Some(v),
-            Found::Absent => None,
-        }
-    }
+static NEXT_THREAD: AtomicUsize = AtomicUsize::new(0);
+thread_local! {
+    static THREAD_NO: usize = NEXT_THREAD.fetch_add(1, Ordering::Relaxed);
 }
 
 /// An ElimDA-style hash index of `u64 → u64` over a PM region (module docs of `index::hash`).
@@ -76,16 +77,27 @@ impl Found {
 pub struct HashIndex<P: Pm> {
     pub(super) pm: P,
     pub(super) geo: Geometry,
-    pub(super) table: Table,
-    pub(super) buckets: Vec<Bucket>,
-    pub(super) len: u64,
-    pub(super) log: Log,
-    /// (log position of the oldest staged record, bucket) of every non-empty D-bucket.
-    pub(super) staged: BTreeSet<(u64, u64)>,
-    pub(super) stats: HashStats,
-    /// Set when a write failed after its log record was durable: DRAM may disagree with PM, so writes
-    /// are refused until the region is reopened (recovery restores every acknowledged write).
-    pub(super) poisoned: Option<String>,
+    /// The current generation: one of `gens`.
+    current: AtomicPtr<Generation>,
+    /// Every generation still allocated, the current one last. Older ones stay until `&mut self` access
+    /// (`reclaim`) or drop, so a lookup that loaded an old pointer never reads freed memory.
+    #[allow(clippy::vec_box)] // Boxed so that a generation never moves when the vector grows.
+    gens: Mutex<Vec<Box<Generation>>>,
+    /// Number of the newest generation whose PM contents are being written or were (lookups on an older
+    /// generation check it: generation `n + 2` may be written over generation `n`'s space).
+    pub(super) building: AtomicU64,
+    /// Held while a generation is built.
+    pub(super) resize: Mutex<()>,
+    /// Live-key change per log (each written only under its log's mutex).
+    counts: Box<[Padded<AtomicI64>]>,
+    pub(super) grows: AtomicU64,
+    /// Counters of the logs of generations no longer current.
+    pub(super) retired_stats: Mutex<LogStats>,
+    pub(super) recovery: Mutex<(u64, u64)>,
+    /// Set when a write failed after its log record was durable: DRAM may disagree with PM, so writes are
+    /// refused until the region is reopened (recovery restores every acknowledged write).
+    poisoned: AtomicBool,
+    poison_why: Mutex<String>,
 }
 
 impl<P: Pm> HashIndex<P> {
@@ -104,41 +116,46 @@ impl<P: Pm> HashIndex<P> {
             region_len: pm.len(),
         };
         geo.validate(pm.len())?;
-        let table = Table {
-            off: geo.heap_start(),
-            log2: b.trailing_zeros() as u64,
-        };
-        if table.end() > pm.len() {
+        let layout = Gen::plan(&geo, SUPER_BYTES, 0, b.trailing_zeros() as u64);
+        if layout.end() > pm.len() {
             return Err(Error::invalid(format!(
                 "region of {} bytes cannot hold a first table of {b} buckets ({} bytes needed)",
                 pm.len(),
-                table.end()
+                layout.end()
             )));
         }
-        // The empty table: zeroed header and meta lines (no chunk in use), persisted before the root.
-        let span = Table::meta_span(table.log2);
-        pm.write(table.off, &vec![0u8; span as usize])?;
-        table.write_header(&pm, geo.nonce)?;
-        pm.persist(table.off, span)?;
-        // Superblock: geometry + checksum, root, zero tails; one persist (an unfinished create fails to open).
+        let tbl = Generation::new(layout, geo.nonce);
+        tbl.format(&pm, geo.nonce)?;
+        // Superblock: geometry + checksum and root; one persist (an unfinished create fails to open).
         pm.write(0, &[0u8; SUPER_BYTES as usize])?;
-        pm.write_u64(SB_ROOT, table.off)?;
-        for i in 0..config.logs {
-            pm.write_u64(SB_TAIL0 + 64 * i, 0)?;
-        }
+        pm.write_u64(SB_ROOT, layout.off)?;
         geo.write(&pm)?;
         pm.persist(0, SUPER_BYTES)?;
-        Ok(HashIndex {
-            log: Log::new(&geo, 0),
-            buckets: vec![Bucket::default(); b as usize],
+        Ok(Self::assemble(pm, geo, tbl, 0))
+    }
+
+    /// An index over `pm` whose current generation is `tbl` and which holds `len` live keys.
+    pub(super) fn assemble(pm: P, geo: Geometry, tbl: Generation, len: i64) -> Self {
+        let mut tbl = Box::new(tbl);
+        let number = tbl.layout.number;
+        let ptr: *mut Generation = &mut *tbl;
+        let counts: Box<[Padded<AtomicI64>]> =
+            (0..geo.logs).map(|_| Padded(AtomicI64::new(0))).collect();
+        counts[0].0.store(len, Ordering::Relaxed);
+        HashIndex {
             pm,
             geo,
-            table,
-            len: 0,
-            staged: BTreeSet::new(),
-            stats: HashStats::default(),
-            poisoned: None,
-        })
+            current: AtomicPtr::new(ptr),
+            gens: Mutex::new(vec![tbl]),
+            building: AtomicU64::new(number),
+            resize: Mutex::new(()),
+            counts,
+            grows: AtomicU64::new(0),
+            retired_stats: Mutex::new(LogStats::default()),
+            recovery: Mutex::new((0, 0)),
+            poisoned: AtomicBool::new(false),
+            poison_why: Mutex::new(String::new()),
+        }
     }
 
     /// The region.
@@ -151,193 +168,273 @@ impl<P: Pm> HashIndex<P> {
         self.pm
     }
 
-    /// Bucket and fingerprint of `key`.
-    pub(super) fn locate(&self, key: u64) -> (u64, u8) {
-        let h = hash(key);
-        (h & self.table.mask(), fingerprint(h))
+    /// The current generation.
+    #[inline]
+    pub(super) fn current(&self) -> &Generation {
+        // SAFETY: `current` always points to a generation owned by `gens` (set from a `Box` pushed there, and
+        // only replaced by another such pointer). Boxes leave `gens` only through `&mut self` (`reclaim`,
+        // `into_pm`) or drop, when no `&self` borrow — hence no reference returned here — is alive; boxed
+        // generations do not move when `gens` grows. Loading the pointer takes no locked instruction,
+        // which keeps lookups free to overlap their cache misses (what Arc-based schemes cost).
+        unsafe { &*self.current.load(Ordering::Acquire) }
     }
 
-    /// Reads slot `s` of bucket `b` (16 B: one line of one XPLine).
-    pub(super) fn read_slot(&self, b: u64, s: usize) -> Result<(u64, u64)> {
-        let mut buf = [0u8; SLOT_BYTES as usize];
-        self.pm.read(self.table.slot_off(b, s), &mut buf)?;
-        let (k, v) = buf.split_at(8);
-        let word = |x: &[u8]| {
-            let mut w = [0u8; 8];
-            w.copy_from_slice(x);
-            u64::from_le_bytes(w)
-        };
-        Ok((word(k), word(v)))
+    /// Makes `tbl` the current generation (it is kept in `gens`).
+    pub(super) fn publish(&self, tbl: Generation) {
+        let mut tbl = Box::new(tbl);
+        let ptr: *mut Generation = &mut *tbl;
+        let mut gens = self.gens.lock();
+        gens.push(tbl);
+        self.current.store(ptr, Ordering::Release);
     }
 
-    /// Finds `key`'s visible version: D-bucket first, then the live slots whose fingerprint matches.
-    pub(super) fn find(&self, key: u64) -> Result<Found> {
-        let (b, fp) = self.locate(key);
-        let bucket = &self.buckets[b as usize];
-        if let Some(i) = bucket.staged(key) {
-            return Ok(Found::Staged(bucket.staged_value(i)));
+    /// Frees the generations older than the current one (no lookup can hold them: `&mut self`).
+    pub fn reclaim(&mut self) {
+        let gens = self.gens.get_mut();
+        let n = gens.len();
+        if n > 1 {
+            gens.drain(..n - 1);
         }
-        for s in bucket.candidates(fp) {
-            let (k, v) = self.read_slot(b, s)?;
-            if k == key {
-                return Ok(Found::Slot(s, v));
+    }
+
+    /// The value of `key`. Takes no lock: reads the bucket's fingerprints, then one 16 B slot per live
+    /// fingerprint match (none for most misses), and retries if a writer changed the bucket meanwhile.
+    pub fn get(&self, key: u64) -> Result<Option<u64>> {
+        let h = hash(key);
+        let fp = fingerprint(h);
+        loop {
+            let g = self.current();
+            let b = h & g.layout.mask();
+            let bucket = &g.buckets[b as usize];
+            let v = bucket.read_begin();
+            let shape = bucket.shape();
+            let found = bucket.find_live(&g.pool, shape, fp, |p| {
+                match g.slot(&self.pm, b, bucket, shape, p) {
+                    Ok((k, value)) if k == key => Some(Ok(value)),
+                    Ok(_) => None,
+                    Err(e) => Some(Err(e)),
+                }
+            });
+            // The generation's space may be reused by the one after next: then read again.
+            fence(Ordering::Acquire);
+            let fresh = self.building.load(Ordering::Relaxed) <= g.layout.number + 1;
+            if bucket.read_valid(v) && fresh {
+                return found.transpose();
             }
         }
-        Ok(Found::Absent)
-    }
-
-    /// The value of `key`. A miss whose fingerprint matches no live slot touches no PM.
-    pub fn get(&self, key: u64) -> Result<Option<u64>> {
-        Ok(self.find(key)?.visible())
     }
 
     /// Inserts or overwrites `key`. Durable (acknowledged) when this returns `Ok`.
-    pub fn insert(&mut self, key: u64, value: u64) -> Result<()> {
+    pub fn insert(&self, key: u64, value: u64) -> Result<()> {
         self.write(key, Some(value)).map(drop)
     }
 
     /// Removes `key`; returns whether it was present. Durable when this returns `Ok`.
-    pub fn remove(&mut self, key: u64) -> Result<bool> {
-        if self.find(key)?.visible().is_none() {
-            return Ok(false);
-        }
+    pub fn remove(&self, key: u64) -> Result<bool> {
         self.write(key, None).map(|old| old.is_some())
     }
 
-    fn write(&mut self, key: u64, value: Option<u64>) -> Result<Option<u64>> {
-        if let Some(why) = &self.poisoned {
-            return Err(Error::Poisoned(why.clone()));
-        }
-        let result = self.make_log_room().and_then(|()| {
-            let lsn = self.log.append(&self.pm, key, value)?;
-            self.apply(key, value, lsn)
-        });
-        if let Err(e) = &result {
-            self.poisoned = Some(e.to_string());
-        }
-        result
-    }
-
-    /// Stages a durable record (a new write or a replayed one) as `key`'s visible version, then flushes the
-    /// D-bucket if it is full and grows the table if the load factor passed 7/8. Returns the old version.
-    pub(super) fn apply(&mut self, key: u64, value: Option<u64>, lsn: u64) -> Result<Option<u64>> {
-        let found = self.find(key)?;
-        let (b, _) = self.locate(key);
-        let bucket = &mut self.buckets[b as usize];
-        if let Found::Slot(s, _) = found {
-            bucket.set_live(s, false);
-        }
-        if bucket.stage(key, value, lsn) {
-            self.staged.insert((lsn, b));
-        }
-        let full = bucket.dlen as usize == CHUNK_SLOTS;
-        let old = found.visible();
-        match (old.is_some(), value.is_some()) {
-            (false, true) => self.len += 1,
-            (true, false) => self.len -= 1,
-            _ => {}
-        }
-        if full {
-            self.flush(b)?;
-        }
-        if self.len * 8 > self.capacity() * 7 {
-            self.rebuild(true)?;
-        }
-        Ok(old)
-    }
-
-    /// Moves staged entries of bucket `b` into its P-bucket's tail chunk: the chunk's XPLine (its valid
-    /// slots read back first when it is partly used, so they are rewritten unchanged) is written whole with
-    /// non-temporal stores and fenced, then the meta word committing the new slots is stored (8 B atomic)
-    /// and persisted. As many entries as the chunk has room for move; the rest stay staged. A full
-    /// P-bucket rebuilds the table instead (which takes the D-bucket along).
-    pub(super) fn flush(&mut self, b: u64) -> Result<()> {
-        let bucket = &self.buckets[b as usize];
-        if bucket.full() {
-            return self.rebuild(false);
-        }
-        let (c, o, k) = bucket.flush_plan();
-        let at = self.table.bucket_off(b) + c as u64 * XPLINE;
-        let mut img = [0u8; XPLINE as usize];
-        if o > 0 {
-            self.pm.read(at, &mut img)?;
-        }
-        bucket.place(&mut img, o, k);
-        self.pm.write_nt(at, &img)?;
-        self.pm.fence();
-        let (w, word) = bucket.commit_word(c, o, k);
-        let meta = self.table.meta_off(b) + w as u64 * 8;
-        self.pm.store_u64_atomic(meta, word)?;
-        self.pm.persist(meta, 8)?;
-        if k == bucket.dlen as usize {
-            // Entries left behind keep the (conservative) oldest position and the staged-set entry.
-            self.staged.remove(&(bucket.dfirst, b));
-        }
-        self.buckets[b as usize].committed((w, word), k, |k| fingerprint(hash(k)));
-        self.stats.flushes += 1;
-        if o > 0 {
-            self.stats.partial_chunk_flushes += 1;
-        }
-        Ok(())
-    }
-
-    /// Frees log space when the ring is full: flushes the D-buckets holding the oldest half of the log,
-    /// then persists the new tail.
-    fn make_log_room(&mut self) -> Result<()> {
-        if self.log.has_room() {
-            return Ok(());
-        }
-        let target = self.log.head - self.log.capacity() / 2;
-        while let Some(&(lsn, b)) = self.staged.first() {
-            if lsn >= target {
-                break;
+    /// Locks a collecting log of `g` for this thread: the thread's own if free, else any free one, else
+    /// waits for its own.
+    pub(super) fn lock_log<'g>(&self, g: &'g Generation) -> MutexGuard<'g, Log> {
+        let n = g.logs.len();
+        let first = THREAD_NO.with(|t| *t) % n;
+        for i in 0..n {
+            if let Some(log) = g.logs[(first + i) % n].try_lock() {
+                return log;
             }
-            self.flush(b)?;
-            self.stats.forced_flushes += 1;
         }
-        let tail = self.staged.first().map_or(self.log.head, |&(lsn, _)| lsn);
-        self.log.persist_tail(&self.pm, tail)?;
-        self.stats.tail_persists += 1;
+        g.logs[first].lock()
+    }
+
+    fn write(&self, key: u64, value: Option<u64>) -> Result<Option<u64>> {
+        if self.poisoned.load(Ordering::Relaxed) {
+            return Err(Error::Poisoned(self.poison_why.lock().clone()));
+        }
+        let h = hash(key);
+        loop {
+            let g = self.current();
+            let mut log = self.lock_log(g);
+            let b = h & g.layout.mask();
+            let result = self.write_in(g, b, &mut log, key, value);
+            let (added, old) = match result {
+                Ok(Applied::Done(old)) => (value.is_some() as i64 - old.is_some() as i64, old),
+                Ok(Applied::Moved) => {
+                    drop(log);
+                    self.wait_for_next(g)?;
+                    continue;
+                }
+                Ok(Applied::NeedGrow) => {
+                    drop(log);
+                    self.grow(g)?;
+                    continue;
+                }
+                Err(e) => {
+                    self.poison(&e);
+                    return Err(e);
+                }
+            };
+            if added != 0 {
+                let c = &self.counts[log.id as usize].0;
+                c.store(c.load(Ordering::Relaxed) + added, Ordering::Relaxed);
+            }
+            drop(log);
+            if added > 0 && self.over_full(g) {
+                // The write is done and durable: a region too small to double in does not fail it.
+                match self.grow(g) {
+                    Err(Error::ResourceExhausted(_)) | Ok(()) => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            return Ok(old);
+        }
+    }
+
+    /// A write through log `log` of the current generation (tests place records in chosen logs).
+    #[cfg(test)]
+    pub(super) fn write_via_log(
+        &self,
+        log: usize,
+        key: u64,
+        value: Option<u64>,
+    ) -> Result<Option<u64>> {
+        let g = self.current();
+        let mut log = g.logs[log].lock();
+        let b = hash(key) & g.layout.mask();
+        match self.write_in(g, b, &mut log, key, value)? {
+            Applied::Done(old) => Ok(old),
+            other => Err(Error::invalid(format!(
+                "test write needs a resize: {other:?}"
+            ))),
+        }
+    }
+
+    /// One attempt of a write in generation `g`, holding `log`: frees log space, locks bucket `b`, applies.
+    fn write_in(
+        &self,
+        g: &Generation,
+        b: u64,
+        log: &mut Log,
+        key: u64,
+        value: Option<u64>,
+    ) -> Result<Applied> {
+        self.free_log_space(g, log)?;
+        let bucket = &g.buckets[b as usize];
+        let mut w = bucket.writer.lock();
+        if bucket.shape().moved() {
+            return Ok(Applied::Moved);
+        }
+        self.apply(g, b, &mut w, Source::Live(log), key, value)
+    }
+
+    pub(super) fn poison(&self, e: &Error) {
+        if !matches!(e, Error::ResourceExhausted(_)) {
+            *self.poison_why.lock() = e.to_string();
+            self.poisoned.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// Waits until generation `g` is no longer the current one (a doubling is copying it).
+    fn wait_for_next(&self, g: &Generation) -> Result<()> {
+        let mut spins = 0u32;
+        while std::ptr::eq(self.current(), g) {
+            if self.poisoned.load(Ordering::Relaxed) {
+                return Err(Error::Poisoned(self.poison_why.lock().clone()));
+            }
+            spins += 1;
+            if spins < 64 {
+                std::hint::spin_loop();
+            } else {
+                std::thread::yield_now();
+            }
+        }
         Ok(())
+    }
+
+    /// True when the live keys exceed 7/8 of generation `g`'s slots.
+    pub(super) fn over_full(&self, g: &Generation) -> bool {
+        self.len() * 8 > Self::slots(&g.layout) * 7
+    }
+
+    /// Slots of a generation: its buckets' home slots. The pool (1 chunk per 8 buckets, 0.8 % of the
+    /// table's bytes) is a reserve for buckets that fill up before the table is 7/8 full, not counted.
+    pub(super) fn slots(layout: &Gen) -> u64 {
+        layout.buckets() * HOME_SLOTS as u64
+    }
+
+    /// Sets the live-key count (at recovery).
+    pub(super) fn set_len(&self, len: u64) {
+        for (i, c) in self.counts.iter().enumerate() {
+            c.0.store(if i == 0 { len as i64 } else { 0 }, Ordering::Relaxed);
+        }
     }
 
     /// Live keys.
     pub fn len(&self) -> u64 {
-        self.len
+        let n: i64 = self
+            .counts
+            .iter()
+            .map(|c| c.0.load(Ordering::Relaxed))
+            .sum();
+        n.max(0) as u64
     }
 
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.len() == 0
     }
 
-    /// Slots of the current table (buckets × 256).
+    /// Slots of the current table: its buckets' home slots (240 each).
+    /// Bytes of a generation of 2^`log2` buckets in this index's region (logs, pool and P-buckets).
+    pub fn generation_bytes(&self, log2: u64) -> u64 {
+        Gen::plan(&self.geo, SUPER_BYTES, 0, log2).bytes()
+    }
+
     pub fn capacity(&self) -> u64 {
-        self.table.buckets() * SLOTS as u64
+        Self::slots(&self.current().layout)
     }
 
-    /// Live keys ÷ slots: at most 7/8 after every write, 7/16 right after a doubling.
+    /// Live keys ÷ slots: at most 7/8 after every write, about 7/16 right after a doubling.
     pub fn load_factor(&self) -> f64 {
-        self.len as f64 / self.capacity() as f64
+        self.len() as f64 / self.capacity() as f64
     }
 
     /// P-buckets of the current table.
     pub fn buckets(&self) -> u64 {
-        self.table.buckets()
+        self.current().layout.buckets()
     }
 
-    /// DRAM held: per-bucket state (fingerprints, bitmaps, D-bucket) plus the staged set.
+    /// DRAM held: every allocated generation (buckets, pool mirror, log rings) and the index itself.
     pub fn dram_bytes(&self) -> u64 {
-        (self.buckets.capacity() * size_of::<Bucket>()
-            + self.staged.len() * 2 * size_of::<(u64, u64)>()
-            + size_of::<Self>()) as u64
+        let gens: u64 = self.gens.lock().iter().map(|g| g.dram_bytes()).sum();
+        gens + size_of::<Self>() as u64
     }
 
-    /// PM the current state occupies: superblock, logs and the current table.
+    /// PM the current state occupies: the superblock and the current generation.
     pub fn pm_bytes_used(&self) -> u64 {
-        self.geo.heap_start() + Table::bytes(self.table.log2)
+        SUPER_BYTES + self.current().layout.bytes()
     }
 
+    /// The event counters, summed over the logs of the current generation.
     pub fn stats(&self) -> HashStats {
-        self.stats
+        let g = self.current();
+        let mut s = *self.retired_stats.lock();
+        for log in g.logs.iter() {
+            s.add(&log.lock().stats);
+        }
+        let grows = self.grows.load(Ordering::Relaxed);
+        let (replayed, replay_skipped) = *self.recovery.lock();
+        HashStats {
+            flushes: s.flushes,
+            forced_flushes: s.forced_flushes,
+            partial_chunk_flushes: s.partial_flushes,
+            rebuilds: grows,
+            grows,
+            compactions: s.compactions,
+            overflow_chunks: s.overflow_chunks,
+            appends: s.appends,
+            tail_persists: s.tail_persists,
+            replayed,
+            replay_skipped,
+        }
     }
 }

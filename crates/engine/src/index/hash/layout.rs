@@ -1,5 +1,6 @@
-//! The PM layout: constants, offsets, the superblock and table header codecs, the hash and fingerprint of
-//! a key, and the bit layout of a P-bucket's meta line (valid + tombstone bits, committed by one 8 B store).
+//! The PM layout: constants, the hash and fingerprint of a key, the superblock ([`Geometry`]), the layout of
+//! one table generation ([`Gen`]), and the codecs of the words that commit data: a chunk's commit word
+//! ([`ChunkHead`]), a chunk's identity word, and a compaction redo's commit word.
 
 use xxhash_rust::xxh3::xxh3_64_with_seed;
 
@@ -7,33 +8,45 @@ use super::format::{corruption_in, le, read_superblock, write_superblock};
 use crate::error::{Error, Result};
 use crate::storage::pm::{CACHE_LINE, Pm, XPLINE};
 
-/// Bytes of a P-bucket: 16 XPLines.
+/// Bytes of a P-bucket: 16 chunks of one XPLine each.
 pub const BUCKET_BYTES: u64 = 4096;
-/// Slots (16 B each: 8 B key + 8 B value) in a chunk, one XPLine; also the capacity of a D-bucket.
-pub const CHUNK_SLOTS: usize = 16;
-/// Chunks (XPLines) in a P-bucket.
-pub const CHUNKS: usize = 16;
-/// Slots in a P-bucket.
-pub const SLOTS: usize = CHUNK_SLOTS * CHUNKS;
+/// Chunks (XPLines) of a P-bucket (its home chunks; a chain may continue in pool chunks).
+pub const HOME_CHUNKS: usize = 16;
+/// Bytes of a chunk's header: the commit word and the identity word.
+pub const CHUNK_HEADER: u64 = 16;
+/// Slots (16 B: 8 B key + 8 B value) of a chunk: 15 after its 16 B header. Also the D-bucket's capacity.
+pub const CHUNK_SLOTS: usize = 15;
+/// Slots of the home chunks of a bucket.
+pub const HOME_SLOTS: usize = HOME_CHUNKS * CHUNK_SLOTS;
+/// Longest chain of a bucket, in chunks: 16 home chunks and up to 14 pool chunks.
+pub const MAX_CHAIN: usize = 30;
+/// Pool chunks a bucket may link.
+pub const MAX_OVERFLOW: usize = MAX_CHAIN - HOME_CHUNKS;
 /// Bytes of a slot.
 pub const SLOT_BYTES: u64 = 16;
-/// Bytes of a P-bucket's meta line (8 commit words).
-pub const META_BYTES: u64 = CACHE_LINE;
-/// Bytes of the superblock (one page, so that the logs and tables start 4 KiB-aligned).
+/// Bytes of the superblock (one page, so that generations start 4 KiB-aligned).
 pub const SUPER_BYTES: u64 = 4096;
 /// Bytes of a log record.
 pub const RECORD_BYTES: u64 = 32;
-/// Most collecting logs the superblock has tail words for.
+/// Most collecting logs (one per concurrent writer).
 pub const MAX_LOGS: u64 = 62;
-/// Largest table: 2^40 buckets.
-pub const MAX_LOG2_BUCKETS: u64 = 40;
-/// Smallest and largest log, in 64 B lines.
+/// Largest table: 2^32 buckets (bucket numbers fit a pool chunk's identity word).
+pub const MAX_LOG2_BUCKETS: u64 = 32;
+/// Smallest and largest configured log, in 64 B lines.
 pub const MIN_LOG_LINES: u64 = 8;
 pub const MAX_LOG_LINES: u64 = 1 << 32;
+/// Log records per bucket, summed over the logs of a generation: the log holds every staged record, so its
+/// size bounds how full a D-bucket gets before log space forces it out (16: most flushes are of full or
+/// nearly full D-buckets; 256 B of log per 4 KiB P-bucket per 8 records).
+pub const LOG_RECORDS_PER_BUCKET: u64 = 16;
+/// Bytes of a compaction redo area (one per log): a header XPLine and up to `MAX_CHAIN` chunk images.
+pub const SCRATCH_BYTES: u64 = 8192;
+/// Largest sequence number of a bucket (45 bits of a chunk's commit word).
+pub const MAX_SEQ: u64 = (1 << 45) - 1;
 
 pub const MAGIC: u64 = u64::from_le_bytes(*b"STRHASH1");
-pub const TABLE_MAGIC: u64 = u64::from_le_bytes(*b"STRHTAB1");
-pub const VERSION: u64 = 1;
+pub const GEN_MAGIC: u64 = u64::from_le_bytes(*b"STRHGEN2");
+pub const VERSION: u64 = 2;
 
 // Superblock fields (byte offsets). Bytes 0..56 are immutable and covered by the checksum at 56.
 pub const SB_MAGIC: u64 = 0;
@@ -44,57 +57,50 @@ pub const SB_LOG_LINES: u64 = 32;
 pub const SB_NONCE: u64 = 40;
 pub const SB_REGION_LEN: u64 = 48;
 pub const SB_CHECK: u64 = 56;
-/// The root word: offset of the current table (an 8 B atomic store switches tables).
+/// The root word: offset of the current generation (an 8 B atomic store switches generations).
 pub const SB_ROOT: u64 = 64;
-/// Tail word of log `i` (first record that may not have reached a P-bucket) at `SB_TAIL0 + 64 i`.
-pub const SB_TAIL0: u64 = 128;
 
 /// Damage in the region, reported under the name `<pm hash index>`.
 pub fn corruption(offset: u64, detail: impl Into<String>) -> Error {
     corruption_in("<pm hash index>", offset, detail)
 }
 
-/// 64-bit hash of a key: the low bits pick the bucket, the top byte is the fingerprint.
+/// 64-bit hash of a key: the low bits pick the bucket, the top 16 bits are the fingerprint.
 #[inline]
 pub fn hash(key: u64) -> u64 {
     xxh3_64_with_seed(&key.to_le_bytes(), 0x5EED_4A54)
 }
 
+/// The 16-bit fingerprint of hash `h` (bits 48..64, never part of a bucket number).
 #[inline]
-pub fn fingerprint(h: u64) -> u8 {
-    (h >> 56) as u8
+pub fn fingerprint(h: u64) -> u16 {
+    (h >> 48) as u16
 }
 
 pub fn round_up(n: u64, to: u64) -> u64 {
     n.div_ceil(to) * to
 }
 
+fn mix(parts: &[u64], seed: u64) -> u64 {
+    let mut b = [0u8; 40];
+    for (i, p) in parts.iter().take(5).enumerate() {
+        b[i * 8..i * 8 + 8].copy_from_slice(&p.to_le_bytes());
+    }
+    xxh3_64_with_seed(&b[..parts.len().min(5) * 8], seed)
+}
+
 /// The immutable geometry recorded in the superblock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Geometry {
+    /// Collecting logs of every generation (one per concurrent writer).
     pub logs: u64,
+    /// Smallest log, in 64 B lines (a generation's logs grow with its bucket count).
     pub log_lines: u64,
     pub nonce: u64,
     pub region_len: u64,
 }
 
 impl Geometry {
-    /// Bytes of one log, rounded to 4 KiB.
-    pub fn log_span(&self) -> u64 {
-        round_up(self.log_lines * CACHE_LINE, 4096)
-    }
-    pub fn log_base(&self, i: u64) -> u64 {
-        SUPER_BYTES + i * self.log_span()
-    }
-    /// Records a log holds.
-    pub fn log_records(&self) -> u64 {
-        self.log_lines * CACHE_LINE / RECORD_BYTES
-    }
-    /// First byte of the table heap.
-    pub fn heap_start(&self) -> u64 {
-        SUPER_BYTES + self.logs * self.log_span()
-    }
-
     /// Writes the superblock's immutable part and its checksum (not persisted).
     pub fn write<P: Pm>(&self, pm: &P) -> Result<()> {
         write_superblock(
@@ -136,7 +142,7 @@ impl Geometry {
         Ok(g)
     }
 
-    /// `InvalidArgument` unless the geometry is in range and its fixed areas fit a region of `len` bytes.
+    /// `InvalidArgument` unless the geometry is in range for a region of `len` bytes.
     pub fn validate(&self, len: u64) -> Result<()> {
         if !(1..=MAX_LOGS).contains(&self.logs) {
             return Err(Error::invalid(format!(
@@ -150,57 +156,135 @@ impl Geometry {
                 self.log_lines
             )));
         }
-        if self.region_len != len || self.heap_start() >= len {
+        if self.region_len != len || SUPER_BYTES >= len {
             return Err(Error::invalid(format!(
-                "region of {len} bytes (recorded {}) has no room for a table after {} bytes of superblock and logs",
-                self.region_len,
-                self.heap_start()
+                "region of {len} bytes (recorded {}) has no room after the superblock",
+                self.region_len
             )));
         }
         Ok(())
     }
 }
 
-/// A table: `header (256 B) | meta lines (64 B per bucket) | pad to 4 KiB | P-buckets (4 KiB each)`.
+/// One table generation in PM, at a 4 KiB-aligned offset:
+/// `header (256 B) · tail words (64 B per log) · pad to 4 KiB · redo areas (8 KiB per log) · logs (each
+/// rounded to 4 KiB) · pool chunks (256 B each, rounded to 4 KiB) · P-buckets (4 KiB each)`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Table {
+pub struct Gen {
     pub off: u64,
+    /// Generation number: 0 at create, +1 per doubling. Salts the identity of chunks, logs and redos.
+    pub number: u64,
     pub log2: u64,
+    pub logs: u64,
+    /// Records per log.
+    pub log_records: u64,
+    /// Pool chunks (overflow chunks shared by the buckets).
+    pub pool_chunks: u64,
 }
 
-impl Table {
+const GEN_HEADER_WORDS: usize = 7;
+
+impl Gen {
+    /// The generation of 2^log2 buckets numbered `number` at `off`, its logs and pool sized for it.
+    pub fn plan(geo: &Geometry, off: u64, number: u64, log2: u64) -> Gen {
+        let buckets = 1u64 << log2;
+        let per_log = (LOG_RECORDS_PER_BUCKET * buckets).div_ceil(geo.logs);
+        Gen {
+            off,
+            number,
+            log2,
+            logs: geo.logs,
+            log_records: round_up(per_log.max(geo.log_lines * 2), XPLINE / RECORD_BYTES),
+            pool_chunks: (buckets / 8).max(16),
+        }
+    }
     pub fn buckets(&self) -> u64 {
         1 << self.log2
     }
     pub fn mask(&self) -> u64 {
         self.buckets() - 1
     }
-    pub fn meta_span(log2: u64) -> u64 {
-        round_up(XPLINE + (1u64 << log2) * META_BYTES, 4096)
+    fn header_span(&self) -> u64 {
+        round_up(XPLINE + self.logs * CACHE_LINE, 4096)
     }
-    /// Bytes of a table of 2^log2 buckets.
-    pub fn bytes(log2: u64) -> u64 {
-        Self::meta_span(log2) + (1u64 << log2) * BUCKET_BYTES
+    /// Tail word of log `i`: the first position replay starts at.
+    pub fn tail_word(&self, i: u64) -> u64 {
+        self.off + XPLINE + i * CACHE_LINE
     }
-    pub fn end(&self) -> u64 {
-        self.off + Self::bytes(self.log2)
+    /// Redo area of log `i` (used by compactions done while holding that log).
+    pub fn scratch(&self, i: u64) -> u64 {
+        self.off + self.header_span() + i * SCRATCH_BYTES
     }
-    pub fn meta_off(&self, b: u64) -> u64 {
-        self.off + XPLINE + b * META_BYTES
+    fn log_span(&self) -> u64 {
+        round_up(self.log_records * RECORD_BYTES, 4096)
+    }
+    pub fn log_base(&self, i: u64) -> u64 {
+        self.scratch(self.logs) + i * self.log_span()
+    }
+    pub fn pool_off(&self) -> u64 {
+        self.log_base(self.logs)
+    }
+    pub fn pool_chunk(&self, i: u64) -> u64 {
+        self.pool_off() + i * XPLINE
+    }
+    fn buckets_off(&self) -> u64 {
+        self.pool_off() + round_up(self.pool_chunks * XPLINE, 4096)
     }
     pub fn bucket_off(&self, b: u64) -> u64 {
-        self.off + Self::meta_span(self.log2) + b * BUCKET_BYTES
+        self.buckets_off() + b * BUCKET_BYTES
     }
-    pub fn slot_off(&self, b: u64, slot: usize) -> u64 {
-        self.bucket_off(b) + slot as u64 * SLOT_BYTES
+    /// Offset of home chunk `c` (0..16) of bucket `b`.
+    pub fn home_chunk(&self, b: u64, c: usize) -> u64 {
+        self.bucket_off(b) + c as u64 * XPLINE
+    }
+    pub fn end(&self) -> u64 {
+        self.bucket_off(self.buckets())
+    }
+    pub fn bytes(&self) -> u64 {
+        self.end() - self.off
+    }
+    /// Seed of log `i`'s record checksums: a record of another generation, index or log never validates.
+    pub fn log_seed(&self, nonce: u64, i: u64) -> u64 {
+        mix(&[nonce, self.number, i, 0x4C4F_47AA], 17)
+    }
+    /// Identity word of home chunk `c` of bucket `b` (never 0).
+    pub fn home_tag(&self, nonce: u64, b: u64, c: usize) -> u64 {
+        mix(&[nonce, self.number, b, c as u64], 29) | 1
+    }
+    /// Identity word of a pool chunk holding position `pos` (16..30) of bucket `b`'s chain:
+    /// `b << 32 | pos << 16 | check` (the pool is zeroed when the generation is made, so a stale identity
+    /// never appears; the check catches damage).
+    pub fn pool_tag(&self, nonce: u64, b: u64, pos: usize) -> u64 {
+        b << 32 | (pos as u64) << 16 | (mix(&[nonce, self.number, b, pos as u64], 31) & 0xFFFF)
+    }
+    /// The owner `(bucket, position)` a pool chunk's identity word names, if it is well formed.
+    pub fn pool_owner(&self, nonce: u64, word: u64) -> Option<(u64, usize)> {
+        let (b, pos) = (word >> 32, (word >> 16 & 0xFFFF) as usize);
+        let ok = b < self.buckets()
+            && (HOME_CHUNKS..MAX_CHAIN).contains(&pos)
+            && self.pool_tag(nonce, b, pos) == word;
+        ok.then_some((b, pos))
+    }
+    /// Commit word of redo area `i` when it holds `n` chunk images (n in 1..=MAX_CHAIN).
+    pub fn redo_word(&self, nonce: u64, i: u64, n: u64) -> u64 {
+        (mix(&[nonce, self.number, i, 0x5245_444F], 37) & !0xFF) | n
     }
 
-    fn header(&self, nonce: u64) -> [u8; 24] {
-        let mut h = [0u8; 24];
-        h[..8].copy_from_slice(&TABLE_MAGIC.to_le_bytes());
-        h[8..16].copy_from_slice(&self.log2.to_le_bytes());
-        let check = xxh3_64_with_seed(&h[..16], nonce ^ self.off);
-        h[16..].copy_from_slice(&check.to_le_bytes());
+    fn header(&self, nonce: u64) -> [u8; GEN_HEADER_WORDS * 8] {
+        let words = [
+            GEN_MAGIC,
+            self.number,
+            self.log2,
+            self.logs,
+            self.log_records,
+            self.pool_chunks,
+        ];
+        let mut h = [0u8; GEN_HEADER_WORDS * 8];
+        for (i, w) in words.iter().enumerate() {
+            h[i * 8..i * 8 + 8].copy_from_slice(&w.to_le_bytes());
+        }
+        let check = xxh3_64_with_seed(&h[..48], nonce ^ self.off);
+        h[48..].copy_from_slice(&check.to_le_bytes());
         h
     }
 
@@ -209,81 +293,102 @@ impl Table {
         pm.write(self.off, &self.header(nonce))
     }
 
-    /// The table the root word `root` points to, validated against the geometry and region.
-    pub fn read<P: Pm>(pm: &P, g: &Geometry, root: u64) -> Result<Table> {
-        if root < g.heap_start() || !root.is_multiple_of(4096) || root >= pm.len() {
+    /// The generation the root word `root` points to, validated against the geometry and the region.
+    pub fn read<P: Pm>(pm: &P, geo: &Geometry, root: u64) -> Result<Gen> {
+        if root < SUPER_BYTES || !root.is_multiple_of(4096) || root >= pm.len() {
             return Err(corruption(
                 SB_ROOT,
-                format!("table root {root} out of range"),
+                format!("generation root {root} out of range"),
             ));
         }
-        let mut h = [0u8; 24];
+        let mut h = [0u8; GEN_HEADER_WORDS * 8];
         pm.read(root, &mut h)?;
-        let mut w = [0u8; 8];
-        w.copy_from_slice(&h[8..16]);
-        let log2 = u64::from_le_bytes(w);
-        if log2 > MAX_LOG2_BUCKETS {
-            return Err(corruption(root, format!("table of 2^{log2} buckets")));
-        }
-        let t = Table { off: root, log2 };
-        if t.header(g.nonce) != h {
-            return Err(corruption(root, "bad table header magic or checksum"));
-        }
-        if t.end() > pm.len() {
+        let word = |i: usize| le(&h[i * 8..]);
+        let (log2, logs, log_records, pool_chunks) = (word(2), word(3), word(4), word(5));
+        let sane = log2 <= MAX_LOG2_BUCKETS
+            && logs == geo.logs
+            && (geo.log_lines * 2..=1 << 40).contains(&log_records)
+            && log_records.is_multiple_of(XPLINE / RECORD_BYTES)
+            && (1..=1 << 36).contains(&pool_chunks);
+        let g = Gen {
+            off: root,
+            number: word(1),
+            log2,
+            logs,
+            log_records,
+            pool_chunks,
+        };
+        if !sane || g.header(geo.nonce) != h {
             return Err(corruption(
                 root,
-                format!("table of 2^{log2} buckets ends past the region"),
+                "bad generation header (magic, fields or checksum)",
             ));
         }
-        Ok(t)
+        if g.end() > pm.len() {
+            return Err(corruption(
+                root,
+                format!("generation of 2^{log2} buckets ends past the region"),
+            ));
+        }
+        Ok(g)
     }
 }
 
-// Meta line: word w describes chunks 2w and 2w+1; per chunk 16 valid bits then 16 tombstone bits.
+/// A chunk's commit word: `count` (bits 0..4: slots in use, a prefix of the chunk; 0 = empty), the
+/// tombstone bit of each slot (bits 4..19) and the bucket's sequence number at the commit (bits 19..64):
+/// every record of the bucket with a sequence number up to it is in the chain.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ChunkHead(pub u64);
 
-/// Index of the meta word and the bit shift of chunk `c`'s valid bits.
-#[inline]
-pub fn meta_pos(c: usize) -> (usize, u32) {
-    (c / 2, (c % 2) as u32 * 32)
-}
-
-/// Valid and tombstone bits of chunk `c` in the meta words.
-#[inline]
-pub fn chunk_bits(meta: &[u64; 8], c: usize) -> (u16, u16) {
-    let (w, sh) = meta_pos(c);
-    ((meta[w] >> sh) as u16, (meta[w] >> (sh + 16)) as u16)
-}
-
-/// `meta[w]` with chunk `c`'s bits set to `valid` and `tomb`.
-#[inline]
-pub fn with_chunk_bits(meta: &[u64; 8], c: usize, valid: u16, tomb: u16) -> u64 {
-    let (w, sh) = meta_pos(c);
-    let bits = (valid as u64 | (tomb as u64) << 16) << sh;
-    (meta[w] & !(0xFFFF_FFFFu64 << sh)) | bits
-}
-
-/// Checks a meta line read from PM: in each chunk the valid slots are a prefix and tombstones are valid;
-/// the slots in use are a prefix of the P-bucket (every chunk before the last one in use is full).
-/// Returns the slots in use.
-pub fn validate_meta(meta: &[u64; 8], at: u64) -> Result<usize> {
-    let mut fill = 0;
-    for c in 0..CHUNKS {
-        let (valid, tomb) = chunk_bits(meta, c);
-        if tomb & !valid != 0 || valid & valid.wrapping_add(1) != 0 {
+impl ChunkHead {
+    pub fn new(count: usize, tomb: u16, seq: u64) -> ChunkHead {
+        debug_assert!(count <= CHUNK_SLOTS && seq <= MAX_SEQ && tomb >> CHUNK_SLOTS == 0);
+        ChunkHead(count as u64 | (tomb as u64) << 4 | seq << 19)
+    }
+    pub fn count(self) -> usize {
+        (self.0 & 0xF) as usize
+    }
+    pub fn tomb(self) -> u16 {
+        (self.0 >> 4) as u16 & 0x7FFF
+    }
+    pub fn seq(self) -> u64 {
+        self.0 >> 19
+    }
+    /// `Corruption` at `at` unless the word is well formed (count ≤ 15, tombstones only on used slots).
+    pub fn validate(self, at: u64) -> Result<()> {
+        let used = (1u32 << self.count().min(CHUNK_SLOTS)) - 1;
+        if self.count() > CHUNK_SLOTS || u32::from(self.tomb()) & !used != 0 {
             return Err(corruption(
                 at,
-                format!("chunk {c} has valid bits {valid:#06x} and tombstone bits {tomb:#06x}"),
+                format!("chunk commit word {:#x} malformed", self.0),
             ));
         }
-        if valid != 0 {
-            if fill != c * CHUNK_SLOTS {
-                return Err(corruption(
-                    at,
-                    format!("chunk {c} in use after a chunk not full"),
-                ));
-            }
-            fill += valid.count_ones() as usize;
-        }
+        Ok(())
     }
-    Ok(fill)
+}
+
+/// Offset of slot `i` of the chunk at `chunk`.
+#[inline]
+pub fn slot_off(chunk: u64, i: usize) -> u64 {
+    chunk + CHUNK_HEADER + i as u64 * SLOT_BYTES
+}
+
+/// A chunk image: commit word, identity word, then `(key, value)` for each used slot.
+pub fn chunk_image(head: ChunkHead, tag: u64, slots: &[(u64, u64)]) -> [u8; XPLINE as usize] {
+    let mut img = [0u8; XPLINE as usize];
+    img[..8].copy_from_slice(&head.0.to_le_bytes());
+    img[8..16].copy_from_slice(&tag.to_le_bytes());
+    for (i, &(k, v)) in slots.iter().enumerate() {
+        let at = (CHUNK_HEADER + i as u64 * SLOT_BYTES) as usize;
+        img[at..at + 8].copy_from_slice(&k.to_le_bytes());
+        img[at + 8..at + 16].copy_from_slice(&v.to_le_bytes());
+    }
+    img
+}
+
+/// Key and value of slot `i` of a chunk image.
+#[inline]
+pub fn image_slot(img: &[u8], i: usize) -> (u64, u64) {
+    let at = (CHUNK_HEADER + i as u64 * SLOT_BYTES) as usize;
+    (le(&img[at..]), le(&img[at + 8..]))
 }

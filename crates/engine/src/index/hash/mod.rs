@@ -1,15 +1,18 @@
-//! # ElimDA-style persistent hash index (issue 17, first increment)
+//! # ElimDA-style persistent hash index (issue 17)
 //!
 //! A hybrid DRAM/PM hash index of `u64 → u64` over any [`Pm`](crate::storage::pm::Pm) region, after the
 //! design reconstructed in `reference/hashing.md` §2: durable **P-buckets** of 4 KiB in PM, written only in
-//! whole 256 B XPLines; a 256 B **D-bucket** per P-bucket in DRAM that collects 16 writes; a per-thread
-//! **collecting log** in PM that makes each write durable before its D-bucket is flushed; and 1 B
-//! **fingerprints** per slot in DRAM so that a miss touches no PM. Every key and value is accepted (a valid
-//! bitmap marks used slots; tombstones are bits too). Single writer (`&mut self`), any number of readers
-//! between writes (`&self`).
+//! whole 256 B XPLines; a **D-bucket** per P-bucket in DRAM that stages up to 15 writes; per-thread
+//! **collecting logs** in PM that make each write durable before its D-bucket is flushed; and 16-bit
+//! **fingerprints** per slot in DRAM so that a miss touches no PM. Every key and value is accepted.
+//! Any number of threads write and read through `&self`: lookups take no lock (a per-bucket seqlock),
+//! writers lock one log and one bucket.
 //!
-//! Parts: [`layout`] (PM format, hash), [`bucket`] (DRAM bucket), [`log`] (collecting log), `index`
-//! (lookups and writes), `rebuild` (resize / compaction), `recover` (open), `check` (iteration, self-check).
+//! Parts: [`layout`] (PM format, hash, commit words), [`bucket`] (DRAM side of a bucket, seqlock),
+//! [`log`] (collecting log), `generation` (one table generation in DRAM), `index` (creation, lookups, the
+//! entry of writes), `write` (the write path, D-bucket flushes, log space), `compact` (a bucket rewritten
+//! in place through a redo area), `grow` (doubling while writers keep going), `recover` (open, parallel
+//! rebuild and replay), `check` (iteration, self-check).
 //!
 //! * `format`: the PM-format pieces both indexes share (damage reports, checksummed superblock).
 //! * [`api`]: [`PmHashIndex`], the operations both indexes implement (what tests and benchmarks drive).
@@ -18,70 +21,50 @@
 //! * [`cceh`]: the CCEH-style baseline (extendible hashing, 16 KiB segments, two probe runs of 4 lines, no
 //!   fingerprints) on the same PM layer and API.
 //!
-//! ## PM layout (offsets, never pointers; little-endian)
-//! | bytes | contents |
-//! |---|---|
-//! | `0..56` | superblock: magic `STRHASH1`, version 1, P-bucket bytes (4096), logs, log lines, nonce, region length |
-//! | `56..64` | xxh3-64 of bytes `0..56` |
-//! | `64..72` | **root word**: offset of the current table (switched by one 8 B atomic store) |
-//! | `128 + 64 i` | **tail word** of log `i`: the log position replay starts at |
-//! | `4096 + i · L` | log `i`: `lines · 64` bytes (rounded to 4 KiB = `L`) of 32 B records `key, value, lsn<<2|op, xxh3` |
-//! | heap | tables, each `header (256 B: magic STRHTAB1, log2 buckets, checksum) · meta lines (64 B per bucket) · pad to 4 KiB · P-buckets (4 KiB each)` |
-//!
-//! A **P-bucket** is 16 chunks of one XPLine; a chunk is 16 slots of 16 B (key, value). Its **meta line**
-//! holds 8 words; word `w` describes chunks `2w` and `2w+1` with 16 valid bits then 16 tombstone bits each,
-//! so one 8 B atomic store commits a whole chunk with its tombstones. A new table goes at the heap start if
-//! it fits below the current one, else right after it.
-//!
-//! ## DRAM state
-//! Directory = the hash's low `log2` bits pick the bucket (plain power-of-two modulo; the top byte of the
-//! same xxh3 hash is the fingerprint). Per bucket ([`bucket::Bucket`], ≈ 600 B per 4 KiB): fingerprints of
-//! the 256 slots, the meta mirror, a **live** bitmap (the slot holding a key's visible version: its newest
-//! P-bucket version, not a tombstone, not superseded by a staged one — at most one per key, so a lookup
-//! needs no ordering and never probes dead versions), and the D-bucket (16 keys, values, tombstone bits, log
-//! position of its oldest record). A staged key is replaced in place, so a D-bucket holds distinct keys.
+//! ## PM layout (offsets, never pointers; little-endian; details in [`layout`])
+//! * Superblock (4 KiB): magic `STRHASH1`, version, bucket bytes, logs, log lines, nonce, region length,
+//!   xxh3 checksum; then the **root word** (offset of the current generation, switched by one 8 B store).
+//! * A **generation**: header · one tail word per log · one redo area per log · the logs · pool chunks
+//!   (overflow chunks shared by the buckets) · P-buckets. A bucket's **chain** is its 16 home chunks, then
+//!   up to 14 pool chunks. A chunk is one XPLine: commit word (slot count, tombstone bits, the bucket's
+//!   sequence number at the commit), identity word (salted with the nonce and generation), 15 slots of
+//!   16 B. Log records are 32 B: key, value, `seq << 2 | op`, checksum salted with log and position.
 //!
 //! ## Invariants
-//! * In every chunk the valid slots are a prefix and tombstones are valid; the chunks in use are a prefix of
-//!   the P-bucket; slot order (chunk, then slot) is age order.
-//! * Every key in bucket `b`'s slots and D-bucket hashes to `b`.
-//! * Every write acknowledged so far is in the log at a position ≥ the durable tail, or in a committed
-//!   chunk of the current table (or both). The log's valid records from the durable tail on form an
-//!   unbroken run; the durable tail never passes the oldest staged record.
-//! * After every write the load factor (live keys ÷ slots) is at most 7/8; a doubling halves it, so it
-//!   runs the 43.75 %–87.5 % saw-tooth under inserts.
+//! * A chain's used slots are a prefix in age order; only the last chunk (the **tail**) is partly used.
+//!   The tail's staged slots (the D-bucket) are durable only in the logs.
+//! * Every key in bucket `b`'s chain and D-bucket hashes to `b`; at most one slot per key is **live** (its
+//!   visible version), so a lookup needs no ordering.
+//! * Each bucket numbers its writes (`seq`, under its lock); a chunk commit word carries the largest `seq`
+//!   it covers. Every acknowledged write is in a committed chunk or in a log at a position ≥ that log's
+//!   durable tail; a log's tail passes a record only after the record's D-bucket was flushed. A staged
+//!   slot pins its record; a delete that cancels a staged put stages a tombstone, so that the put's record
+//!   (possibly in another log) is never replayed without it.
+//! * After every write the load factor (live keys ÷ home slots) is at most 7/8.
 //!
 //! ## Crash-consistency protocol (persist = flush + fence under ADR, fence only under eADR)
-//! 1. **Write** (insert / update / delete): append `key, value, lsn, op, checksum` to the log and persist it
-//!    — the acknowledgement point — then stage it in the D-bucket (DRAM).
-//! 2. **Flush** (D-bucket full, or its oldest record pins the log): `write_nt` the D-bucket as one aligned
-//!    XPLine into the P-bucket's next free chunk, fence; then store the chunk's meta word (valid +
-//!    tombstone bits) with one 8 B atomic store and persist it. A crash before the commit leaves the chunk
-//!    invisible (its records are still in the log).
-//! 3. **Log space**: when the ring is full, flush the D-buckets whose oldest record is in the older half of
-//!    the log, then store and persist the tail word = oldest still-staged position.
-//! 4. **Resize / compaction** (load above 7/8, or a full P-bucket): build the new table in fresh PM space
-//!    (visible versions only: duplicates and tombstones dropped), fence, store and persist the root word.
-//! 5. **Recovery**: validate superblock and table (damage = `Error::Corruption`), rebuild each bucket from
-//!    its meta line and slots (newest version per key decides), then replay the log from the durable tail:
-//!    a record whose value is already visible is skipped, any other is staged again. Replaying from an old
-//!    tail is harmless: replaying records in order ends with each key at its newest record.
+//! 1. **Write**: append `key, value, seq, op, checksum` to the thread's log and persist it (the
+//!    acknowledgement point), then stage it in the D-bucket (DRAM).
+//! 2. **Flush** (D-bucket full, or its records pin a full log): `write_nt` the whole tail chunk, fence, then
+//!    store and persist its commit word.
+//! 3. **Log space**: flush the D-buckets holding records of the ring's older half, then persist the tail.
+//! 4. **Compaction** of one bucket: new chunk images to the log's redo area, fence, commit the redo word,
+//!    copy the images in place, fence, clear the redo word. **Doubling**: the next generation is built in
+//!    fresh space while writers continue on buckets not yet moved, fence, root switch.
+//! 5. **Recovery**: validate superblock and generation (damage = `Error::Corruption`), finish committed
+//!    redos, rebuild every bucket from its chain in parallel, then replay each log's unbroken run from its
+//!    tail: records above their bucket's committed `seq`, per bucket in `seq` order.
 //!
 //! ## Cost model
-//! * **Hit**: DRAM fingerprint scan of one bucket, then one 16 B read (one line of one XPLine) per
-//!   fingerprint match among live slots — 1 read plus false matches (≈ live slots ÷ 256 ≤ 0.875).
-//! * **Miss**: no PM access unless a fingerprint matches (same false-match rate).
-//! * **Write**: one 32 B log append persisted (2 records per line, 8 per XPLine, so 32 B of media write per
-//!   write once the XPBuffer combines them) + 1/16 of a 256 B XPLine write (16 B) + 1/16 of a meta-line
-//!   commit (one partial XPLine: ≤ 32 B media per write with its read-modify-write). `remove` and updates
-//!   first look the key up (one slot read when present).
-//! * **Rebuild**: reads every live chunk, writes the new table; O(n), amortised over ≥ n/2 inserts when
-//!   growing. Compaction at the same size happens when a bucket fills with superseded versions.
-//! * **Recovery**: reads every meta line and used chunk once (O(table)), in parallel, plus the log.
+//! * **Hit**: DRAM fingerprint scan of one bucket, then one 16 B PM read per live fingerprint match
+//!   (false matches ≈ live slots ÷ 65,536); a key still in the D-bucket is read from DRAM.
+//! * **Miss**: no PM access unless a fingerprint matches falsely.
+//! * **Write**: one 32 B log append persisted, plus 1/15 of a whole-XPLine chunk write and its commit
+//!   word; no PM read unless the key's fingerprint matches a live committed slot (an update).
+//! * **Doubling**: O(n) reads and writes, amortised over ≥ n/2 inserts; **compaction**: the chain twice.
+//! * **Recovery**: every used chunk once plus the logs, split over the threads.
 //!
-//! Not yet: concurrent writers (per-thread logs are laid out, only log 0 is written; replaying several
-//! logs needs a global order), integration as an index family of the `Db` shell, variable-length values,
-//! shrinking, the Dash / CCEH baselines.
+//! Not yet: integration as an index family of the `Db` shell, variable-length values, shrinking.
 
 #[macro_use]
 pub mod api;
@@ -89,19 +72,22 @@ mod batch;
 pub mod bucket;
 pub mod cceh;
 mod check;
+mod compact;
 mod core_view;
 pub mod dash;
 mod db_index;
 pub mod family;
 mod format;
+mod generation;
+mod grow;
 mod header;
 mod index;
 pub mod layout;
 mod ledger;
 pub mod log;
-mod rebuild;
 mod recover;
 mod region;
+mod write;
 
 #[cfg(test)]
 pub(crate) mod testkit;

@@ -31,6 +31,12 @@ pub trait ShardFactory<S: Shard>: Send + Sync {
         filters: (&BloomFilter, Option<&BloomFilter>),
     ) -> Result<S>;
 
+    /// Pending shards the flusher may leave waiting for the merger, given the handle's `configured` bound
+    /// (a memory-bounded factory may allow fewer). The default: as configured.
+    fn max_pending(&self, configured: usize) -> usize {
+        configured
+    }
+
     /// True if `shard` may move to `level` as it is. The default: always.
     fn keeps(&self, _shard: &S, _level: usize) -> bool {
         true

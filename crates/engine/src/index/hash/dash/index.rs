@@ -91,6 +91,9 @@ pub(super) struct Loc {
     pub stash: Option<u64>,
 }
 
+/// A bucket's metadata as read, and the (slot, value) of the key in it, if there.
+type Probed = ([u8; META_BYTES as usize], Option<(usize, u64)>);
+
 /// A Dash-EH-style extendible hash index of `u64 → u64` over a PM region (module docs of `dash`).
 #[derive(Debug)]
 pub struct DashIndex<P: Pm> {
@@ -269,7 +272,7 @@ impl<P: Pm> DashIndex<P> {
     pub(super) fn find_locked(&self, seg: u64, h: u64, key: u64) -> Result<Option<(Loc, u64)>> {
         let fp = fingerprint(h);
         let (y, n) = self.pair(h);
-        let probe = |b: u64| -> Result<([u8; META_BYTES as usize], Option<(usize, u64)>)> {
+        let probe = |b: u64| -> Result<Probed> {
             let mut meta = [0u8; META_BYTES as usize];
             self.pm.read(b, &mut meta)?;
             let hit = self.match_in(b, &meta, key, fp)?;

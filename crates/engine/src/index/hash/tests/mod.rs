@@ -1,6 +1,9 @@
 //! Tests of the hash index: a model test with reopen (`model`), crash consistency under ADR and eADR
-//! (`crash`), PM traffic (`traffic`), parallel recovery and damage (`recovery`).
+//! (`crash`), PM traffic (`traffic`), parallel recovery and damage (`recovery`), many threads against a
+//! model (`concurrent`). The randomized-schedule model of the log and bucket protocol is the integration
+//! test `tests/hash_protocol.rs` (shuttle's panic hook is process-wide: it gets a process of its own).
 
+mod concurrent;
 mod crash;
 mod model;
 mod recovery;
@@ -9,7 +12,8 @@ mod traffic;
 use super::HashConfig;
 pub use crate::index::hash::testkit::assert_matches;
 
-/// One bucket, a 16-line log (32 records): resizes, compactions and log-space pressure come early.
+/// One bucket, a 16-line log (32 records): resizes, compactions, pool chunks and log-space pressure come
+/// early.
 pub fn tiny_config() -> HashConfig {
     HashConfig {
         initial_buckets: 1,

@@ -6,10 +6,12 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use super::{assert_matches, tiny_config};
-use crate::index::hash::layout::{SB_LOG_LINES, SB_ROOT, SB_TAIL0, Table, hash};
+use crate::index::hash::layout::{
+    ChunkHead, Gen, Geometry, HOME_CHUNKS, SB_LOG_LINES, SB_ROOT, hash, slot_off,
+};
 use crate::index::hash::testkit;
-use crate::index::hash::{HashConfig, HashIndex, PmHashIndex};
-use crate::storage::pm::{MmapRegion, PersistMode, Pm};
+use crate::index::hash::{HashConfig, HashIndex};
+use crate::storage::pm::{MmapRegion, PersistMode, Pm, XPLINE};
 
 fn filled(n: u64) -> (MmapRegion, HashMap<u64, u64>) {
     let pm = MmapRegion::anonymous(16 << 20, PersistMode::Adr).unwrap();
@@ -28,89 +30,144 @@ fn filled(n: u64) -> (MmapRegion, HashMap<u64, u64>) {
 }
 
 #[test]
-fn one_and_four_threads_recover_the_same_state() {
+fn one_and_many_threads_recover_the_same_state() {
     let (pm, model) = filled(20_000);
     let one = HashIndex::recover_with_threads(&pm, 1).unwrap();
     assert_matches(&one, &model);
+    assert!(one.stats().replayed > 0, "{:?}", one.stats());
     for threads in [2, 4, 7, 1000] {
+        // Reopening replays nothing twice: the first recovery committed nothing, so each sees the same.
         let many = HashIndex::recover_with_threads(&pm, threads).unwrap();
-        assert_eq!(many.buckets, one.buckets, "{threads} threads");
-        assert_eq!((many.len(), many.stats()), (one.len(), one.stats()));
-        let (mut a, mut b) = (one.entries().unwrap(), many.entries().unwrap());
-        a.sort_unstable();
-        b.sort_unstable();
-        assert_eq!(a, b);
+        assert_matches(&many, &model);
+        assert_eq!(many.stats(), one.stats(), "{threads} threads");
     }
-    assert!(one.stats().replayed + one.stats().replay_skipped > 0);
+}
+
+/// The current generation of an index image.
+fn layout(pm: &MmapRegion) -> (Geometry, Gen) {
+    let geo = Geometry::read(pm).unwrap();
+    let root = pm.load_u64_atomic(SB_ROOT).unwrap();
+    (geo, Gen::read(pm, &geo, root).unwrap())
 }
 
 fn expect_corruption(image: &MmapRegion, what: &str) {
     testkit::expect_corruption::<HashIndex<_>>(image, what);
 }
 
-fn fresh() -> (MmapRegion, Table) {
-    let (pm, _) = filled(600);
-    let root = pm.load_u64_atomic(SB_ROOT).unwrap();
-    let log2 = pm.read_u64(root + 8).unwrap();
-    (pm, Table { off: root, log2 })
+/// A bucket of `g` with a committed chunk 0 that is full, and one with a committed chunk 0 partly used.
+fn buckets(pm: &MmapRegion, g: &Gen) -> (u64, u64) {
+    let count = |b: u64| ChunkHead(pm.read_u64(g.home_chunk(b, 0)).unwrap()).count();
+    let full = (0..g.buckets()).find(|&b| count(b) == 15).unwrap();
+    let partial = (0..g.buckets()).find(|&b| (1..15).contains(&count(b)));
+    (full, partial.unwrap_or(full))
 }
 
 #[test]
 fn damage_is_corruption() {
-    let (pm, _) = fresh();
+    let fresh = || filled(3000).0;
+
+    let pm = fresh();
     pm.write(0, &[0xAB]).unwrap();
     expect_corruption(&pm, "bad magic");
 
-    let (pm, _) = fresh();
+    let pm = fresh();
     pm.write_u64(SB_LOG_LINES, 1 << 40).unwrap();
     expect_corruption(&pm, "superblock checksum");
 
-    let (pm, t) = fresh();
+    let pm = fresh();
+    let (_, g) = layout(&pm);
     pm.write_u64(SB_ROOT, pm.len() + 4096).unwrap();
     expect_corruption(&pm, "root past the region");
-    pm.write_u64(SB_ROOT, t.off + 8).unwrap();
+    pm.write_u64(SB_ROOT, g.off + 8).unwrap();
     expect_corruption(&pm, "misaligned root");
 
-    // A table header with a valid checksum but a bucket count beyond the region.
-    let (pm, t) = fresh();
-    let nonce = pm.read_u64(crate::index::hash::layout::SB_NONCE).unwrap();
-    Table {
-        off: t.off,
-        log2: 30,
-    }
-    .write_header(&pm, nonce)
-    .unwrap();
-    expect_corruption(&pm, "table past the region");
+    // A generation header with a valid checksum but a bucket count beyond the region.
+    let pm = fresh();
+    let (geo, g) = layout(&pm);
+    Gen { log2: 30, ..g }.write_header(&pm, geo.nonce).unwrap();
+    expect_corruption(&pm, "generation past the region");
 
-    let (pm, _) = fresh();
-    pm.write_u64(SB_TAIL0, u64::MAX - 3).unwrap();
+    let pm = fresh();
+    let (_, g) = layout(&pm);
+    pm.write_u64(g.tail_word(0), u64::MAX - 3).unwrap();
     expect_corruption(&pm, "log tail out of range");
 
-    // Meta lines: a tombstone bit without its valid bit; valid bits that are not a prefix; a chunk in use
-    // after a free one.
-    for word in [1u64 << 16, 0b101, 0xFFFFu64 << 32] {
-        let (pm, t) = fresh();
-        pm.write_u64(t.meta_off(0) + 56, word).unwrap();
-        expect_corruption(&pm, &format!("meta word {word:#x}"));
-    }
+    // A tombstone bit on an unused slot of a partly used chunk.
+    let pm = fresh();
+    let (_, g) = layout(&pm);
+    let (_, b) = buckets(&pm, &g);
+    let at = g.home_chunk(b, 0);
+    let head = ChunkHead(pm.read_u64(at).unwrap());
+    pm.write_u64(at, ChunkHead::new(1, 1 << 14, head.seq()).0)
+        .unwrap();
+    expect_corruption(&pm, "tombstone on an unused slot");
+
+    // A committed chunk after a partly used one.
+    let pm = fresh();
+    let (_, g) = layout(&pm);
+    let (b, _) = buckets(&pm, &g);
+    assert!(ChunkHead(pm.read_u64(g.home_chunk(b, 1)).unwrap()).count() > 0);
+    let head = ChunkHead(pm.read_u64(g.home_chunk(b, 0)).unwrap());
+    pm.write_u64(g.home_chunk(b, 0), ChunkHead::new(3, 0, head.seq()).0)
+        .unwrap();
+    expect_corruption(&pm, "chunk after a partial chunk");
 
     // A key stored in a bucket it does not hash to.
-    let (pm, t) = fresh();
-    let stranger = (0u64..).find(|&k| hash(k) & t.mask() != 0).unwrap();
-    assert!(
-        pm.read_u64(t.meta_off(0)).unwrap() & 1 == 1,
-        "bucket 0 has a record"
-    );
-    pm.write_u64(t.slot_off(0, 0), stranger).unwrap();
+    let pm = fresh();
+    let (_, g) = layout(&pm);
+    let (b, _) = buckets(&pm, &g);
+    let stranger = (0u64..).find(|&k| hash(k) & g.mask() != b).unwrap();
+    pm.write_u64(slot_off(g.home_chunk(b, 0), 0), stranger)
+        .unwrap();
     expect_corruption(&pm, "key in the wrong bucket");
+
+    // A committed pool chunk whose identity word is damaged.
+    let pm = fresh();
+    let (_, g) = layout(&pm);
+    let used = (0..g.pool_chunks)
+        .find(|&c| pm.read_u64(g.pool_chunk(c) + 8).unwrap() != 0)
+        .expect("the workload links pool chunks");
+    let at = g.pool_chunk(used) + 8;
+    pm.write_u64(at, pm.read_u64(at).unwrap() ^ 1).unwrap();
+    expect_corruption(&pm, "pool chunk identity");
+
+    // A committed redo whose target is no chunk of its bucket.
+    let pm = fresh();
+    let (geo, g) = layout(&pm);
+    let area = g.scratch(1);
+    pm.write_u64(area + 8, 0).unwrap();
+    pm.write_u64(area + 16, g.home_chunk(1, 0)).unwrap();
+    pm.write_u64(area, g.redo_word(geo.nonce, 1, 1)).unwrap();
+    expect_corruption(&pm, "redo target");
+}
+
+#[test]
+fn a_committed_redo_is_finished_on_open() {
+    let (pm, model) = filled(3000);
+    let (geo, g) = layout(&pm);
+    let (b, _) = buckets(&pm, &g);
+    // Simulate a crash in the middle of placing a compaction: the redo holds bucket b's chunk 0 image
+    // and is committed; the chunk itself was destroyed.
+    let mut img = [0u8; XPLINE as usize];
+    pm.read(g.home_chunk(b, 0), &mut img).unwrap();
+    let area = g.scratch(0);
+    pm.write_u64(area + 8, b).unwrap();
+    pm.write_u64(area + 16, g.home_chunk(b, 0)).unwrap();
+    pm.write(area + XPLINE, &img).unwrap();
+    pm.write(g.home_chunk(b, 0), &[0x5A; XPLINE as usize])
+        .unwrap();
+    pm.write_u64(area, g.redo_word(geo.nonce, 0, 1)).unwrap();
+    let index = HashIndex::open(&pm).unwrap();
+    assert_matches(&index, &model);
+    assert_eq!(pm.read_u64(area).unwrap(), 0, "the redo is cleared");
+    const { assert!(HOME_CHUNKS > 1) };
 }
 
 #[test]
 fn random_damage_never_panics() {
-    let (pm, model) = filled(600);
-    let root = pm.load_u64_atomic(SB_ROOT).unwrap();
-    let log2 = pm.read_u64(root + 8).unwrap();
-    let end = Table { off: root, log2 }.end();
+    let (pm, model) = filled(3000);
+    let (_, g) = layout(&pm);
+    let end = g.end();
     let mut rng = ChaCha8Rng::seed_from_u64(9);
     let mut image = vec![0u8; end as usize];
     pm.read(0, &mut image).unwrap();
@@ -119,13 +176,18 @@ fn random_damage_never_panics() {
         pm.len(),
         300,
         &mut rng,
-        // Mostly the superblock, the log and the table's header and meta lines.
-        |rng| match rng.random_range(0..3) {
+        // Mostly the superblock, the generation header and logs, the pool and the first buckets.
+        |rng| match rng.random_range(0..4) {
             0 => rng.random_range(0..4096),
-            1 => rng.random_range(4096..root),
-            _ => rng.random_range(root..(root + 4096).min(end)),
+            1 => rng.random_range(g.off..g.pool_off()),
+            2 => rng.random_range(g.pool_off()..g.bucket_off(0)),
+            _ => rng.random_range(g.bucket_off(0)..end),
         },
-        |_, _| {},
+        |index, rng| {
+            for i in 0..50u64 {
+                let _ = index.insert(rng.random(), i);
+            }
+        },
     );
     assert!(ok > 0 && bad > 0, "{ok} opened, {bad} refused");
     assert!(!model.is_empty());

@@ -1,0 +1,469 @@
+//! # The `learned` suite (issue 19)
+//!
+//! The learned index (`strata-learned`, XIndex-style) against the B+-tree (`strata-btree`, its cache given
+//! room for every page) — both as `RawDb`s on an in-memory file system with durability `none`, so both pay
+//! the same shell (WAL append in memory, key encoding) — and `std::collections::BTreeMap` behind a
+//! `RwLock` (`std-btreemap`, no shell: a bound).
+//!
+//! Key sets (synthetic, no downloads), 1.5 N distinct `u64` keys per set: N loaded (a random subset), the
+//! rest inserted by the write workloads:
+//! * `smooth` (books/wiki-like): gaps drawn from an exponential whose mean drifts slowly along the key
+//!   space; the CDF is smooth at every scale, so linear models fit it closely.
+//! * `hard` (fb/osm-like): locally hard: runs of dense keys separated by jumps whose size spans
+//!   `4 + 36·h` binary orders of magnitude, with `h` the hardness knob (`STRATA_LEARNED_HARDNESS`, 0..1,
+//!   default 1): at h = 0 it is nearly uniform, at 1 no few lines fit a group.
+//! * `uniform`: uniform random `u64`s.
+//! * `lognormal`: exp(N(0, 2)) scaled to 2^50 — globally skewed, locally smooth.
+//!
+//! Workloads per key set, engine and thread count (1 and 2, or `--threads`): `read-only` (lookups of
+//! loaded keys), `scan100` (100 records from a random loaded key), `95/5` and `50/50` read/insert
+//! (inserts of the held-out keys); `--ops` operations each (default min(N, 200 000)). Every answer is
+//! checked. Rows carry throughput and p50/p99/p99.9 (operations timed in batches of 16, each getting the
+//! batch's mean); `rss_bytes` (scope `index`) holds the index memory: for the learned index its models,
+//! pivots and group headers (`LearnedStats::index_bytes`), for the B+-tree an estimate of its inner nodes
+//! (pages × page size ÷ the inner fanout, page size ÷ 24 B per entry); `disk_bytes` the B+-tree's
+//! whole page file. Values are 8 bytes.
+
+use super::SuiteConfig;
+use crate::driver::Engine;
+use crate::error::{BenchError, Result};
+use crate::measure::{Latency, PhaseLabels, RowParts, row};
+use crate::result::BenchResult;
+use rand::seq::SliceRandom;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use std::collections::{BTreeMap, HashSet};
+use std::fmt::Write as _;
+use std::sync::{Arc, RwLock};
+use std::time::Instant;
+use strata::vfs::{MemVfs, Vfs};
+use strata::{
+    Config, Direction, Durability, IndexKind, KeyRange, Options, RawDb, TypeKind, WriteOp,
+};
+
+pub const NAME: &str = "learned";
+pub const DESCRIPTION: &str = "learned index (XIndex-style) against the in-memory B+-tree and std BTreeMap: smooth, hard (hardness knob), uniform and lognormal keys; read-only, scans of 100, 95/5 and 50/50 read/insert at 1 and 2 threads; throughput, p50/p99/p99.9, index memory per key";
+pub const DEFAULT_RECORDS: u64 = 300_000;
+pub const LEARNED: &str = "strata-learned";
+pub const BTREE: &str = "strata-btree";
+pub const STD: &str = "std-btreemap";
+pub const DATASETS: [&str; 4] = ["smooth", "hard", "uniform", "lognormal"];
+pub const WORKLOADS: [&str; 4] = ["read-only", "scan100", "95/5", "50/50"];
+const BATCH: usize = 16;
+
+/// The hardness knob of the `hard` key set.
+fn hardness() -> f64 {
+    std::env::var("STRATA_LEARNED_HARDNESS")
+        .ok()
+        .and_then(|s| s.parse::<f64>().ok())
+        .map_or(1.0, |h| h.clamp(0.0, 1.0))
+}
+
+/// `count` distinct keys of key set `set`, in random order.
+pub fn key_set(set: &str, count: usize, seed: u64) -> Vec<u64> {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let mut keys: Vec<u64> = match set {
+        "smooth" => {
+            let mut k = 1u64 << 20;
+            (0..count)
+                .map(|i| {
+                    let drift = 1.0 + 0.5 * (i as f64 / count as f64 * std::f64::consts::TAU).sin();
+                    let gap: f64 = -(1.0 - rng.random::<f64>()).ln() * 1000.0 * drift;
+                    k += 1 + gap as u64;
+                    k
+                })
+                .collect()
+        }
+        "hard" => {
+            let spread = 4.0 + 36.0 * hardness();
+            let mut k = 0u64;
+            let mut out = Vec::with_capacity(count);
+            while out.len() < count {
+                k = k.saturating_add(2f64.powf(rng.random::<f64>() * spread) as u64 + 1);
+                let run = rng.random_range(1..64usize);
+                for _ in 0..run.min(count - out.len()) {
+                    k = k.saturating_add(rng.random_range(1..8));
+                    out.push(k);
+                }
+            }
+            out
+        }
+        "lognormal" => {
+            let mut seen = HashSet::with_capacity(count);
+            while seen.len() < count {
+                let (u1, u2): (f64, f64) = (rng.random(), rng.random());
+                let z = (-2.0 * (1.0 - u1).ln()).sqrt() * (std::f64::consts::TAU * u2).cos();
+                seen.insert(((2.0 * z).exp() * (1u64 << 40) as f64) as u64);
+            }
+            seen.into_iter().collect()
+        }
+        _ => {
+            let mut seen = HashSet::with_capacity(count);
+            while seen.len() < count {
+                seen.insert(rng.random::<u64>());
+            }
+            seen.into_iter().collect()
+        }
+    };
+    keys.sort_unstable();
+    keys.dedup();
+    keys.shuffle(&mut rng);
+    keys
+}
+
+fn value(k: u64) -> [u8; 8] {
+    (k ^ 0x5A5A_5A5A).to_le_bytes()
+}
+
+/// What the suite drives.
+trait Target: Sync {
+    fn get(&self, k: u64, out: &mut Vec<u8>) -> Result<bool>;
+    fn put(&self, k: u64) -> Result<()>;
+    /// Records visited by a scan of up to 100 from `k`.
+    fn scan100(&self, k: u64) -> Result<usize>;
+    /// (index bytes, file bytes).
+    fn memory(&self) -> (u64, u64);
+}
+
+struct Shell {
+    db: RawDb,
+    learned: bool,
+    page_size: usize,
+}
+
+impl Shell {
+    fn new(kind: IndexKind, cfg: &SuiteConfig, load: &[u64]) -> Result<Shell> {
+        let vfs: Arc<dyn Vfs> = Arc::new(MemVfs::new());
+        let config = Config {
+            index: kind.default_config(),
+            key: TypeKind::U64,
+            value: TypeKind::Bytes,
+            durability: Durability::None,
+            page_size: cfg.page_size,
+            ..Config::default()
+        };
+        let options = Options {
+            vfs,
+            cache_bytes: (cfg.records as usize * 2).saturating_mul(96).max(64 << 20),
+            checkpoint_wal_bytes: 1 << 40,
+            ..Options::default()
+        };
+        let db = RawDb::create("/bench", &config, &options)?;
+        let mut sorted = load.to_vec();
+        sorted.sort_unstable();
+        for chunk in sorted.chunks(1024) {
+            let ops: Vec<WriteOp> = chunk
+                .iter()
+                .map(|&k| WriteOp::Put {
+                    key: k.to_be_bytes().to_vec(),
+                    value: value(k).to_vec(),
+                })
+                .collect();
+            db.write(&ops, None)?;
+        }
+        Ok(Shell {
+            db,
+            learned: kind == IndexKind::Learned,
+            page_size: cfg.page_size,
+        })
+    }
+}
+
+impl Target for Shell {
+    fn get(&self, k: u64, out: &mut Vec<u8>) -> Result<bool> {
+        Ok(self.db.get_into(&k.to_be_bytes(), out)?)
+    }
+    fn put(&self, k: u64) -> Result<()> {
+        Ok(self.db.write(
+            &[WriteOp::Put {
+                key: k.to_be_bytes().to_vec(),
+                value: value(k).to_vec(),
+            }],
+            None,
+        )?)
+    }
+    fn scan100(&self, k: u64) -> Result<usize> {
+        let range = KeyRange {
+            lo: std::ops::Bound::Included(k.to_be_bytes().to_vec()),
+            hi: std::ops::Bound::Unbounded,
+        };
+        let mut n = 0;
+        for r in self.db.range(range, Direction::Forward).take(100) {
+            r?;
+            n += 1;
+        }
+        Ok(n)
+    }
+    fn memory(&self) -> (u64, u64) {
+        if self.learned {
+            let bytes = self
+                .db
+                .stats()
+                .ok()
+                .and_then(|s| s.family_stats::<serde_json::Value>())
+                .and_then(|v| v.get("index_bytes").and_then(|b| b.as_u64()))
+                .unwrap_or(0);
+            (bytes, 0)
+        } else {
+            let s = self.db.index_stats();
+            let file = s.pages * self.page_size as u64;
+            (file / (self.page_size as u64 / 24).max(2), file)
+        }
+    }
+}
+
+struct StdMap(RwLock<BTreeMap<u64, Vec<u8>>>);
+
+impl Target for StdMap {
+    fn get(&self, k: u64, out: &mut Vec<u8>) -> Result<bool> {
+        let m = self.0.read().unwrap_or_else(|e| e.into_inner());
+        Ok(m.get(&k)
+            .map(|v| {
+                out.clear();
+                out.extend_from_slice(v);
+            })
+            .is_some())
+    }
+    fn put(&self, k: u64) -> Result<()> {
+        self.0
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(k, value(k).to_vec());
+        Ok(())
+    }
+    fn scan100(&self, k: u64) -> Result<usize> {
+        Ok(self
+            .0
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .range(k..)
+            .take(100)
+            .count())
+    }
+    fn memory(&self) -> (u64, u64) {
+        (0, 0)
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+/// Runs `ops` operations of `workload` on `threads` threads; returns (latencies, wall seconds, wrong
+/// answers).
+fn drive(
+    t: &dyn Target,
+    workload: &str,
+    loaded: &[u64],
+    pool: &[u64],
+    next_insert: &std::sync::atomic::AtomicUsize,
+    ops: usize,
+    threads: usize,
+    seed: u64,
+) -> Result<(Latency, f64, u64)> {
+    let insert_share = match workload {
+        "95/5" => 0.05,
+        "50/50" => 0.5,
+        _ => 0.0,
+    };
+    let start = Instant::now();
+    let results: Vec<Result<(Latency, u64)>> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|ti| {
+                s.spawn(move || -> Result<(Latency, u64)> {
+                    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ ((ti as u64 + 1) * 0x9E37));
+                    let mut lat = Latency::new();
+                    let mut out = Vec::new();
+                    let mut wrong = 0u64;
+                    let mine = ops / threads;
+                    let mut done = 0;
+                    while done < mine {
+                        let n = BATCH.min(mine - done);
+                        let t0 = Instant::now();
+                        for _ in 0..n {
+                            if insert_share > 0.0 && rng.random_bool(insert_share) {
+                                let i =
+                                    next_insert.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                                if let Some(&k) = pool.get(i) {
+                                    t.put(k)?;
+                                    continue;
+                                }
+                            }
+                            let k = loaded[rng.random_range(0..loaded.len())];
+                            if workload == "scan100" {
+                                wrong += u64::from(t.scan100(k)? == 0);
+                            } else {
+                                let hit = t.get(k, &mut out)?;
+                                wrong += u64::from(!hit || out.as_slice() != value(k));
+                            }
+                        }
+                        let d = t0.elapsed() / n as u32;
+                        for _ in 0..n {
+                            lat.record(d);
+                        }
+                        done += n;
+                    }
+                    Ok((lat, wrong))
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(BenchError::Usage("a bench thread panicked".into())))
+            })
+            .collect()
+    });
+    let secs = start.elapsed().as_secs_f64();
+    let mut lat = Latency::new();
+    let mut wrong = 0;
+    for r in results {
+        let (l, w) = r?;
+        lat.merge(&l);
+        wrong += w;
+    }
+    Ok((lat, secs, wrong))
+}
+
+/// Runs the suite (its engines are its own: the engine list is not used).
+pub fn run(cfg: &SuiteConfig, _engines: &[Box<dyn Engine>]) -> Result<Vec<BenchResult>> {
+    let n = cfg.records as usize;
+    let ops = cfg.ops.map_or(n.min(200_000), |o| o as usize).max(BATCH);
+    let threads: Vec<u32> = if cfg.threads.is_empty() {
+        vec![1, 2]
+    } else {
+        cfg.threads.clone()
+    };
+    let mut rows = Vec::new();
+    for (di, set) in DATASETS.iter().enumerate() {
+        let keys = key_set(set, n + n / 2, cfg.seed ^ di as u64);
+        let (loaded, pool) = keys.split_at(n.min(keys.len()));
+        for engine in [LEARNED, BTREE, STD] {
+            let target: Box<dyn Target> = match engine {
+                LEARNED => Box::new(Shell::new(IndexKind::Learned, cfg, loaded)?),
+                BTREE => Box::new(Shell::new(IndexKind::BTree, cfg, loaded)?),
+                _ => Box::new(StdMap(RwLock::new(
+                    loaded.iter().map(|&k| (k, value(k).to_vec())).collect(),
+                ))),
+            };
+            let next = std::sync::atomic::AtomicUsize::new(0);
+            for &th in &threads {
+                for workload in WORKLOADS {
+                    let (lat, secs, wrong) = drive(
+                        target.as_ref(),
+                        workload,
+                        loaded,
+                        pool,
+                        &next,
+                        ops,
+                        th as usize,
+                        cfg.seed,
+                    )?;
+                    if wrong > 0 {
+                        return Err(BenchError::Usage(format!(
+                            "{engine} on {set} {workload}: {wrong} wrong answers"
+                        )));
+                    }
+                    let (index, file) = target.memory();
+                    let labels = PhaseLabels {
+                        suite: NAME.into(),
+                        engine: engine.into(),
+                        workload: format!("{set}/{workload}"),
+                        records: cfg.records,
+                        threads: th,
+                        durability: "none".into(),
+                        cache_bytes: 0,
+                        page_size: cfg.page_size,
+                    };
+                    let parts = RowParts {
+                        secs,
+                        io: None,
+                        os: None,
+                        rss: (engine != STD).then_some(index),
+                        rss_scope: "index",
+                        disk_bytes: file,
+                        height: None,
+                    };
+                    rows.push(row(
+                        &labels,
+                        if workload == "scan100" {
+                            "scan"
+                        } else {
+                            "mixed"
+                        },
+                        &lat,
+                        &parts,
+                    ));
+                }
+            }
+        }
+    }
+    Ok(rows)
+}
+
+/// Method notes for the report.
+pub fn notes(cfg: &SuiteConfig) -> Vec<String> {
+    vec![
+        format!(
+            "{} records loaded per key set (1.5× generated, the rest inserted); hard-set hardness {:.2} \
+             (STRATA_LEARNED_HARDNESS)",
+            cfg.records,
+            hardness()
+        ),
+        "strata engines through RawDb on MemVfs, durability none, B+-tree cache holding every page; \
+         std-btreemap under a RwLock without a shell"
+            .into(),
+        "index bytes: learned = models + pivots + group headers; B+-tree = estimated inner nodes \
+         (file bytes ÷ (page size ÷ 24))"
+            .into(),
+    ]
+}
+
+fn find<'a>(rows: &'a [BenchResult], e: &str, w: &str, th: u32) -> Option<&'a BenchResult> {
+    rows.iter()
+        .find(|r| r.engine == e && r.workload == w && r.threads == th)
+}
+
+/// Ratios learned ÷ B+-tree per key set and workload, with the issue's goals.
+pub fn analysis(_cfg: &SuiteConfig, rows: &[BenchResult]) -> String {
+    let mut s = String::new();
+    let mut threads: Vec<u32> = rows.iter().map(|r| r.threads).collect();
+    threads.sort_unstable();
+    threads.dedup();
+    let _ = writeln!(
+        s,
+        "| key set | workload | threads | learned Mops/s | btree Mops/s | std Mops/s | learned ÷ btree | p99.9 learned ÷ btree | index B/key learned | btree inner B/key (est.) |\n|---|---|---|---|---|---|---|---|---|---|"
+    );
+    for set in DATASETS {
+        for w in WORKLOADS {
+            for &th in &threads {
+                let wl = format!("{set}/{w}");
+                let (Some(l), Some(b)) = (find(rows, LEARNED, &wl, th), find(rows, BTREE, &wl, th))
+                else {
+                    continue;
+                };
+                let std = find(rows, STD, &wl, th)
+                    .map_or("–".into(), |r| format!("{:.2}", r.ops_per_sec / 1e6));
+                let per_key = |r: &BenchResult| {
+                    r.rss_bytes.map_or("–".into(), |b| {
+                        format!("{:.2}", b as f64 / r.records.max(1) as f64)
+                    })
+                };
+                let _ = writeln!(
+                    s,
+                    "| {set} | {w} | {th} | {:.2} | {:.2} | {std} | {:.2}× | {:.2}× | {} | {} |",
+                    l.ops_per_sec / 1e6,
+                    b.ops_per_sec / 1e6,
+                    l.ops_per_sec / b.ops_per_sec.max(1e-9),
+                    l.p999_us / b.p999_us.max(1e-9),
+                    per_key(l),
+                    per_key(b),
+                );
+            }
+        }
+    }
+    let _ = writeln!(
+        s,
+        "\nGoals (issue 19): read-only smooth ≥ 2× and hard ≥ 1.0× the B+-tree; 50/50 smooth ≥ 1.2×, hard ≥ 0.9×; \
+         p99.9 ≤ 2× the B+-tree's; index memory ≤ 0.5× the B+-tree's inner nodes."
+    );
+    s
+}

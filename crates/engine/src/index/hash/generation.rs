@@ -1,0 +1,115 @@
+//! A table generation in DRAM ([`Generation`]): its PM layout, the DRAM state of its buckets and pool
+//! chunks, and its collecting logs; plus the PM writes every generation shares (formatting a new one,
+//! committing a word, reading a slot, the identity of a chunk).
+
+use parking_lot::Mutex;
+
+use super::bucket::{Bucket, Pool, Shape};
+use super::format::le;
+use super::layout::{Gen, HOME_CHUNKS, SLOT_BYTES, slot_off};
+use super::log::Log;
+use crate::error::Result;
+use crate::storage::pm::{Pm, XPLINE};
+
+/// One generation: a table of `2^log2` buckets with its logs, pool and redo areas (layout in [`Gen`]).
+#[derive(Debug)]
+pub struct Generation {
+    pub layout: Gen,
+    pub buckets: Box<[Bucket]>,
+    pub logs: Box<[Mutex<Log>]>,
+    pub pool: Pool,
+}
+
+impl Generation {
+    /// The DRAM state of an empty generation laid out as `layout`.
+    pub fn new(layout: Gen, nonce: u64) -> Generation {
+        Generation {
+            buckets: (0..layout.buckets()).map(|_| Bucket::default()).collect(),
+            logs: (0..layout.logs)
+                .map(|i| Mutex::new(Log::new(&layout, nonce, i)))
+                .collect(),
+            pool: Pool::new(layout.pool_chunks),
+            layout,
+        }
+    }
+
+    /// Writes what makes the generation valid apart from its buckets — header, zero log tails, a zeroed
+    /// pool — and fences. The caller writes the buckets, then switches the root word.
+    pub fn format<P: Pm>(&self, pm: &P, nonce: u64) -> Result<()> {
+        let g = &self.layout;
+        g.write_header(pm, nonce)?;
+        for i in 0..g.logs {
+            pm.write_u64(g.tail_word(i), 0)?;
+        }
+        pm.flush(g.off, g.tail_word(g.logs) - g.off)?;
+        let zeros = vec![0u8; 64 * XPLINE as usize];
+        let mut at = g.pool_off();
+        let end = g.pool_chunk(g.pool_chunks);
+        while at < end {
+            let n = (end - at).min(zeros.len() as u64);
+            pm.write_nt(at, &zeros[..n as usize])?;
+            at += n;
+        }
+        pm.fence();
+        Ok(())
+    }
+
+    /// Offset of the chunk at chain position `pos` of bucket `b`.
+    #[inline]
+    pub fn chunk_off(&self, b: u64, bucket: &Bucket, pos: usize) -> u64 {
+        if pos < HOME_CHUNKS {
+            self.layout.home_chunk(b, pos)
+        } else {
+            self.layout.pool_chunk(u64::from(bucket.overflow(pos)))
+        }
+    }
+
+    /// Identity word of the chunk at chain position `pos` of bucket `b`.
+    pub fn tag(&self, nonce: u64, b: u64, pos: usize) -> u64 {
+        if pos < HOME_CHUNKS {
+            self.layout.home_tag(nonce, b, pos)
+        } else {
+            self.layout.pool_tag(nonce, b, pos)
+        }
+    }
+
+    /// Key and value of chain slot `p` of bucket `b`: the tail's from DRAM, others with one 16 B PM read
+    /// (one line of one XPLine). Safe inside a seqlock read: a torn shape or link gives a wrong offset,
+    /// which the bounds check refuses or the version check discards.
+    #[inline]
+    pub fn slot<P: Pm>(
+        &self,
+        pm: &P,
+        b: u64,
+        bucket: &Bucket,
+        shape: Shape,
+        p: usize,
+    ) -> Result<(u64, u64)> {
+        let start = shape.tail_start();
+        if p >= start {
+            return Ok(bucket.tail_slot(p - start));
+        }
+        let chunk = self.chunk_off(b, bucket, p / super::layout::CHUNK_SLOTS);
+        let mut buf = [0u8; SLOT_BYTES as usize];
+        pm.read(slot_off(chunk, p % super::layout::CHUNK_SLOTS), &mut buf)?;
+        Ok((le(&buf), le(&buf[8..])))
+    }
+
+    /// Bytes of DRAM the generation holds (buckets, pool mirror, log rings).
+    pub fn dram_bytes(&self) -> u64 {
+        self.buckets.len() as u64 * Bucket::dram_bytes()
+            + self.pool.dram_bytes()
+            + self.layout.logs * self.layout.log_records * 4
+    }
+}
+
+/// Stores the 8 B word `value` at `off` and makes it durable: store, write-back of its line, fence — in
+/// both modes. Under eADR the write-back is not needed for durability; it is done so that the line reaches
+/// the media while the XPLine it belongs to (just written whole) is still in the XPBuffer, instead of
+/// being evicted from the cache later as a lone partial XPLine (a 256 B read-modify-write).
+pub fn commit_word<P: Pm>(pm: &P, off: u64, value: u64) -> Result<()> {
+    pm.store_u64_atomic(off, value)?;
+    pm.flush(off, 8)?;
+    pm.fence();
+    Ok(())
+}

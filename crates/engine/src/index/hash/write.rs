@@ -1,0 +1,341 @@
+//! The write path under a bucket's lock: find the key's visible version, make room in the tail, append the
+//! log record (the acknowledgement), stage the new version in the D-bucket, and write the D-bucket back as
+//! one whole XPLine when it is full or when log space needs it.
+//!
+//! No PM is read before a write unless the key's 16-bit fingerprint matches a live slot outside the tail
+//! (an update, or ≈ live slots / 65,536 false matches): a new key costs a DRAM scan only.
+
+use super::bucket::{Shape, Writer};
+use super::generation::{Generation, commit_word};
+use super::index::HashIndex;
+use super::layout::{
+    CHUNK_SLOTS, ChunkHead, HOME_CHUNKS, MAX_CHAIN, chunk_image, fingerprint, hash,
+};
+use super::log::{Log, LogStats};
+use crate::error::Result;
+use crate::storage::pm::Pm;
+
+/// Bits of a pin that hold the log position (the log number is above them).
+pub(super) const PIN_LSN: u64 = (1 << 56) - 1;
+
+/// What became of a write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Applied {
+    /// Done; the key's previous visible value.
+    Done(Option<u64>),
+    /// The bucket was copied by a doubling: retry in the next generation.
+    Moved,
+    /// The bucket has no room left (chain and pool full of live records): double the table, retry.
+    NeedGrow,
+}
+
+/// Where a write comes from.
+pub(super) enum Source<'a> {
+    /// A new write: its record is appended to this log.
+    Live(&'a mut Log),
+    /// A record replayed by recovery: already in log `pin >> 56` at position `pin & PIN_LSN`.
+    Replay {
+        pin: u64,
+        seq: u64,
+        /// Redo area for a compaction.
+        scratch: u64,
+        stats: &'a mut LogStats,
+    },
+}
+
+impl Source<'_> {
+    fn scratch(&self) -> u64 {
+        match self {
+            Source::Live(log) => log.id,
+            Source::Replay { scratch, .. } => *scratch,
+        }
+    }
+    fn stats(&mut self) -> &mut LogStats {
+        match self {
+            Source::Live(log) => &mut log.stats,
+            Source::Replay { stats, .. } => stats,
+        }
+    }
+}
+
+/// Whether the tail has room after [`HashIndex::make_room`].
+enum Room {
+    Ready,
+    Compacted,
+    NeedGrow,
+}
+
+impl<P: Pm> HashIndex<P> {
+    /// The live slot holding `key` in bucket `b` and its value (under the bucket's lock).
+    pub(super) fn find_locked(
+        &self,
+        g: &Generation,
+        b: u64,
+        fp: u16,
+        key: u64,
+    ) -> Result<Option<(usize, u64)>> {
+        let bucket = &g.buckets[b as usize];
+        let shape = bucket.shape();
+        let found = bucket.find_live(&g.pool, shape, fp, |p| {
+            match g.slot(&self.pm, b, bucket, shape, p) {
+                Ok((k, v)) if k == key => Some(Ok((p, v))),
+                Ok(_) => None,
+                Err(e) => Some(Err(e)),
+            }
+        });
+        found.transpose()
+    }
+
+    /// Applies a put (`Some`) or delete (`None`) of `key` to bucket `b` of `g`, whose lock is held as `w`.
+    /// A delete of an absent key writes nothing.
+    pub(super) fn apply(
+        &self,
+        g: &Generation,
+        b: u64,
+        w: &mut Writer,
+        mut src: Source<'_>,
+        key: u64,
+        value: Option<u64>,
+    ) -> Result<Applied> {
+        let bucket = &g.buckets[b as usize];
+        let fp = fingerprint(hash(key));
+        // A staged entry of the key (put or tombstone) is replaced; else a live committed version is killed.
+        let shape = bucket.shape();
+        let staged = (shape.committed()..shape.tail_used()).find(|&i| bucket.tail_slot(i).0 == key);
+        let mut found = match staged {
+            Some(i) => {
+                let p = shape.tail_start() + i;
+                bucket
+                    .is_live(&g.pool, p)
+                    .then(|| (p, bucket.tail_slot(i).1))
+            }
+            None => self.find_locked(g, b, fp, key)?,
+        };
+        let old = found.map(|(_, v)| v);
+        if value.is_none() && found.is_none() {
+            return Ok(Applied::Done(None));
+        }
+        if staged.is_none() && shape.tail_used() == CHUNK_SLOTS {
+            match self.make_room(g, b, w, src.scratch(), src.stats())? {
+                Room::Ready => {}
+                Room::Compacted => found = self.find_locked(g, b, fp, key)?,
+                Room::NeedGrow => return Ok(Applied::NeedGrow),
+            }
+        }
+        let (seq, pin) = match &mut src {
+            Source::Live(log) => {
+                let seq = w.seq + 1;
+                let lsn = log.append(&self.pm, key, value, seq, b)?;
+                (seq, log.id << 56 | lsn)
+            }
+            Source::Replay { pin, seq, .. } => (*seq, *pin),
+        };
+        w.seq = w.seq.max(seq);
+        bucket.edit(|| {
+            let shape = bucket.shape();
+            let start = shape.tail_start();
+            let (committed, mut staged_n) = (shape.committed(), shape.staged());
+            let mut shadows = false;
+            match (staged, found) {
+                (Some(i), _) => {
+                    shadows = w.shadows >> i & 1 == 1;
+                    self.remove_staged(g, bucket, w, shape, i);
+                    staged_n -= 1;
+                }
+                (None, Some((p, _))) => {
+                    bucket.set_live(&g.pool, p, false);
+                    shadows = true;
+                }
+                (None, None) => {}
+            }
+            // A delete that cancels a staged put still stages a tombstone: the put's record may sit in
+            // another thread's log whose tail has not passed it, and replay would bring it back unless this
+            // record stays pinned until a chunk commit (whose sequence number covers both) holds it.
+            if value.is_some() || shadows || staged.is_some() {
+                let i = committed + staged_n;
+                let bit = 1u16 << i;
+                bucket.set_tail_slot(i, key, value.unwrap_or(0));
+                bucket.set_fp(&g.pool, start + i, fp);
+                bucket.set_live(&g.pool, start + i, value.is_some());
+                w.tail_tomb = if value.is_some() {
+                    w.tail_tomb & !bit
+                } else {
+                    w.tail_tomb | bit
+                };
+                w.shadows = if shadows {
+                    w.shadows | bit
+                } else {
+                    w.shadows & !bit
+                };
+                w.pins[i] = pin;
+                staged_n += 1;
+            }
+            bucket.set_shape(Shape::new(shape.chunks(), committed, staged_n, false));
+        });
+        if bucket.shape().tail_used() == CHUNK_SLOTS {
+            self.flush(g, b, w, src.stats())?;
+        }
+        Ok(Applied::Done(old))
+    }
+
+    /// Removes staged tail slot `i`, moving the later staged slots down one (they stay in sequence order).
+    fn remove_staged(
+        &self,
+        g: &Generation,
+        bucket: &super::bucket::Bucket,
+        w: &mut Writer,
+        shape: Shape,
+        i: usize,
+    ) {
+        let start = shape.tail_start();
+        let last = shape.tail_used() - 1;
+        for j in i..last {
+            let (k, v) = bucket.tail_slot(j + 1);
+            bucket.set_tail_slot(j, k, v);
+            bucket.set_fp(&g.pool, start + j, bucket.fp(&g.pool, start + j + 1));
+            bucket.set_live(&g.pool, start + j, bucket.is_live(&g.pool, start + j + 1));
+            w.pins[j] = w.pins[j + 1];
+        }
+        let keep = |bits: u16| {
+            let low = bits & ((1 << i) - 1);
+            let high = (bits >> (i + 1)) << i;
+            low | high
+        };
+        w.tail_tomb = keep(w.tail_tomb);
+        w.shadows = keep(w.shadows);
+        bucket.set_live(&g.pool, start + last, false);
+    }
+
+    /// Writes bucket `b`'s D-bucket to its tail chunk: the whole tail (committed slots rewritten unchanged
+    /// from DRAM, staged ones added) as one aligned non-temporal XPLine write under the old commit word,
+    /// a fence, then the new commit word (count, tombstones, the bucket's sequence number), persisted.
+    /// A crash before the commit leaves the new slots invisible; their records are still in the logs.
+    pub(super) fn flush(
+        &self,
+        g: &Generation,
+        b: u64,
+        w: &mut Writer,
+        stats: &mut LogStats,
+    ) -> Result<()> {
+        let bucket = &g.buckets[b as usize];
+        let shape = bucket.shape();
+        if shape.staged() == 0 {
+            return Ok(());
+        }
+        let pos = shape.tail();
+        let used = shape.tail_used();
+        let off = g.chunk_off(b, bucket, pos);
+        if w.tail_head.count() == 0 && pos < HOME_CHUNKS {
+            // A home chunk's space may hold a stale commit word from an older generation: zero it durably
+            // first, so that a torn write below never pairs it with this chunk's identity.
+            commit_word(&self.pm, off, 0)?;
+        }
+        let mut slots = [(0u64, 0u64); CHUNK_SLOTS];
+        for (i, s) in slots.iter_mut().enumerate().take(used) {
+            *s = bucket.tail_slot(i);
+        }
+        let img = chunk_image(w.tail_head, g.tag(self.geo.nonce, b, pos), &slots[..used]);
+        self.pm.write_nt(off, &img)?;
+        self.pm.fence();
+        let head = ChunkHead::new(used, w.tail_tomb & ((1 << used) - 1), w.seq);
+        commit_word(&self.pm, off, head.0)?;
+        stats.flushes += 1;
+        if shape.committed() > 0 {
+            stats.partial_flushes += 1;
+        }
+        w.tail_head = head;
+        w.shadows = 0;
+        bucket.set_shape(Shape::new(shape.chunks(), used, 0, false));
+        Ok(())
+    }
+
+    /// Gives a full tail (all committed) a successor: the next home chunk, a pool chunk, or room made by
+    /// compacting the bucket (when a quarter of its slots are dead, or as the last resort).
+    fn make_room(
+        &self,
+        g: &Generation,
+        b: u64,
+        w: &mut Writer,
+        scratch: u64,
+        stats: &mut LogStats,
+    ) -> Result<Room> {
+        let bucket = &g.buckets[b as usize];
+        let mut compacted = false;
+        loop {
+            let shape = bucket.shape();
+            if shape.tail_used() < CHUNK_SLOTS {
+                return Ok(if compacted {
+                    Room::Compacted
+                } else {
+                    Room::Ready
+                });
+            }
+            let chunks = shape.chunks();
+            let start_next = |w: &mut Writer| {
+                *w = Writer {
+                    seq: w.seq,
+                    ..Writer::default()
+                };
+                bucket.edit(|| bucket.set_shape(Shape::new(chunks + 1, 0, 0, false)));
+            };
+            if chunks < HOME_CHUNKS {
+                start_next(w);
+                continue;
+            }
+            let fill = shape.fill() as u64;
+            let dead = fill - bucket.live_count(&g.pool);
+            if !compacted && dead > 0 && dead * 4 >= fill {
+                self.compact(g, b, w, scratch, stats)?;
+                compacted = true;
+                continue;
+            }
+            if chunks < MAX_CHAIN
+                && let Some(c) = g.pool.free.lock().pop()
+            {
+                bucket.edit(|| bucket.set_overflow(chunks, c));
+                start_next(w);
+                stats.overflow_chunks += 1;
+                continue;
+            }
+            if !compacted && dead > 0 {
+                self.compact(g, b, w, scratch, stats)?;
+                compacted = true;
+                continue;
+            }
+            return Ok(Room::NeedGrow);
+        }
+    }
+
+    /// Frees log space when `log`'s ring is full: writes back every D-bucket that holds a record of the
+    /// ring's older half, then persists the new tail.
+    pub(super) fn free_log_space(&self, g: &Generation, log: &mut Log) -> Result<()> {
+        if log.has_room() {
+            return Ok(());
+        }
+        let cap = log.capacity();
+        let target = log.head - cap / 2;
+        let mut last = u32::MAX;
+        for lsn in log.durable_tail..target {
+            let b = log.ring[(lsn % cap) as usize];
+            if b == last {
+                continue;
+            }
+            last = b;
+            let bucket = &g.buckets[b as usize];
+            let mut w = bucket.writer.lock();
+            let shape = bucket.shape();
+            if shape.moved() {
+                continue;
+            }
+            let staged = shape.committed()..shape.tail_used();
+            let pinned = staged
+                .map(|i| w.pins[i])
+                .any(|pin| pin >> 56 == log.id && pin & PIN_LSN < target);
+            if pinned {
+                self.flush(g, u64::from(b), &mut w, &mut log.stats)?;
+                log.stats.forced_flushes += 1;
+            }
+        }
+        log.persist_tail(&self.pm, target)
+    }
+}

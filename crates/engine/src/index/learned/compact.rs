@@ -1,0 +1,236 @@
+//! Structural changes: the two-phase compaction of a group, group splits and root retraining.
+//!
+//! One compaction at a time (the `structure` mutex). Compacting group `G`:
+//! 1. **Phase 1** (writes go on): give `G` a temporary buffer, close `G`'s buffer (new keys now go to the
+//!    temporary one; updates of existing records go on in place), mark dead the removed records no snapshot
+//!    can read, and merge `G`'s array with its closed buffer into a new sorted array of *references* to the
+//!    old records; train the new group's models. If it holds more than `max_group` records it is cut into
+//!    groups of `group_size`. One new group takes the temporary buffer as its buffer; several split its
+//!    entries between new buffers after closing it (inserters that find it closed retry from the root,
+//!    which they find republished moments later). Publish: swap the group pointer, or a new root with
+//!    retrained models for a split. Writers through a reference lock it and then the old record, so an
+//!    update through either group lands in the same old record: none is lost.
+//! 2. **Phase 2**: per new record, under its lock and the old record's, move the value chain over and mark
+//!    the old record `MOVED`; whoever later reaches the old record through the old group restarts from the
+//!    root and finds the new one. Then retire `G` (and the old root) through the epoch.
+//!
+//! Cost: O(group records + buffered records) per compaction, one lock per removed record in phase 1 and
+//! two per record in phase 2.
+
+use super::buffer::Buffer;
+use super::core::{LearnedIndex, owned_group};
+use super::group::{Group, Root};
+use super::slot::{DEAD, REMOVED, Slot};
+use crossbeam_epoch::{self as epoch, Atomic, Guard, Owned};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+impl LearnedIndex {
+    /// Compacts every group whose buffers hold more than `compact_at` records or whose array is over
+    /// `max_group`; returns how many were compacted.
+    pub fn maintain(&self) -> usize {
+        let _s = self.structure.lock();
+        let mut done = 0;
+        let mut i = 0;
+        loop {
+            let guard = epoch::pin();
+            let root = self.root(&guard);
+            let Some((_, g)) = root.group(i, &guard) else {
+                return done;
+            };
+            if g.buffered(&guard) > self.opts.compact_at || g.keys.len() > self.opts.max_group {
+                i += self.compact_locked(i, &guard);
+                done += 1;
+            } else {
+                i += 1;
+            }
+        }
+    }
+
+    /// Compacts every group (dropping every removed record no snapshot reads).
+    pub fn compact_all(&self) {
+        let _s = self.structure.lock();
+        let mut i = 0;
+        loop {
+            let guard = epoch::pin();
+            let root = self.root(&guard);
+            let Some((_, g)) = root.group(i, &guard) else {
+                return;
+            };
+            let _ = g;
+            i += self.compact_locked(i, &guard);
+        }
+    }
+
+    /// After a writer added a record: compacts the key's group if its buffer passed `inline_compact_at` and
+    /// no other compaction is under way.
+    pub(super) fn compact_if_overfull(&self, key: u64) {
+        let guard = epoch::pin();
+        let root = self.root(&guard);
+        let i = root.locate(key);
+        let over = root
+            .group(i, &guard)
+            .is_some_and(|(_, g)| g.buffered(&guard) > self.opts.inline_compact_at);
+        if !over {
+            return;
+        }
+        if let Some(_s) = self.structure.try_lock() {
+            // The root may have changed before we got the lock.
+            let root = self.root(&guard);
+            let i = root.locate(key);
+            if root
+                .group(i, &guard)
+                .is_some_and(|(_, g)| g.buffered(&guard) > self.opts.inline_compact_at)
+            {
+                self.compact_locked(i, &guard);
+            }
+        }
+    }
+
+    /// Compacts group `i` of the current root (the caller holds `structure`); returns how many groups
+    /// replaced it.
+    fn compact_locked(&self, i: usize, guard: &Guard) -> usize {
+        let root_shared = self.root.load(Ordering::Acquire, guard);
+        // SAFETY: the root is never null.
+        let root = unsafe { root_shared.deref() };
+        let Some((old_shared, g)) = root.group(i, guard) else {
+            return 1;
+        };
+        let pivot = root.pivots.get(i).copied().unwrap_or(0);
+
+        // Phase 1.
+        let tmp = Arc::new(Buffer::new());
+        let _ = g.tmp.set(tmp.clone());
+        g.buffer.close();
+        let horizon = self.gc_horizon();
+        let (keys, targets) = merge_live(g, horizon, guard);
+
+        let parts = if keys.len() > self.opts.max_group {
+            keys.len().div_ceil(self.opts.group_size)
+        } else {
+            1
+        };
+        let per = keys.len().div_ceil(parts).max(1);
+        let mut built: Vec<(u64, Group)> = Vec::with_capacity(parts);
+        if parts == 1 {
+            let slots = targets.iter().map(|&t| reference(t)).collect();
+            built.push((pivot, Group::new(keys, slots, tmp.clone())));
+        } else {
+            tmp.close();
+            let pending = &tmp.entries(guard).0;
+            for (c, (kc, tc)) in keys.chunks(per).zip(targets.chunks(per)).enumerate() {
+                let lo = if c == 0 {
+                    pivot
+                } else {
+                    kc.first().copied().unwrap_or(pivot)
+                };
+                let hi = keys.get((c + 1) * per).copied();
+                let mine = pending
+                    .iter()
+                    .filter(|e| e.0 >= lo && hi.is_none_or(|h| e.0 < h))
+                    .copied()
+                    .collect();
+                let buffer = Arc::new(Buffer::with_entries(mine, vec![tmp.clone()]));
+                let slots = tc.iter().map(|&t| reference(t)).collect();
+                built.push((lo, Group::new(kc.to_vec(), slots, buffer)));
+            }
+        }
+
+        // Publish.
+        let new_groups: Vec<&Group>;
+        if parts == 1 {
+            let Some(((_, group), slot)) = built.pop().zip(root.groups.get(i)) else {
+                return 1;
+            };
+            let new = Owned::new(group).into_shared(guard);
+            slot.store(new, Ordering::Release);
+            // SAFETY: just published, alive until retired by a later compaction under `structure`.
+            new_groups = vec![unsafe { new.deref() }];
+        } else {
+            let mut parts_list: Vec<(u64, Atomic<Group>)> =
+                Vec::with_capacity(root.groups.len() + parts);
+            for (j, a) in root.groups.iter().enumerate() {
+                if j == i {
+                    for (p, group) in built.drain(..) {
+                        parts_list.push((p, owned_group(group)));
+                    }
+                } else {
+                    let shared = a.load(Ordering::Acquire, guard);
+                    parts_list.push((
+                        root.pivots.get(j).copied().unwrap_or(0),
+                        Atomic::from(shared),
+                    ));
+                }
+            }
+            let new_root = Owned::new(Root::new(parts_list)).into_shared(guard);
+            self.root.store(new_root, Ordering::Release);
+            // SAFETY: the new root is alive (published); its groups i..i+parts are the new ones.
+            let nr = unsafe { new_root.deref() };
+            new_groups = (i..i + parts)
+                .filter_map(|j| nr.group(j, guard).map(|(_, g)| g))
+                .collect();
+            // SAFETY: the old root is unreachable now; its group pointers are not owned by it.
+            unsafe { guard.defer_destroy(root_shared) };
+            self.counters.splits.fetch_add(1, Ordering::Relaxed);
+        }
+
+        // Phase 2.
+        for ng in &new_groups {
+            for slot in ng.slots.iter() {
+                slot.absorb_target(guard);
+            }
+        }
+        // SAFETY: `g` is unreachable from the index now; threads still on it are pinned.
+        unsafe { guard.defer_destroy(old_shared) };
+        self.counters.compactions.fetch_add(1, Ordering::Relaxed);
+        guard.flush();
+        parts
+    }
+}
+
+/// A reference slot to `target`.
+fn reference(target: *const Slot) -> Slot {
+    // SAFETY: targets are records of the group being compacted, alive until it is retired after phase 2.
+    Slot::reference(unsafe { &*target })
+}
+
+/// Phase 1's merge: the keys and records of `g`'s array and closed buffer that are not dead (marking dead
+/// the removed ones at or below `horizon`), in key order.
+fn merge_live(g: &Group, horizon: u64, guard: &Guard) -> (Vec<u64>, Vec<*const Slot>) {
+    let buffered = &g.buffer.entries(guard).0;
+    let mut keys = Vec::with_capacity(g.keys.len() + buffered.len());
+    let mut targets: Vec<*const Slot> = Vec::with_capacity(keys.capacity());
+    let array = g
+        .keys
+        .iter()
+        .copied()
+        .zip(g.slots.iter().map(|s| s as *const Slot));
+    let mut a = array.peekable();
+    let mut b = buffered.iter().copied().peekable();
+    loop {
+        let take_a = match (a.peek(), b.peek()) {
+            (Some(x), Some(y)) => x.0 <= y.0,
+            (Some(_), None) => true,
+            (None, Some(_)) => false,
+            (None, None) => break,
+        };
+        let Some((k, p)) = (if take_a { a.next() } else { b.next() }) else {
+            break;
+        };
+        // SAFETY: records of `g` and its buffer, alive while we are pinned.
+        let slot = unsafe { &*p };
+        let s = slot.status();
+        if s & (REMOVED | DEAD) != 0 && slot.mark_dead_if_unreadable(horizon, guard) {
+            continue;
+        }
+        if keys.last() == Some(&k) {
+            // Two records of one key that are not dead would break the group invariant; keep the newer.
+            debug_assert!(false, "two live records of key {k}");
+            targets.pop();
+            keys.pop();
+        }
+        keys.push(k);
+        targets.push(p);
+    }
+    (keys, targets)
+}

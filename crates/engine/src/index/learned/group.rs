@@ -1,0 +1,114 @@
+//! Groups and the root that routes keys to them.
+//!
+//! A [`Group`] covers the keys from its pivot up to the next group's pivot: a sorted key array with a
+//! record per key ([`Slot`]s, inline), the array's [`GroupSearch`] (models or the fallback node), its delta
+//! buffer, and — once a compaction started on it — the temporary buffer that takes its inserts meanwhile.
+//! A group's arrays never change after it is built; only records change in place, and buffers grow.
+//!
+//! The [`Root`] holds the groups' pivots (sorted; the first is 0), an epoch pointer per group (a compaction
+//! that keeps the group count swaps one pointer) and the [`Rmi`] trained on the pivots (a split publishes a
+//! new root).
+//!
+//! Cost: locating a key's group is the RMI's search; finding it in the group, the group's search.
+
+use super::buffer::{Buffer, Entries};
+use super::model::GroupSearch;
+use super::rmi::Rmi;
+use super::slot::Slot;
+use crossbeam_epoch::{Atomic, Guard, Owned, Shared};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, OnceLock};
+
+/// A group (see the module doc).
+pub struct Group {
+    pub keys: Box<[u64]>,
+    pub slots: Box<[Slot]>,
+    pub search: GroupSearch,
+    pub buffer: Arc<Buffer>,
+    /// Set when a compaction of this group begins: inserts go here once `buffer` is closed.
+    pub tmp: OnceLock<Arc<Buffer>>,
+}
+
+impl Group {
+    /// A group over sorted, distinct `keys` with their records, and `buffer`.
+    pub fn new(keys: Vec<u64>, slots: Vec<Slot>, buffer: Arc<Buffer>) -> Group {
+        let search = GroupSearch::train(&keys);
+        Group {
+            keys: keys.into(),
+            slots: slots.into(),
+            search,
+            buffer,
+            tmp: OnceLock::new(),
+        }
+    }
+
+    /// The array record of `key`, if the array holds it.
+    #[inline]
+    pub fn array_slot(&self, key: u64) -> Option<&Slot> {
+        self.search
+            .find(&self.keys, key)
+            .and_then(|i| self.slots.get(i))
+    }
+
+    /// The buffers to search after the array, oldest first: the buffer, then the temporary one.
+    pub fn buffers<'g>(&'g self, guard: &'g Guard) -> [Option<&'g Entries>; 2] {
+        [
+            Some(self.buffer.entries(guard)),
+            self.tmp.get().map(|t| t.entries(guard)),
+        ]
+    }
+
+    /// Records buffered (buffer and temporary buffer).
+    pub fn buffered(&self, guard: &Guard) -> usize {
+        self.buffer.len(guard) + self.tmp.get().map_or(0, |t| t.len(guard))
+    }
+}
+
+/// The root (see the module doc).
+pub struct Root {
+    pub pivots: Box<[u64]>,
+    pub groups: Box<[Atomic<Group>]>,
+    pub rmi: Rmi,
+}
+
+impl Root {
+    /// A root over groups given as (pivot, group pointer), pivots sorted and the first 0.
+    pub fn new(parts: Vec<(u64, Atomic<Group>)>) -> Root {
+        let pivots: Box<[u64]> = parts.iter().map(|p| p.0).collect();
+        let rmi = Rmi::train(&pivots);
+        Root {
+            pivots,
+            groups: parts.into_iter().map(|p| p.1).collect(),
+            rmi,
+        }
+    }
+
+    /// A root over freshly built groups.
+    pub fn from_groups(groups: Vec<(u64, Group)>) -> Root {
+        Root::new(
+            groups
+                .into_iter()
+                .map(|(p, g)| (p, Atomic::from(Owned::new(g))))
+                .collect(),
+        )
+    }
+
+    /// The index of the group covering `key`.
+    #[inline]
+    pub fn locate(&self, key: u64) -> usize {
+        self.rmi.locate(&self.pivots, key)
+    }
+
+    /// Group `i`.
+    #[inline]
+    pub fn group<'g>(&self, i: usize, guard: &'g Guard) -> Option<(Shared<'g, Group>, &'g Group)> {
+        let shared = self.groups.get(i)?.load(Ordering::Acquire, guard);
+        // SAFETY: group pointers are never null; retired groups are freed through the epoch.
+        Some((shared, unsafe { shared.deref() }))
+    }
+
+    /// Bytes of the root: pivots, group pointers and models.
+    pub fn memory(&self) -> usize {
+        self.pivots.len() * 16 + self.rmi.memory()
+    }
+}

@@ -1,0 +1,230 @@
+//! Linear models over sorted `u64` keys and the searches they bound.
+//!
+//! * [`Linear`]: position ≈ slope · (key − origin) + intercept, fitted by least squares; the slope of a fit
+//!   over sorted keys is never negative, so predictions are monotone in the key.
+//! * [`GroupSearch`]: how a group finds a key in its sorted key array: up to [`MAX_MODELS`] linear pieces,
+//!   each with its measured maximum error, whose prediction is followed by a binary search of the window
+//!   `[pred − err, pred + err]`; or, where four pieces cannot meet the error bound (locally hard keys), a
+//!   fallback node: every [`FALLBACK_FANOUT`]th key in an upper array searched by binary search, then one
+//!   block — a two-level B+-tree-like node, never much worse than a B+-tree's leaf search.
+//!
+//! Every search checks its answer against the neighbouring keys and falls back to a binary search of the
+//! whole range when a window missed (floating-point rounding), so a model can only cost time, never
+//! correctness.
+//!
+//! Cost: a model search is a multiply-add and a binary search of ≤ 2·err + 1 keys (err ≤ [`ERROR_BOUND`]);
+//! the fallback is two binary searches (`n / 16` keys and 16 keys).
+
+use smallvec::SmallVec;
+
+/// Largest acceptable maximum error of a group's model piece (positions), as XIndex's group error bound.
+pub const ERROR_BOUND: usize = 32;
+/// Most linear pieces per group.
+pub const MAX_MODELS: usize = 4;
+/// Keys per block of the fallback node.
+pub const FALLBACK_FANOUT: usize = 16;
+
+/// A linear model from keys to positions.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Linear {
+    pub origin: u64,
+    pub slope: f64,
+    pub intercept: f64,
+}
+
+impl Linear {
+    /// Least-squares fit of `keys[i] ↦ base + i`; returns the model and its maximum error over `keys`.
+    pub fn fit(keys: &[u64], base: usize) -> (Linear, usize) {
+        let Some(&origin) = keys.first() else {
+            return (Linear::default(), 0);
+        };
+        let n = keys.len() as f64;
+        let (mut sx, mut sy, mut sxx, mut sxy) = (0.0, 0.0, 0.0, 0.0);
+        for (i, &k) in keys.iter().enumerate() {
+            let x = (k - origin) as f64;
+            let y = i as f64;
+            sx += x;
+            sy += y;
+            sxx += x * x;
+            sxy += x * y;
+        }
+        let var = sxx - sx * sx / n;
+        let slope = if var > 0.0 {
+            ((sxy - sx * sy / n) / var).max(0.0)
+        } else {
+            0.0
+        };
+        let intercept = sy / n - slope * sx / n + base as f64;
+        let model = Linear {
+            origin,
+            slope,
+            intercept,
+        };
+        let err = keys
+            .iter()
+            .enumerate()
+            .map(|(i, &k)| model.predict(k).abs_diff(base + i))
+            .max()
+            .unwrap_or(0);
+        (model, err)
+    }
+
+    /// The predicted position of `key` (rounded, never negative).
+    #[inline]
+    pub fn predict(&self, key: u64) -> usize {
+        let p = self.slope * key.saturating_sub(self.origin) as f64 + self.intercept;
+        if p <= 0.0 { 0 } else { p as usize }
+    }
+
+    /// Bytes of one model.
+    pub const BYTES: usize = std::mem::size_of::<Linear>();
+}
+
+/// One model piece of a group: keys from `first_key` on (positions `start..end`).
+#[derive(Debug, Clone, Copy)]
+pub struct Piece {
+    first_key: u64,
+    start: usize,
+    end: usize,
+    model: Linear,
+    err: usize,
+}
+
+/// How a group searches its key array.
+// The pieces are inline on purpose: a lookup reads them from the group header without another miss.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug, Clone)]
+pub enum GroupSearch {
+    /// Up to four linear pieces, each meeting the error bound (inline: no pointer to chase).
+    Models(SmallVec<[Piece; MAX_MODELS]>),
+    /// Every 16th key (the fallback node's upper level).
+    Fallback(Box<[u64]>),
+}
+
+/// The first position in `keys[lo..hi]` whose key is ≥ `key` (`hi` if none).
+#[inline]
+fn lower_bound_in(keys: &[u64], lo: usize, hi: usize, key: u64) -> usize {
+    lo + keys
+        .get(lo..hi)
+        .map_or(0, |w| w.partition_point(|&k| k < key))
+}
+
+impl GroupSearch {
+    /// Trains the search of `keys`: one piece, else two, else four equal pieces, else the fallback node.
+    pub fn train(keys: &[u64]) -> GroupSearch {
+        let mut pieces = 1;
+        while pieces <= MAX_MODELS {
+            if let Some(p) = Self::pieces(keys, pieces) {
+                return GroupSearch::Models(p);
+            }
+            pieces *= 2;
+        }
+        GroupSearch::Fallback(keys.iter().step_by(FALLBACK_FANOUT).copied().collect())
+    }
+
+    fn pieces(keys: &[u64], count: usize) -> Option<SmallVec<[Piece; MAX_MODELS]>> {
+        let per = keys.len().div_ceil(count).max(1);
+        let mut out = SmallVec::new();
+        for (c, chunk) in keys.chunks(per).enumerate() {
+            let start = c * per;
+            let (model, err) = Linear::fit(chunk, start);
+            if err > ERROR_BOUND {
+                return None;
+            }
+            out.push(Piece {
+                first_key: chunk.first().copied().unwrap_or(0),
+                start,
+                end: start + chunk.len(),
+                model,
+                err,
+            });
+        }
+        Some(out)
+    }
+
+    /// True when the group fell back to the B+-tree-like node.
+    pub fn is_fallback(&self) -> bool {
+        matches!(self, GroupSearch::Fallback(_))
+    }
+
+    /// Bytes of the models beyond the group header (the pieces live inline in it), or of the fallback
+    /// node's upper level.
+    pub fn memory(&self) -> usize {
+        match self {
+            GroupSearch::Models(p) if !p.spilled() => 0,
+            GroupSearch::Models(p) => p.len() * std::mem::size_of::<Piece>(),
+            GroupSearch::Fallback(upper) => upper.len() * 8,
+        }
+    }
+
+    /// The first position of `keys` (the array this search was trained on) whose key is ≥ `key`.
+    pub fn lower_bound(&self, keys: &[u64], key: u64) -> usize {
+        let n = keys.len();
+        let (lo, hi) = match self {
+            GroupSearch::Models(pieces) => {
+                let i = pieces
+                    .partition_point(|p| p.first_key <= key)
+                    .saturating_sub(1);
+                let Some(p) = pieces.get(i) else { return 0 };
+                let pred = p.model.predict(key).clamp(p.start, p.end);
+                (
+                    pred.saturating_sub(p.err).max(p.start),
+                    (pred + p.err + 1).min(p.end),
+                )
+            }
+            GroupSearch::Fallback(upper) => {
+                let b = upper.partition_point(|&k| k <= key).saturating_sub(1);
+                (b * FALLBACK_FANOUT, ((b + 1) * FALLBACK_FANOUT + 1).min(n))
+            }
+        };
+        let pos = lower_bound_in(keys, lo, hi, key);
+        let below_ok = pos == 0 || keys.get(pos - 1).is_some_and(|&k| k < key);
+        let above_ok = pos == n || keys.get(pos).is_some_and(|&k| k >= key);
+        if below_ok && above_ok {
+            pos
+        } else {
+            lower_bound_in(keys, 0, n, key)
+        }
+    }
+
+    /// The position of `key` in `keys`, if present.
+    #[inline]
+    pub fn find(&self, keys: &[u64], key: u64) -> Option<usize> {
+        let pos = self.lower_bound(keys, key);
+        (keys.get(pos) == Some(&key)).then_some(pos)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check_all(keys: &[u64]) -> GroupSearch {
+        let s = GroupSearch::train(keys);
+        for (i, &k) in keys.iter().enumerate() {
+            assert_eq!(s.find(keys, k), Some(i));
+            if k < u64::MAX {
+                assert_eq!(s.lower_bound(keys, k + 1), i + 1);
+            }
+        }
+        assert_eq!(s.lower_bound(keys, 0), 0);
+        s
+    }
+
+    #[test]
+    fn smooth_keys_train_one_model_and_hard_keys_fall_back() {
+        let smooth: Vec<u64> = (0..4096).map(|i| 1000 + i * 7).collect();
+        assert!(matches!(check_all(&smooth), GroupSearch::Models(p) if p.len() == 1));
+        // Clusters of keys with huge gaps: no four lines fit within 32 positions.
+        let mut hard = Vec::new();
+        for c in 0..64u64 {
+            for j in 0..64u64 {
+                hard.push((c * c * c) << 30 | j);
+            }
+        }
+        assert!(check_all(&hard).is_fallback());
+        check_all(&[5]);
+        check_all(&[u64::MAX - 1, u64::MAX]);
+        assert_eq!(GroupSearch::train(&[]).lower_bound(&[], 9), 0);
+    }
+}

@@ -1,0 +1,327 @@
+//! Records: a status word and a chain of value versions, read optimistically.
+//!
+//! A [`Slot`] holds one key's record (the key lives beside it, in the group's key array or buffer entry):
+//! * `status`: `LOCK | REMOVED | PTR | MOVED | DEAD` bits and a version counter above them. Writers take
+//!   `LOCK` by compare-and-swap and bump the counter when they release it; readers read the status, then the
+//!   data, then the status again, and retry while it changed or was locked (they never take a lock).
+//! * `head`: the newest [`Version`] (sequence number, value bytes out of line or `None` for a removal, older
+//!   version). Versions are immutable once published; a writer links a new one in front and prunes the
+//!   versions no snapshot can read any more, retiring them through the epoch.
+//! * `PTR` (set only between the two phases of a compaction): the record lives in the `target` slot of the
+//!   old group; writers lock this slot, then the target. Phase 2 moves the target's chain here, sets the
+//!   target's `MOVED` bit and clears `PTR`, all under both locks. Anyone who finds `MOVED` restarts from the
+//!   root, so no update lands in a record that was already copied.
+//! * `DEAD`: removed before every live snapshot, set by a compaction under the lock; a dead record is never
+//!   written again (a new put of its key makes a new record in a buffer), so a compaction may drop it.
+//!
+//! Invariant: a group holds at most one record per key that is not `DEAD`.
+//!
+//! Cost: a read is three loads of the status/head plus a walk of the chain to the first version at or
+//! below the snapshot (one step without snapshots); a write is two allocations (version, bytes).
+
+use crossbeam_epoch::{self as epoch, Atomic, Guard, Owned, Shared};
+use smallvec::SmallVec;
+use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
+
+pub const LOCK: u64 = 1;
+pub const REMOVED: u64 = 2;
+pub const PTR: u64 = 4;
+pub const MOVED: u64 = 8;
+pub const DEAD: u64 = 16;
+const FLAGS: u64 = 31;
+const VERSION_ONE: u64 = 32;
+
+/// One version of a record's value.
+pub struct Version {
+    pub seq: u64,
+    /// The value (`None`: a removal); up to 16 bytes inline in the version, longer ones out of line.
+    pub value: Option<SmallVec<[u8; 16]>>,
+    older: Atomic<Version>,
+}
+
+/// A record (see the module doc).
+pub struct Slot {
+    status: AtomicU64,
+    head: Atomic<Version>,
+    target: AtomicPtr<Slot>,
+}
+
+/// What a read of a slot found.
+pub enum Read<'g> {
+    /// The record answers: the version visible at the snapshot, or `None` (absent or removed).
+    Found(Option<&'g [u8]>),
+    /// The record is dead: look for the key elsewhere in the group.
+    Dead,
+    /// The record was copied to a newer group: restart from the root.
+    Moved,
+}
+
+/// What locking a slot for writing found.
+pub enum Lock<'a> {
+    /// Locked; write with [`Slot::install`] on `.0` (the slot itself or its target) and release with
+    /// [`Slot::unlock`] on this slot (which releases the target too).
+    Held(&'a Slot),
+    Dead,
+    Moved,
+}
+
+// SAFETY: a slot's raw `target` points into a group kept alive by the epoch while any thread can reach this
+// slot; every other field is atomic.
+unsafe impl Send for Slot {}
+// SAFETY: as above; all access goes through atomics.
+unsafe impl Sync for Slot {}
+
+impl Slot {
+    /// A record with no versions (reads as absent), locked when `locked`.
+    pub fn empty(locked: bool) -> Slot {
+        Slot {
+            status: AtomicU64::new(REMOVED | if locked { LOCK } else { 0 }),
+            head: Atomic::null(),
+            target: AtomicPtr::new(std::ptr::null_mut()),
+        }
+    }
+
+    /// A record holding `value` written with `seq` (bulk loads).
+    pub fn with_value(seq: u64, value: &[u8]) -> Slot {
+        Slot {
+            status: AtomicU64::new(0),
+            head: Atomic::new(Version {
+                seq,
+                value: Some(SmallVec::from_slice(value)),
+                older: Atomic::null(),
+            }),
+            target: AtomicPtr::new(std::ptr::null_mut()),
+        }
+    }
+
+    /// A reference to `target` (phase 1 of a compaction).
+    pub fn reference(target: &Slot) -> Slot {
+        Slot {
+            status: AtomicU64::new(PTR),
+            head: Atomic::null(),
+            target: AtomicPtr::new(target as *const Slot as *mut Slot),
+        }
+    }
+
+    /// The status word (for compactions and checks).
+    pub fn status(&self) -> u64 {
+        self.status.load(Ordering::Acquire)
+    }
+
+    /// Reads the version visible at snapshot `at` (`u64::MAX`: the newest), retrying while a writer holds
+    /// the record.
+    pub fn read<'g>(&self, at: u64, guard: &'g Guard) -> Read<'g> {
+        loop {
+            let s1 = self.status.load(Ordering::Acquire);
+            if s1 & LOCK != 0 {
+                std::hint::spin_loop();
+                continue;
+            }
+            if s1 & DEAD != 0 {
+                return Read::Dead;
+            }
+            if s1 & MOVED != 0 {
+                return Read::Moved;
+            }
+            let found = if s1 & PTR != 0 {
+                // SAFETY: PTR is set only while the target's group is alive (it is retired after phase 2,
+                // through the epoch we are pinned in).
+                let target = unsafe { &*self.target.load(Ordering::Acquire) };
+                match target.read(at, guard) {
+                    Read::Found(v) => Read::Found(v),
+                    // Phase 2 moved it under our lock: our status changed, so retry.
+                    _ => continue,
+                }
+            } else if s1 & REMOVED != 0 && at == u64::MAX {
+                Read::Found(None)
+            } else {
+                Read::Found(visible(self.head.load(Ordering::Acquire, guard), at, guard))
+            };
+            if self.status.load(Ordering::Acquire) == s1 {
+                return found;
+            }
+        }
+    }
+
+    /// Spins until this slot is locked by us; returns the status it had.
+    fn lock_raw(&self) -> u64 {
+        loop {
+            let s = self.status.load(Ordering::Relaxed);
+            if s & LOCK == 0
+                && self
+                    .status
+                    .compare_exchange_weak(s, s | LOCK, Ordering::Acquire, Ordering::Relaxed)
+                    .is_ok()
+            {
+                return s;
+            }
+            std::hint::spin_loop();
+        }
+    }
+
+    /// Releases our lock, setting the flags to `flags` and bumping the version.
+    fn unlock_raw(&self, flags: u64) {
+        let s = self.status.load(Ordering::Relaxed);
+        self.status
+            .store(((s & !FLAGS) + VERSION_ONE) | flags, Ordering::Release);
+    }
+
+    /// Locks the record for a write (following a reference to its target).
+    pub fn lock(&self) -> Lock<'_> {
+        let s = self.lock_raw();
+        if s & (DEAD | MOVED) != 0 {
+            self.unlock_raw(s & FLAGS);
+            return if s & DEAD != 0 {
+                Lock::Dead
+            } else {
+                Lock::Moved
+            };
+        }
+        if s & PTR != 0 {
+            let target = self.target.load(Ordering::Acquire);
+            // SAFETY: as in `read`; we hold our lock, so phase 2 cannot move the target meanwhile.
+            let t = unsafe { &*target };
+            let ts = t.lock_raw();
+            if ts & (DEAD | MOVED) != 0 {
+                // Not reachable while phase 2 holds to the protocol; restarting is always safe.
+                t.unlock_raw(ts & FLAGS);
+                self.unlock_raw(s & FLAGS);
+                return Lock::Moved;
+            }
+            return Lock::Held(t);
+        }
+        Lock::Held(self)
+    }
+
+    /// Releases a lock taken by [`lock`](Self::lock) on `this` slot whose record is `held`.
+    pub fn unlock(&self, held: &Slot) {
+        if !std::ptr::eq(held, self) {
+            let t = held;
+            t.unlock_raw(t.status.load(Ordering::Relaxed) & (FLAGS & !LOCK));
+        }
+        self.unlock_raw(self.status.load(Ordering::Relaxed) & (FLAGS & !LOCK));
+    }
+
+    /// With the record locked: links a new version (`seq`, `value`, `None` = removal) in front, prunes the
+    /// versions no snapshot at or above `oldest` can read, and sets `REMOVED` to match. Returns whether the
+    /// record held a value before.
+    pub fn install(&self, seq: u64, value: Option<&[u8]>, oldest: u64, guard: &Guard) -> bool {
+        let old = self.head.load(Ordering::Relaxed, guard);
+        // SAFETY: versions are freed only through the epoch we are pinned in.
+        let had = unsafe { old.as_ref() }.is_some_and(|v| v.value.is_some());
+        let new = Owned::new(Version {
+            seq,
+            value: value.map(SmallVec::from_slice),
+            older: Atomic::null(),
+        });
+        new.older.store(old, Ordering::Relaxed);
+        let new = new.into_shared(guard);
+        prune(new, oldest, guard);
+        self.head.store(new, Ordering::Release);
+        let s = self.status.load(Ordering::Relaxed);
+        let flags = if value.is_none() { REMOVED } else { 0 };
+        self.status.store((s & !REMOVED) | flags, Ordering::Relaxed);
+        had
+    }
+
+    /// With the slot locked by a compaction: the sequence number of its removal if it holds none of the
+    /// visible value (head is a removal or absent).
+    pub fn removal_seq(&self, guard: &Guard) -> Option<u64> {
+        let head = self.head.load(Ordering::Acquire, guard);
+        // SAFETY: as in `install`.
+        match unsafe { head.as_ref() } {
+            None => Some(0),
+            Some(v) if v.value.is_none() => Some(v.seq),
+            Some(_) => None,
+        }
+    }
+
+    /// Compaction phase 1: marks the record dead if it was removed at or before `oldest` (no snapshot can
+    /// read it). Returns whether it is (now) dead.
+    pub fn mark_dead_if_unreadable(&self, oldest: u64, guard: &Guard) -> bool {
+        let s = self.lock_raw();
+        if s & DEAD != 0 {
+            self.unlock_raw(s & FLAGS);
+            return true;
+        }
+        let dead = s & PTR == 0 && self.removal_seq(guard).is_some_and(|r| r <= oldest);
+        self.unlock_raw((s & FLAGS) | if dead { DEAD } else { 0 });
+        dead
+    }
+
+    /// Compaction phase 2: moves the target's chain into this reference slot, marks the target moved and
+    /// makes this slot a plain record. No-op for a slot that is not a reference.
+    pub fn absorb_target(&self, guard: &Guard) {
+        let s = self.lock_raw();
+        if s & PTR == 0 {
+            self.unlock_raw(s & FLAGS);
+            return;
+        }
+        // SAFETY: as in `read`.
+        let t = unsafe { &*self.target.load(Ordering::Acquire) };
+        let ts = t.lock_raw();
+        let chain = t.head.swap(Shared::null(), Ordering::AcqRel, guard);
+        self.head.store(chain, Ordering::Release);
+        t.unlock_raw((ts & FLAGS) | MOVED);
+        self.target.store(std::ptr::null_mut(), Ordering::Relaxed);
+        self.unlock_raw(ts & REMOVED);
+    }
+
+    /// The newest value (for checkpoints and checks), ignoring locks; `None` when absent or removed.
+    pub fn newest<'g>(&self, at: u64, guard: &'g Guard) -> Option<&'g [u8]> {
+        match self.read(at, guard) {
+            Read::Found(v) => v,
+            _ => None,
+        }
+    }
+}
+
+/// The first version of the chain at `head` with a sequence number ≤ `at`, as its value.
+fn visible<'g>(head: Shared<'g, Version>, at: u64, guard: &'g Guard) -> Option<&'g [u8]> {
+    let mut cur = head;
+    // SAFETY: the caller is pinned; versions reachable from a record are retired only through the epoch.
+    while let Some(v) = unsafe { cur.as_ref() } {
+        if v.seq <= at {
+            return v.value.as_deref();
+        }
+        cur = v.older.load(Ordering::Acquire, guard);
+    }
+    None
+}
+
+/// Cuts the chain below the newest version with seq ≤ `oldest` (the oldest version any snapshot reads),
+/// retiring the rest.
+fn prune(head: Shared<'_, Version>, oldest: u64, guard: &Guard) {
+    let mut cur = head;
+    // SAFETY: we hold the record's lock (no one else prunes it) and are pinned.
+    while let Some(v) = unsafe { cur.as_ref() } {
+        if v.seq <= oldest {
+            let mut rest = v.older.swap(Shared::null(), Ordering::AcqRel, guard);
+            // SAFETY: `rest` is now unreachable from the record; readers still on it are pinned.
+            while let Some(r) = unsafe { rest.as_ref() } {
+                let next = r.older.load(Ordering::Acquire, guard);
+                // SAFETY: unlinked above; destroyed once every pinned reader is gone.
+                unsafe { guard.defer_destroy(rest) };
+                rest = next;
+            }
+            return;
+        }
+        cur = v.older.load(Ordering::Acquire, guard);
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        // SAFETY: a slot is dropped only when no thread can reach it (its group was retired through the
+        // epoch), so its chain is ours alone.
+        unsafe {
+            let guard = epoch::unprotected();
+            let mut cur = self.head.load(Ordering::Relaxed, guard);
+            while !cur.is_null() {
+                let next = cur.deref().older.load(Ordering::Relaxed, guard);
+                drop(cur.into_owned());
+                cur = next;
+            }
+        }
+    }
+}

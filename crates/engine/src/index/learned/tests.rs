@@ -1,0 +1,156 @@
+//! Model tests of the core index against `BTreeMap`, with tiny groups so that compactions and splits run
+//! all the time (PROPTEST_CASES raises the case count).
+
+use super::*;
+use crate::index::Direction;
+use proptest::prelude::*;
+use std::collections::BTreeMap;
+
+/// Tiny sizes: groups of 8, split above 16, compact above 4 buffered (inline above 8).
+pub(crate) fn tiny() -> LearnedOptions {
+    LearnedOptions {
+        group_size: 8,
+        max_group: 16,
+        compact_at: 4,
+        inline_compact_at: 8,
+    }
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    Put(u64, Vec<u8>),
+    Del(u64),
+    Get(u64),
+    Scan(u64, u64, bool, usize),
+    Batch(Vec<(u64, Option<Vec<u8>>)>),
+    Maintain,
+    CompactAll,
+}
+
+fn key() -> impl Strategy<Value = u64> {
+    prop_oneof![0u64..200, any::<u64>(), (0u64..50).prop_map(|k| k << 58)]
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    let value = proptest::collection::vec(any::<u8>(), 0..12);
+    prop_oneof![
+        6 => (key(), value.clone()).prop_map(|(k, v)| Op::Put(k, v)),
+        3 => key().prop_map(Op::Del),
+        3 => key().prop_map(Op::Get),
+        2 => (key(), key(), any::<bool>(), 0usize..40).prop_map(|(a, b, r, m)| Op::Scan(a.min(b), a.max(b), r, m)),
+        1 => proptest::collection::vec((key(), proptest::option::of(value)), 0..6).prop_map(Op::Batch),
+        1 => Just(Op::Maintain),
+        1 => Just(Op::CompactAll),
+    ]
+}
+
+fn scan_model(
+    m: &BTreeMap<u64, Vec<u8>>,
+    lo: u64,
+    hi: u64,
+    rev: bool,
+    max: usize,
+) -> Vec<(u64, Vec<u8>)> {
+    let it = m.range(lo..=hi).map(|(k, v)| (*k, v.clone()));
+    if rev {
+        it.rev().take(max).collect()
+    } else {
+        it.take(max).collect()
+    }
+}
+
+fn scan_index(ix: &LearnedIndex, lo: u64, hi: u64, rev: bool, max: usize) -> Vec<(u64, Vec<u8>)> {
+    let mut out = Vec::new();
+    let dir = if rev {
+        Direction::Reverse
+    } else {
+        Direction::Forward
+    };
+    let n = ix.scan(lo, hi, dir, max, &mut |k, v| {
+        out.push((k, v.to_vec()));
+        true
+    });
+    assert_eq!(n, out.len());
+    out
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    #[test]
+    fn matches_a_btreemap(
+        initial in proptest::collection::btree_map(key(), proptest::collection::vec(any::<u8>(), 0..8), 0..60),
+        ops in proptest::collection::vec(op(), 1..200),
+    ) {
+        let ix = LearnedIndex::bulk_load(tiny(), initial.clone().into_iter());
+        let mut model = initial;
+        let mut out = Vec::new();
+        for op in ops {
+            let dbg_op = op.clone();
+            match op {
+                Op::Put(k, v) => { ix.put(k, &v); model.insert(k, v); }
+                Op::Del(k) => prop_assert_eq!(ix.remove(k), model.remove(&k).is_some()),
+                Op::Get(k) => {
+                    let found = ix.get(k, &mut out);
+                    prop_assert_eq!(found.then(|| out.clone()), model.get(&k).cloned());
+                }
+                Op::Scan(lo, hi, rev, max) => {
+                    prop_assert_eq!(scan_index(&ix, lo, hi, rev, max), scan_model(&model, lo, hi, rev, max));
+                }
+                Op::Batch(ops) => {
+                    let refs: Vec<(u64, Option<&[u8]>)> = ops.iter().map(|(k, v)| (*k, v.as_deref())).collect();
+                    ix.apply(&refs);
+                    for (k, v) in ops {
+                        match v { Some(v) => { model.insert(k, v); } None => { model.remove(&k); } }
+                    }
+                }
+                Op::Maintain => { ix.maintain(); }
+                Op::CompactAll => ix.compact_all(),
+            }
+            if std::env::var("LEARNED_DEBUG").is_ok() {
+                prop_assert_eq!(scan_index(&ix, 0, u64::MAX, false, usize::MAX), scan_model(&model, 0, u64::MAX, false, usize::MAX), "after {:?}", dbg_op);
+            }
+            prop_assert_eq!(ix.len(), model.len() as u64, "after {:?}", dbg_op);
+        }
+        prop_assert_eq!(scan_index(&ix, 0, u64::MAX, false, usize::MAX), scan_model(&model, 0, u64::MAX, false, usize::MAX));
+        ix.compact_all();
+        prop_assert_eq!(scan_index(&ix, 0, u64::MAX, true, usize::MAX), scan_model(&model, 0, u64::MAX, true, usize::MAX));
+        let s = ix.learned_stats();
+        prop_assert_eq!(s.buffered, 0);
+        prop_assert_eq!(s.array_records as u64, s.records);
+    }
+}
+
+#[test]
+fn snapshot_sees_the_state_when_it_was_taken() {
+    let ix = LearnedIndex::bulk_load(tiny(), (0..100u64).map(|k| (k, vec![1])));
+    let snap = ix.snapshot();
+    for k in 0..100u64 {
+        if k % 2 == 0 {
+            ix.put(k, &[2]);
+        } else {
+            ix.remove(k);
+        }
+        ix.put(1000 + k, &[3]);
+        if k % 10 == 0 {
+            ix.maintain();
+        }
+    }
+    ix.compact_all();
+    let mut seen = Vec::new();
+    snap.scan(0, u64::MAX, Direction::Forward, usize::MAX, &mut |k, v| {
+        seen.push((k, v.to_vec()));
+        true
+    });
+    assert_eq!(seen, (0..100u64).map(|k| (k, vec![1])).collect::<Vec<_>>());
+    let mut out = Vec::new();
+    assert!(snap.get(1, &mut out) && out == [1]);
+    assert!(!snap.get(1001, &mut out));
+    drop(snap);
+    assert!(!ix.get(1, &mut out));
+    assert!(ix.get(2, &mut out) && out == [2]);
+    assert_eq!(ix.len(), 150);
+    // Without snapshots, compaction drops every removed record.
+    ix.compact_all();
+    assert_eq!(ix.learned_stats().array_records, 150);
+}

@@ -1,0 +1,244 @@
+//! The learned family behind the `Db` shell: typed errors for what it cannot take, byte values across
+//! reopen and simulated crash (checkpoint + WAL replay), damage to the checkpoint file reported as
+//! corruption, scans through the shell reading one snapshot while a writer runs, and a process-kill test
+//! (`STRATA_CRASH_ITERATIONS` iterations, default 4).
+
+#![allow(clippy::unwrap_used)] // tests unwrap: a failure is the test failing
+
+mod common;
+
+use rand::{Rng, SeedableRng};
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+use strata::vfs::{MemVfs, Vfs};
+use strata::{
+    Config, Db, Durability, Error, IndexKind, KeyRange, Options, RawDb, TypeKind, WriteOp,
+};
+
+fn config(value: TypeKind) -> Config {
+    Config {
+        index: IndexKind::Learned.default_config(),
+        key: TypeKind::U64,
+        value,
+        ..Config::default()
+    }
+}
+
+fn mem_options(vfs: Arc<dyn Vfs>) -> Options {
+    Options {
+        vfs,
+        checkpoint_wal_bytes: 8 << 10,
+        ..Options::default()
+    }
+}
+
+fn key(k: u64) -> Vec<u8> {
+    k.to_be_bytes().to_vec()
+}
+
+fn contents(db: &RawDb) -> BTreeMap<Vec<u8>, Vec<u8>> {
+    db.range(KeyRange::all(), strata::Direction::Forward)
+        .map(|r| r.unwrap())
+        .collect()
+}
+
+#[test]
+fn byte_keys_weights_and_short_keys_are_typed_errors() {
+    let vfs: Arc<dyn Vfs> = Arc::new(MemVfs::new());
+    let err = RawDb::create(
+        "/a",
+        &Config {
+            key: TypeKind::Bytes,
+            ..config(TypeKind::Bytes)
+        },
+        &mem_options(vfs.clone()),
+    )
+    .err()
+    .unwrap();
+    assert!(err.is_invalid_argument(), "{err}");
+    let db = RawDb::create("/b", &config(TypeKind::Bytes), &mem_options(vfs)).unwrap();
+    let weighted = db.write(
+        &[WriteOp::PutWeighted {
+            key: key(1),
+            value: vec![1],
+            weight: 1.0,
+        }],
+        None,
+    );
+    assert!(weighted.is_err());
+    assert!(db.get(&[1, 2, 3]).is_err());
+    assert_eq!(db.get(&key(1)).unwrap(), None);
+}
+
+#[test]
+fn byte_values_survive_reopen_and_crash_and_damage_is_corruption() {
+    let mem = Arc::new(MemVfs::new());
+    let dir = Path::new("/db");
+    let vfs: Arc<dyn Vfs> = mem.clone();
+    let db = RawDb::create(dir, &config(TypeKind::Bytes), &mem_options(vfs.clone())).unwrap();
+    let mut model = BTreeMap::new();
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(7);
+    for i in 0..3000u64 {
+        let k = rng.random_range(0..800u64) * 1_000_003;
+        if rng.random_bool(0.25) {
+            db.delete(&key(k)).unwrap();
+            model.remove(&key(k));
+        } else {
+            let v = vec![(i % 251) as u8; rng.random_range(0..40)];
+            db.write(
+                &[WriteOp::Put {
+                    key: key(k),
+                    value: v.clone(),
+                }],
+                Some(Durability::Flush),
+            )
+            .unwrap();
+            model.insert(key(k), v);
+        }
+        if i == 1500 {
+            db.checkpoint().unwrap();
+        }
+    }
+    assert_eq!(contents(&db), model);
+    db.close().unwrap();
+    let db = RawDb::open(dir, &mem_options(vfs.clone())).unwrap();
+    assert_eq!(contents(&db), model, "after reopen");
+    assert_eq!(db.check().unwrap().records, model.len() as u64);
+    // More synced writes, then a power loss: checkpoint + WAL replay bring them all back.
+    for k in 0..200u64 {
+        db.write(
+            &[WriteOp::Put {
+                key: key(k),
+                value: vec![9],
+            }],
+            Some(Durability::Sync),
+        )
+        .unwrap();
+        model.insert(key(k), vec![9]);
+    }
+    std::mem::forget(db);
+    mem.crash();
+    let db = RawDb::open(dir, &mem_options(vfs.clone())).unwrap();
+    let got = contents(&db);
+    let diff: Vec<_> = model
+        .iter()
+        .filter(|(k, v)| got.get(*k) != Some(*v))
+        .map(|(k, _)| k.clone())
+        .chain(got.keys().filter(|k| !model.contains_key(*k)).cloned())
+        .collect();
+    assert!(diff.is_empty(), "after crash, keys differ: {diff:?}");
+    db.check().unwrap();
+    db.checkpoint().unwrap();
+    db.close().unwrap();
+    // A flipped byte in the checkpoint: opening reports corruption naming the file.
+    let path = dir.join("LEARNED");
+    let f = vfs
+        .open(&path, strata::vfs::OpenOptions::default())
+        .unwrap();
+    let mut b = [0u8; 1];
+    f.read_at(&mut b, 40).unwrap();
+    b[0] ^= 0x10;
+    f.write_all_at(&b, 40).unwrap();
+    drop(f);
+    match RawDb::open(dir, &mem_options(vfs)) {
+        Err(Error::Corruption { file, .. }) => assert!(file.ends_with("LEARNED"), "{file:?}"),
+        Err(e) => panic!("expected corruption, got {e}"),
+        Ok(_) => panic!("opened a damaged checkpoint"),
+    }
+}
+
+#[test]
+fn shell_scans_see_whole_batches_while_a_writer_runs() {
+    let vfs: Arc<dyn Vfs> = Arc::new(MemVfs::new());
+    let db = Arc::new(RawDb::create("/s", &config(TypeKind::U64), &mem_options(vfs)).unwrap());
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writer = {
+        let (db, stop) = (db.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut round = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Acquire) {
+                // Every batch writes the same value under 50 keys.
+                let ops: Vec<WriteOp> = (0..50u64)
+                    .map(|k| WriteOp::Put {
+                        key: key(k * 7919),
+                        value: round.to_be_bytes().to_vec(),
+                    })
+                    .collect();
+                db.write(&ops, None).unwrap();
+                round += 1;
+            }
+            round
+        })
+    };
+    for _ in 0..300 {
+        let values: Vec<Vec<u8>> = db
+            .range(KeyRange::all(), strata::Direction::Forward)
+            .map(|r| r.unwrap().1)
+            .collect();
+        assert!(
+            values.windows(2).all(|w| w[0] == w[1]),
+            "a scan saw two batches"
+        );
+    }
+    stop.store(true, std::sync::atomic::Ordering::Release);
+    assert!(writer.join().unwrap() > 0);
+}
+
+const CHILD_ENV: &str = "STRATA_LEARNED_KILL_CHILD_DIR";
+
+/// The child: runs only when re-executed by `sigkill_during_load`.
+#[test]
+#[ignore = "run as a child process by sigkill_during_load"]
+fn learned_kill_child() {
+    let Ok(dir) = std::env::var(CHILD_ENV) else {
+        return;
+    };
+    let config = Config {
+        durability: Durability::Flush,
+        ..config(TypeKind::U64)
+    };
+    let options = Options {
+        checkpoint_wal_bytes: 64 << 10,
+        ..Options::default()
+    };
+    let db = Db::<u64, u64>::create(&dir, &config, &options).expect("child create");
+    let mut out = std::io::stdout().lock();
+    for k in 0u64.. {
+        // Keys in a scrambled order, so inserts hit every group and compactions run.
+        db.insert(&k.wrapping_mul(0x9E37_79B9_7F4A_7C15), &(k ^ 0x5555))
+            .expect("child insert");
+        use std::io::Write;
+        writeln!(out, "{k}").expect("child stdout");
+    }
+}
+
+#[test]
+fn sigkill_during_load() {
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(2027);
+    for iteration in 0..common::iterations() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("db");
+        let wait_ms = rng.random_range(150..900);
+        let acked = common::run_and_kill(
+            "learned_kill_child",
+            &[(CHILD_ENV, dir.display().to_string())],
+            wait_ms,
+        );
+        if !dir.join("MANIFEST").exists() {
+            assert_eq!(acked, 0);
+            continue;
+        }
+        let db = Db::<u64, u64>::open(&dir, &Options::default()).expect("reopen after SIGKILL");
+        let m = db.len();
+        assert!(m >= acked, "{m} keys survived, {acked} acknowledged");
+        for k in 0..m {
+            let got = db.get(&k.wrapping_mul(0x9E37_79B9_7F4A_7C15)).unwrap();
+            assert_eq!(got, Some(k ^ 0x5555), "key number {k} of {m}");
+        }
+        assert_eq!(db.check().expect("check after SIGKILL").records, m);
+        eprintln!(
+            "iteration {iteration}: killed after {wait_ms} ms, {acked} acknowledged, {m} recovered"
+        );
+    }
+}
