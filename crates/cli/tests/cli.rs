@@ -463,7 +463,8 @@ fn bench_lists_suites_and_rejects_unknown_ones() {
             "server",
             "betree-io",
             "betree-wall",
-            "hash"
+            "hash",
+            "learned"
         ],
         "{listed}"
     );

@@ -142,9 +142,16 @@ pub struct DynamizedIndex<S: Shard> {
     /// Shards with a synced file listed by a state file, or about to be.
     persisted: Mutex<HashSet<u64>>,
     checkpoint_lock: Mutex<()>,
-    /// A checkpoint sealed by `begin_checkpoint` and not yet written: its version (shards are immutable),
-    /// its state (tags and buffered operations as they were at its seqno) and seqno.
-    sealed: Mutex<Option<(Arc<Version<S>>, State, u64)>>,
+    /// A checkpoint sealed by `begin_checkpoint` and not yet written.
+    sealed: Mutex<Option<Sealed<S>>>,
+}
+
+/// A checkpoint sealed and not yet written: its version (shards are immutable), its state (tags and
+/// buffered operations as they were at its seqno) and seqno.
+struct Sealed<S: Shard> {
+    version: Arc<Version<S>>,
+    state: State,
+    seqno: u64,
 }
 
 fn decode_u64(bytes: &[u8], what: &str) -> Result<u64> {
@@ -382,13 +389,22 @@ impl<S: Shard> OrderedIndex for DynamizedIndex<S> {
         self.core.check_failed()?;
         let v = self.core.version();
         let state = State::of_version(&v, seqno, self.core.next_shard_id());
-        *self.sealed.lock() = Some((v, state, seqno));
+        *self.sealed.lock() = Some(Sealed {
+            version: v,
+            state,
+            seqno,
+        });
         Ok(true)
     }
 
     fn finish_checkpoint(&self) -> Result<()> {
         let _g = self.checkpoint_lock.lock();
-        let Some((v, state, seqno)) = self.sealed.lock().take() else {
+        let Some(Sealed {
+            version: v,
+            state,
+            seqno,
+        }) = self.sealed.lock().take()
+        else {
             return Ok(());
         };
         let f = &self.files;
