@@ -159,6 +159,13 @@ pub trait Driver: Send + Sync {
     }
     /// Inserts records as one atomic batch.
     fn put_batch(&self, records: &[(u64, &[u8])]) -> Result<()>;
+    /// Loads `records` (strictly increasing keys, each with its value) into the empty database at once:
+    /// structures built bottom-up, no per-record write path. Returns the records loaded; engines without a
+    /// bulk load refuse.
+    fn bulk_load(&self, records: &mut dyn Iterator<Item = (u64, Vec<u8>)>) -> Result<u64> {
+        let _ = records;
+        Err(unsupported(self.engine(), "bulk loads"))
+    }
     /// Looks a key up: replaces the contents of `value` and returns `true` when found.
     fn get(&self, key: u64, value: &mut Vec<u8>) -> Result<bool>;
     /// Removes a key (no effect if absent).

@@ -186,6 +186,13 @@ impl Driver for StrataDriver {
         Ok(self.db.write(&ops, None)?)
     }
 
+    /// `RawDb::bulk_load`: families with a bulk load (the B+-tree) build their pages bottom-up and full,
+    /// bypassing the WAL, and checkpoint once.
+    fn bulk_load(&self, records: &mut dyn Iterator<Item = (u64, Vec<u8>)>) -> Result<u64> {
+        let mut encoded = records.map(|(k, v)| (k.to_be_bytes().to_vec(), v));
+        Ok(self.db.bulk_load(&mut encoded)?)
+    }
+
     fn get(&self, key: u64, value: &mut Vec<u8>) -> Result<bool> {
         Ok(self.db.get_into(&key.to_be_bytes(), value)?)
     }

@@ -21,6 +21,16 @@
 //! 5. Sweeps of the dynamized index alone (N/4 records, Q/4 queries): `sweep-buffer-<N_b>` for N_b ∈
 //!    {1000, 4000, 12000, 48000}, `sweep-scale-<s>` for s ∈ {2, 4, 6, 8, 12}, and `sweep-delete-<δ>` for
 //!    δ ∈ {0.01, 0.05, 0.2, 1} with 25% deletes (as the paper's δ sweep).
+//! 6. `disk-wide-<0.1|1|10>%` (N records, Q/100 queries, at least 10): on disk with O_DIRECT and memory
+//!    1/10 of the data, ranges of 0.1%, 1% and 10% of the records, the AB-tree bulk-loaded; the dynamized
+//!    index with batched page reads and one page at a time (`strata-dynamized-serial`). See `disk_wide`.
+//!
+//! ## Choosing workloads
+//! `STRATA_IRS_WORKLOADS` (comma-separated, default all) picks the groups that run: `memory` (1, with the
+//! static ISAM), `disk` (2), `threads` (3), `throttled` (4), `sweeps` (5), `disk-wide` (6). The 10M wide
+//! on-disk run of issue 18:
+//!
+//! `STRATA_IRS_WORKLOADS=disk-wide strata bench --suite irs --engines strata-btree,strata-dynamized --records 10000000`
 //!
 //! Engines other than these two are skipped (they cannot sample). The report's analysis computes the goal
 //! ratios from the rows: sampling latency and insert throughput against the AB-tree, in memory and on disk,
@@ -84,6 +94,9 @@ pub struct Sizes {
     pub queries: u64,
     pub disk_queries: u64,
     pub sweep_queries: u64,
+    /// Records and queries (per selectivity) of the `disk-wide-*` workloads.
+    pub wide: u64,
+    pub wide_queries: u64,
 }
 
 /// The sizes of a run of `cfg`.
@@ -98,7 +111,39 @@ pub fn sizes(cfg: &SuiteConfig) -> Sizes {
         queries: q,
         disk_queries: (q / 10).max(10).min(q),
         sweep_queries: (q / 4).max(10).min(q),
+        wide: n,
+        wide_queries: (q / 100).max(10).min(q),
     }
+}
+
+/// The workload groups `STRATA_IRS_WORKLOADS` can name (module doc), in the order they run.
+pub const GROUPS: [&str; 6] = [
+    "memory",
+    "disk",
+    "threads",
+    "throttled",
+    "sweeps",
+    "disk-wide",
+];
+
+/// The groups to run: `STRATA_IRS_WORKLOADS`'s list, or all; an unknown name is a usage error.
+pub fn groups_from(list: Option<&str>) -> Result<Vec<&'static str>> {
+    let Some(list) = list.filter(|l| !l.trim().is_empty()) else {
+        return Ok(GROUPS.to_vec());
+    };
+    let mut out = Vec::new();
+    for name in list.split(',').map(str::trim) {
+        let Some(&g) = GROUPS.iter().find(|&&g| g == name) else {
+            return Err(BenchError::Usage(format!(
+                "STRATA_IRS_WORKLOADS: unknown group {name:?} (available: {})",
+                GROUPS.join(", ")
+            )));
+        };
+        if !out.contains(&g) {
+            out.push(g);
+        }
+    }
+    Ok(out)
 }
 
 /// Writer threads of `insert-threads`.
@@ -188,6 +233,13 @@ pub fn notes(cfg: &SuiteConfig) -> Vec<String> {
             z.sweep,
             z.sweep_queries,
             SWEEP_DELETE_SHARE * 100.0
+        ),
+        format!(
+            "`disk-wide-<0.1|1|10>%`: {} records on disk (O_DIRECT), memory 1/10 of the data for both engines              ({}; the AB-tree's buffer pool at least {MIN_POOL_PAGES} pages), {} queries of k = {K} per              selectivity. `{DYNAMIZED}` is loaded by the protocol (row `{WIDE_LOAD}`); `{BTREE}` is              bulk-loaded (`RawDb::bulk_load`, full leaves, row `bulk-load`) from the same live records. The same              ranges go to the AB-tree, to the dynamized index with batched page reads (a query's record pages              read together, one read per distinct page, by a pool of I/O threads) and to the same database              reading one page at a time (`{SERIAL}`). Pages read per query = bytes read / page size /              queries (every engine file). Groups run: `STRATA_IRS_WORKLOADS` (default all of {}).",
+            z.wide,
+            fmt_bytes(disk_budget(z.wide)),
+            z.wide_queries,
+            GROUPS.join(", "),
         ),
         "Latency: `Instant` around each call, HdrHistogram at nanosecond resolution (3 significant digits), \
          shown in µs. `rss_bytes` is the process's peak RSS during the phase, the bench's own bookkeeping \
@@ -296,19 +348,21 @@ pub fn run(cfg: &SuiteConfig, engines: &[Box<dyn Engine>]) -> Result<Vec<BenchRe
         )));
     }
     let z = sizes(cfg);
+    let groups = groups_from(std::env::var("STRATA_IRS_WORKLOADS").ok().as_deref())?;
     let mut out = Vec::new();
     let paper = StrataDynamized::new(paper_options(), RuntimeOptions::default());
 
     // 1. In memory: both engines, then the static ISAM over the same live records.
     let mut live = None;
-    if let Some(bt) = btree {
+    let memory = groups.contains(&"memory");
+    if let Some(bt) = btree.filter(|_| memory) {
         let c = ctx(cfg, bt, z.memory, memory_pool(cfg, z.memory), false);
         let (rows, l) =
             load_and_sample(&c, MEMORY, 1, &Protocol::paper(z.memory, false), z.queries)?;
         out.extend(rows);
         live = Some(l);
     }
-    if has_dyn {
+    if has_dyn && memory {
         let c = ctx(cfg, &paper, z.memory, 0, false);
         let (rows, l) =
             load_and_sample(&c, MEMORY, 1, &Protocol::paper(z.memory, false), z.queries)?;
@@ -325,12 +379,13 @@ pub fn run(cfg: &SuiteConfig, engines: &[Box<dyn Engine>]) -> Result<Vec<BenchRe
     // 2. On disk: O_DIRECT, memory a tenth of the data.
     let budget = disk_budget(z.disk);
     let p = Protocol::paper(z.disk, false);
-    if let Some(bt) = btree {
+    let disk = groups.contains(&"disk");
+    if let Some(bt) = btree.filter(|_| disk) {
         let pool = budget.max(MIN_POOL_PAGES * cfg.page_size as u64);
         let c = ctx(cfg, bt, z.disk, pool, true);
         out.extend(load_and_sample(&c, DISK, 1, &p, z.disk_queries)?.0);
     }
-    if has_dyn {
+    if has_dyn && disk {
         let on_disk = StrataDynamized::new(
             DynOptions {
                 memory_budget: budget,
@@ -344,7 +399,12 @@ pub fn run(cfg: &SuiteConfig, engines: &[Box<dyn Engine>]) -> Result<Vec<BenchRe
 
     // 3. Thread scaling of inserts.
     let p = Protocol::paper(z.threads, false);
-    for t in thread_counts(cfg) {
+    let threads = if groups.contains(&"threads") {
+        thread_counts(cfg)
+    } else {
+        Vec::new()
+    };
+    for t in threads {
         if let Some(bt) = btree {
             let c = ctx(cfg, bt, z.threads, memory_pool(cfg, z.threads), false);
             out.extend(load_and_sample(&c, THREADS, t, &p, 0)?.0);
@@ -356,21 +416,38 @@ pub fn run(cfg: &SuiteConfig, engines: &[Box<dyn Engine>]) -> Result<Vec<BenchRe
     }
 
     if !has_dyn {
+        if groups.contains(&"disk-wide") {
+            out.extend(disk_wide::run_wide(cfg, btree, false, &z)?);
+        }
         return Ok(out);
     }
     // 4. Tail latency with throttling.
-    let throttled = StrataDynamized::new(
-        paper_options(),
-        RuntimeOptions {
-            throttle: true,
-            ..RuntimeOptions::default()
-        },
-    );
-    let c = ctx(cfg, &throttled, z.memory, 0, false);
-    let p = Protocol::paper(z.memory, false);
-    out.extend(load_and_sample(&c, THROTTLED, 1, &p, z.sweep_queries)?.0);
+    if groups.contains(&"throttled") {
+        let throttled = StrataDynamized::new(
+            paper_options(),
+            RuntimeOptions {
+                throttle: true,
+                ..RuntimeOptions::default()
+            },
+        );
+        let c = ctx(cfg, &throttled, z.memory, 0, false);
+        let p = Protocol::paper(z.memory, false);
+        out.extend(load_and_sample(&c, THROTTLED, 1, &p, z.sweep_queries)?.0);
+    }
 
     // 5. Sweeps.
+    if groups.contains(&"sweeps") {
+        sweeps(cfg, &z, &mut out)?;
+    }
+    // 6. Wide ranges on disk.
+    if groups.contains(&"disk-wide") {
+        out.extend(disk_wide::run_wide(cfg, btree, true, &z)?);
+    }
+    Ok(out)
+}
+
+/// The sweeps of the dynamized index alone (group 5), appended to `out`.
+fn sweeps(cfg: &SuiteConfig, z: &Sizes, out: &mut Vec<BenchResult>) -> Result<()> {
     let p = Protocol::paper(z.sweep, false);
     let mut sweep = |workload: String, opts: DynOptions, p: &Protocol| -> Result<()> {
         let engine = StrataDynamized::new(opts, RuntimeOptions::default());
@@ -403,7 +480,7 @@ pub fn run(cfg: &SuiteConfig, engines: &[Box<dyn Engine>]) -> Result<Vec<BenchRe
         };
         sweep(format!("sweep-delete-{delta}"), opts, &p)?;
     }
-    Ok(out)
+    Ok(())
 }
 
 /// The sweeps: workload prefix and what it varies.
@@ -414,8 +491,10 @@ pub(crate) const SWEEPS: [(&str, &str); 3] = [
 ];
 
 mod analysis;
+mod disk_wide;
 mod figures;
 pub use analysis::analysis;
 pub(crate) use analysis::{engine_table, find, goal_row, latency_ratio, throughput_ratio};
+pub use disk_wide::{SERIAL, WIDE_LOAD, WIDE_SELECTIVITIES, wide_workload};
 pub use figures::figures;
 pub(crate) use figures::{colour_of, engine_bars, sample_latency_bars};

@@ -394,6 +394,20 @@ fn rows_of(out: &RunOutput) -> Vec<(&str, &str, &str, u32)> {
 }
 
 #[test]
+fn irs_workload_groups_are_chosen_by_name() {
+    assert_eq!(irs::groups_from(None).unwrap(), irs::GROUPS.to_vec());
+    assert_eq!(irs::groups_from(Some(" ")).unwrap(), irs::GROUPS.to_vec());
+    assert_eq!(
+        irs::groups_from(Some("disk-wide, memory,disk-wide")).unwrap(),
+        vec!["disk-wide", "memory"]
+    );
+    assert!(matches!(
+        irs::groups_from(Some("disk,wide")),
+        Err(crate::BenchError::Usage(m)) if m.contains("\"wide\"")
+    ));
+}
+
+#[test]
 fn irs_runs_every_workload_at_a_tiny_size() {
     let tmp = tempfile::tempdir().unwrap();
     let mut opts = RunOptions::new("irs");
@@ -431,6 +445,20 @@ fn irs_runs_every_workload_at_a_tiny_size() {
         expected.push((dy, w.as_str(), "insert", 1));
         expected.push((dy, w.as_str(), "sample", 1));
     }
+    let wide: Vec<String> = irs::WIDE_SELECTIVITIES
+        .iter()
+        .map(|&s| irs::wide_workload(s))
+        .collect();
+    assert_eq!(wide, ["disk-wide-0.1%", "disk-wide-1%", "disk-wide-10%"]);
+    expected.push((dy, irs::WIDE_LOAD, "insert", 1));
+    for w in &wide {
+        expected.push((dy, w.as_str(), "sample", 1));
+        expected.push((irs::SERIAL, w.as_str(), "sample", 1));
+    }
+    expected.push((bt, "bulk-load", "bulk-load", 1));
+    for w in &wide {
+        expected.push((bt, w.as_str(), "sample", 1));
+    }
     assert_eq!(rows, expected);
     assert!(sweeps.contains(&"sweep-buffer-4000".to_string()));
     assert!(sweeps.contains(&"sweep-delete-0.05".to_string()));
@@ -450,20 +478,31 @@ fn irs_runs_every_workload_at_a_tiny_size() {
     });
     for r in &out.results {
         assert!(r.ops > 0 && r.secs > 0.0, "{r:?}");
-        let n = match r.workload.as_str() {
+        let w = r.workload.as_str();
+        let wide_row = w.starts_with("disk-wide") || w == "bulk-load";
+        let n = match w {
             "irs-memory" | "irs-memory-throttled" => z.memory,
             "irs-disk" => z.disk,
             "insert-threads" => z.threads,
+            _ if wide_row => z.wide,
             _ => z.sweep,
         };
         assert_eq!(r.records, n, "{}", r.workload);
         if r.op == "sample" {
-            let q = match r.workload.as_str() {
+            let q = match w {
                 "irs-memory" => z.queries,
                 "irs-disk" => z.disk_queries,
+                _ if wide_row => z.wide_queries,
                 _ => z.sweep_queries,
             };
             assert_eq!(r.ops, q, "{} {}", r.engine, r.workload);
+            if wide_row {
+                // On disk with memory 1/10 of the data: every engine reads pages to sample.
+                assert!(r.bytes_read.unwrap() > 0, "{r:?}");
+                assert!(r.cache_bytes >= irs::disk_budget(z.wide), "{r:?}");
+            }
+        } else if r.op == "bulk-load" {
+            assert_eq!(r.ops, 1, "{r:?}");
         } else {
             // Inserts after the 10% warm-up, plus about 5% (25% in the δ sweep) deletes.
             let inserts = n - n / 10;
@@ -481,6 +520,8 @@ fn irs_runs_every_workload_at_a_tiny_size() {
         "insert throughput (5% deletes), strata-dynamized / strata-btree",
         "on disk: insert throughput",
         "sampling latency, strata-dynamized / static-isam",
+        "disk-wide-0.1%: sampling latency p50, strata-dynamized / strata-btree",
+        "disk-wide-10%: sampling latency p50, strata-dynamized / strata-btree",
     ] {
         assert!(out.analysis.contains(goal), "{goal}: {}", out.analysis);
     }

@@ -194,10 +194,21 @@ pub(crate) struct Query {
 /// `count` ranges of max(1, 0.1% of the live records) live keys at uniformly random positions, drawn with a
 /// seed of the run and `workload` (so every engine of a workload gets the same ranges).
 pub(crate) fn range_queries(live: &[u64], count: u64, seed: u64, workload: &str) -> Vec<Query> {
+    range_queries_of(live, count, seed, workload, SELECTIVITY)
+}
+
+/// [`range_queries`] over ranges of max(1, `selectivity` of the live records).
+pub(crate) fn range_queries_of(
+    live: &[u64],
+    count: u64,
+    seed: u64,
+    workload: &str,
+    selectivity: f64,
+) -> Vec<Query> {
     if live.is_empty() {
         return Vec::new();
     }
-    let width = ((live.len() as f64 * SELECTIVITY).round() as usize).clamp(1, live.len());
+    let width = ((live.len() as f64 * selectivity).round() as usize).clamp(1, live.len());
     let mut rng = ChaCha8Rng::seed_from_u64(seed ^ fnv1a(workload.as_bytes()) ^ 0x5A4D_9E1E);
     (0..count)
         .map(|_| {

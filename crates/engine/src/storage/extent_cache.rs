@@ -78,6 +78,19 @@ impl ExtentCache {
         self.inner.lock().pages as usize * self.page_size
     }
 
+    /// Calls `f` with page `page_no` (whole, trailer included) if it is cached (a hit, counted as a use);
+    /// `None` on a miss, which loads nothing.
+    pub fn peek<T>(&self, page_no: u64, f: impl FnOnce(&[u8]) -> T) -> Option<T> {
+        let ps = self.page_size;
+        let mut c = self.inner.lock();
+        c.tick += 1;
+        let tick = c.tick;
+        let e = c.extents.iter_mut().find(|e| e.holds(page_no))?;
+        e.used = tick;
+        let at = (page_no - e.first) as usize * ps;
+        Some(f(&e.buf[at..at + ps]))
+    }
+
     /// Calls `f` with page `page_no` (whole, trailer included). On a miss, `load(first, buf)` must fill `buf`
     /// (a whole number of pages) with pages `first..` and check them; it is asked for one page, or for up to
     /// the read-ahead (never reaching `limit`, the first page number the caller may not read) when the miss

@@ -284,6 +284,7 @@ pub fn analysis(cfg: &SuiteConfig, results: &[BenchResult]) -> String {
             }
         }
     }
+    super::disk_wide::wide_analysis(&mut s, results, &z);
     // Sweeps.
     for (prefix, what) in SWEEPS {
         let rows: Vec<&str> = first_seen(

@@ -37,7 +37,9 @@
 
 use super::run::{Record, SortedRun};
 use super::shard::{BuildOptions, Shard, unit_f64};
-use super::shard_file::{ShardFile, ShardSummary, TRAILER, record_in, record_key, tomb_in};
+use super::shard_file::{
+    PageBatch, ShardFile, ShardSummary, TRAILER, batched_reads, record_in, record_key, tomb_in,
+};
 use crate::algo::bloom::BloomFilter;
 use crate::error::{Error, Result};
 use crate::storage::extent_cache::ExtentCache;
@@ -180,6 +182,107 @@ impl DiskShard {
             .with_page(page_no, base + count, load, |page| f(&page[..payload]))
     }
 
+    /// The first page of `region` (file page number).
+    fn region_base(&self, region: Region) -> u64 {
+        match region {
+            Region::Records => self.file.header.first_record_page(),
+            Region::Tombstones => self.file.header.first_tomb_page(),
+        }
+    }
+
+    /// Reads pages `rel` of `region` (0-based in the region, sorted, distinct) as one batch and checks each
+    /// page once (checksum by the read, then its structure against the summary).
+    fn read_checked(&self, region: Region, rel: Vec<u64>) -> Result<PageBatch> {
+        let base = self.region_base(region);
+        let batch = self
+            .file
+            .read_batch(rel.into_iter().map(|r| base + r).collect())?;
+        let payload = self.page_size - TRAILER;
+        for (j, &page_no) in batch.pages().iter().enumerate() {
+            let page = &batch.at(j)[..payload];
+            match region {
+                Region::Records => {
+                    self.file
+                        .check_record_page(&self.summary, page_no - base, page)?
+                }
+                Region::Tombstones => {
+                    self.file
+                        .check_tomb_page(&self.summary, page_no - base, page)?
+                }
+            }
+        }
+        Ok(batch)
+    }
+
+    /// The tombstone page that can hold `key` (0-based), if any.
+    fn tomb_page_of(&self, key: u64) -> Option<usize> {
+        self.summary
+            .tomb_fences
+            .partition_point(|&f| f <= key)
+            .checked_sub(1)
+    }
+
+    /// Whether tombstone page `t` (`payload` without its trailer) holds `key`.
+    fn tomb_page_holds(&self, t: usize, payload: &[u8], key: u64) -> bool {
+        let (mut lo, mut hi) = (0usize, self.tombs_in_page(t));
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            match tomb_in(payload, mid).cmp(&key) {
+                std::cmp::Ordering::Less => lo = mid + 1,
+                std::cmp::Ordering::Greater => hi = mid,
+                std::cmp::Ordering::Equal => return true,
+            }
+        }
+        false
+    }
+
+    /// [`Shard::records_at`] by one batch of page reads (see there); on an error `out` may hold part of the
+    /// records.
+    fn records_batched(&self, indexes: &[usize], out: &mut Vec<Record>) -> Result<()> {
+        let (pp, w) = (self.per_page, self.weighted);
+        let base = self.file.header.first_record_page();
+        let payload = self.page_size - TRAILER;
+        let start = out.len();
+        out.reserve(indexes.len());
+        // Positions (in `indexes`) of the records whose pages are not cached.
+        let mut misses: Vec<usize> = Vec::new();
+        for (n, &i) in indexes.iter().enumerate() {
+            if i >= self.len {
+                return Err(self.out_of_range("record", i, self.len));
+            }
+            let page_no = base + (i / pp) as u64;
+            match self
+                .cache
+                .peek(page_no, |p| record_in(&p[..payload], w, i % pp))
+            {
+                Some(rec) => out.push(rec),
+                None => {
+                    out.push(Record {
+                        key: 0,
+                        value: 0,
+                        weight: 0.0,
+                    });
+                    misses.push(n);
+                }
+            }
+        }
+        if misses.is_empty() {
+            return Ok(());
+        }
+        let mut pages: Vec<u64> = misses.iter().map(|&n| (indexes[n] / pp) as u64).collect();
+        pages.sort_unstable();
+        pages.dedup();
+        let batch = self.read_checked(Region::Records, pages)?;
+        for &n in &misses {
+            let i = indexes[n];
+            let page = batch
+                .page(base + (i / pp) as u64)
+                .expect("the batch read every missed page");
+            out[start + n] = record_in(&page[..payload], w, i % pp);
+        }
+        Ok(())
+    }
+
     /// Index of the first record whose key is ≥ `key` (`strict` = false) or > `key` (`strict` = true).
     fn bound(&self, key: u64, strict: bool) -> Result<usize> {
         let below = |k: u64| if strict { k <= key } else { k < key };
@@ -204,6 +307,12 @@ impl DiskShard {
             lo
         })?;
         Ok(r * self.per_page + pos)
+    }
+
+    fn tombs_in_page(&self, t: usize) -> usize {
+        self.tombstones
+            .saturating_sub(t * self.tombs_per_page)
+            .min(self.tombs_per_page)
     }
 
     fn records_in_page(&self, r: usize) -> usize {
@@ -348,6 +457,97 @@ impl Shard for DiskShard {
         self.with_page(Region::Records, r as u64, |p| record_in(p, w, s))
     }
 
+    /// Pages in the cache are served from it; the others are read as one batch (`ShardFile::read_batch`:
+    /// one read per distinct page, issued together), each checked once, and not cached (a query's many pages
+    /// would only push out the two end pages its bounds cached). With batched reads off on this thread
+    /// (`shard_file::with_batched_reads`), one `record_at` after another.
+    fn records_at(&self, indexes: &[usize], out: &mut Vec<Record>) -> Result<()> {
+        if indexes.len() < 2 || !batched_reads() {
+            out.reserve(indexes.len());
+            for &i in indexes {
+                out.push(self.record_at(i)?);
+            }
+            return Ok(());
+        }
+        let start = out.len();
+        let got = self.records_batched(indexes, out);
+        if got.is_err() {
+            out.truncate(start);
+        }
+        got
+    }
+
+    fn fetches_in_batches(&self) -> bool {
+        true
+    }
+
+    /// The tombstone pages of all `keys` are read as one batch (each distinct page once, checked once).
+    fn has_tombstones(&self, keys: &[u64], out: &mut Vec<bool>) -> Result<()> {
+        if keys.len() < 2 || !batched_reads() {
+            for &k in keys {
+                out.push(self.has_tombstone(k)?);
+            }
+            return Ok(());
+        }
+        let mut pages: Vec<u64> = keys
+            .iter()
+            .filter_map(|&k| self.tomb_page_of(k))
+            .map(|t| t as u64)
+            .collect();
+        pages.sort_unstable();
+        pages.dedup();
+        let batch = self.read_checked(Region::Tombstones, pages)?;
+        let (base, payload) = (
+            self.region_base(Region::Tombstones),
+            self.page_size - TRAILER,
+        );
+        for &k in keys {
+            let found = self.tomb_page_of(k).is_some_and(|t| {
+                batch
+                    .page(base + t as u64)
+                    .is_some_and(|p| self.tomb_page_holds(t, &p[..payload], k))
+            });
+            out.push(found);
+        }
+        Ok(())
+    }
+
+    /// The tombstone fences pick the one tombstone page that can hold the answer: at most one page read.
+    fn tombstone_lower_bound(&self, key: u64) -> Result<usize> {
+        let j = self.summary.tomb_fences.partition_point(|&f| f < key);
+        if j == 0 {
+            return Ok(0);
+        }
+        let t = j - 1;
+        let n = self.tombs_in_page(t);
+        let pos = self.with_page(Region::Tombstones, t as u64, |p| {
+            let (mut lo, mut hi) = (0usize, n);
+            while lo < hi {
+                let mid = (lo + hi) / 2;
+                if tomb_in(p, mid) < key {
+                    lo = mid + 1;
+                } else {
+                    hi = mid;
+                }
+            }
+            lo
+        })?;
+        Ok(t * self.tombs_per_page + pos)
+    }
+
+    /// The bounds' pages (at most four reads) land in the page cache.
+    fn warm_bounds(&self, lo: u64, hi: u64) -> Result<()> {
+        self.lower_bound(lo)?;
+        self.upper_bound(hi)?;
+        if self.tombstones > 0 {
+            self.tombstone_lower_bound(lo)?;
+            if let Some(after) = hi.checked_add(1) {
+                self.tombstone_lower_bound(after)?;
+            }
+        }
+        Ok(())
+    }
+
     fn tombstone_at(&self, j: usize) -> Result<u64> {
         if j >= self.tombstones {
             return Err(self.out_of_range("tombstone", j, self.tombstones));
@@ -398,21 +598,8 @@ impl Shard for DiskShard {
             return Ok(false);
         }
         let t = j - 1;
-        let n = self
-            .tombstones
-            .saturating_sub(t * self.tombs_per_page)
-            .min(self.tombs_per_page);
         self.with_page(Region::Tombstones, t as u64, |p| {
-            let (mut lo, mut hi) = (0usize, n);
-            while lo < hi {
-                let mid = (lo + hi) / 2;
-                match tomb_in(p, mid).cmp(&key) {
-                    std::cmp::Ordering::Less => lo = mid + 1,
-                    std::cmp::Ordering::Greater => hi = mid,
-                    std::cmp::Ordering::Equal => return true,
-                }
-            }
-            false
+            self.tomb_page_holds(t, p, key)
         })
     }
 
@@ -540,8 +727,20 @@ mod tests {
                     "{key}"
                 );
                 assert_eq!(d.has_tombstone(key).unwrap(), m.has_tombstone(key).unwrap());
+                assert_eq!(
+                    d.tombstone_lower_bound(key).unwrap(),
+                    m.tombstone_lower_bound(key).unwrap(),
+                    "{key}"
+                );
                 assert_eq!(d.find(key).unwrap(), m.find(key).unwrap());
             }
+            // The tombstone pages of many keys read as one batch: the same answers as one by one.
+            let keys: Vec<u64> = (0..12_100u64).step_by(5).chain([u64::MAX]).collect();
+            let (mut batched, mut single) = (Vec::new(), Vec::new());
+            d.has_tombstones(&keys, &mut batched).unwrap();
+            m.has_tombstones(&keys, &mut single).unwrap();
+            assert_eq!(batched, single);
+            assert!(batched.iter().any(|&t| t) && batched.iter().any(|&t| !t));
             for (lo, hi) in [(0, 3000), (5, 6), (250, 260), (100, 2900), (255, 511)] {
                 let (a, b) = (
                     d.range_weight(lo, hi).unwrap(),
@@ -666,6 +865,70 @@ mod tests {
                 assert_eq!(d.record_at(i).unwrap(), r.records[i]);
             }
         }
+    }
+
+    /// `records_at` in one batch gives what one `record_at` after another gives, for indexes in any order
+    /// with repeats, and reads each missed page once (pages the bounds cached are not read again).
+    #[test]
+    fn batched_fetches_match_single_fetches_and_read_each_page_once() {
+        use crate::index::dynamized::shard_file::with_batched_reads;
+        use rand::Rng;
+        for weighted in [false, true] {
+            let r = run(20_000, weighted);
+            let stats = Arc::new(IoStats::new());
+            let d = disk(&r, weighted, &stats);
+            let mut rng = rand::rngs::StdRng::seed_from_u64(11);
+            for len in [2usize, 7, 300, 3000] {
+                let idx: Vec<usize> = (0..len).map(|_| rng.random_range(0..20_000)).collect();
+                let single: Vec<Record> = idx.iter().map(|&i| r.records[i]).collect();
+                let before = stats.snapshot().kind(FileKind::Shards).reads;
+                let mut got = vec![r.records[0]];
+                d.records_at(&idx, &mut got).unwrap();
+                assert_eq!(got[1..], single[..], "{len} indexes, weighted {weighted}");
+                let reads = stats.snapshot().kind(FileKind::Shards).reads - before;
+                let mut pages: Vec<usize> = idx.iter().map(|&i| i / d.per_page).collect();
+                pages.sort_unstable();
+                pages.dedup();
+                assert!(
+                    reads <= pages.len() as u64,
+                    "{reads} reads for {} pages",
+                    pages.len()
+                );
+                let mut off = Vec::new();
+                with_batched_reads(false, || d.records_at(&idx, &mut off)).unwrap();
+                assert_eq!(off, single);
+            }
+            let mut got = Vec::new();
+            assert!(d.records_at(&[0, 20_000], &mut got).is_err());
+            assert!(got.is_empty(), "a failed fetch appends nothing");
+        }
+    }
+
+    #[test]
+    fn a_damaged_page_in_a_batch_is_corruption_at_its_offset() {
+        let mem = Arc::new(MemVfs::new());
+        let vfs: Arc<dyn Vfs> = mem.clone();
+        let stats = Arc::new(IoStats::new());
+        let r = run(20_000, false);
+        let (path, _) = write_test_shard(&vfs, &stats, 9, &r, false);
+        let mut bytes = mem.file_bytes(&path).unwrap();
+        // Record page 40 (file page 41): its checksum fails.
+        bytes[41 * 4096 + 99] ^= 0x01;
+        mem.set_file_bytes(&path, bytes);
+        let (d, _, _) =
+            DiskShard::open(ShardFile::open(&vfs, &path, 9, 4096, false, stats).unwrap()).unwrap();
+        let idx: Vec<usize> = (0..60).rev().map(|p| p * d.per_page + 3).collect();
+        let mut out = Vec::new();
+        let e = d.records_at(&idx, &mut out).unwrap_err();
+        assert!(
+            matches!(&e, Error::Corruption { offset, file, .. } if *offset == 41 * 4096 && *file == path),
+            "{e}"
+        );
+        assert!(out.is_empty());
+        // Without the damaged page, the batch is served.
+        let idx: Vec<usize> = (0..40).map(|p| p * d.per_page + 3).collect();
+        d.records_at(&idx, &mut out).unwrap();
+        assert_eq!(out.len(), 40);
     }
 
     #[test]

@@ -241,16 +241,7 @@ fn directed(a: usize, b: usize, dir: Direction) -> Cursor {
 
 /// Index of the first tombstone ≥ `key`.
 pub(super) fn tombstone_lower_bound<S: Shard>(s: &S, key: u64) -> Result<usize> {
-    let (mut lo, mut hi) = (0usize, s.tombstone_count());
-    while lo < hi {
-        let mid = (lo + hi) / 2;
-        if s.tombstone_at(mid)? < key {
-            lo = mid + 1;
-        } else {
-            hi = mid;
-        }
-    }
-    Ok(lo)
+    s.tombstone_lower_bound(key)
 }
 
 /// Index of the first tombstone > `key`.

@@ -32,6 +32,7 @@ use super::core::Dynamized;
 use super::read::{tombstone_lower_bound, tombstone_upper_bound};
 use super::run::Record;
 use super::shard::{DrawStep, Drawer, PendingDraw, Shard, Words, uniform_below, unit_f64};
+use super::shard_file::batch_read::{Task, batched_reads, run_jobs};
 use super::version::{ShardSlot, Version};
 use crate::algo::alias::AliasTable;
 use crate::algo::bloom::{BloomFilter, KeyHash};
@@ -380,6 +381,7 @@ impl<S: Shard> Dynamized<S> {
         let v = self.version();
         let buffers = BufferCandidates::gather(&v, query);
         let shards: Vec<&Arc<ShardSlot<S>>> = v.shards_newest_first().collect();
+        warm_disk_bounds(&shards, lo, hi)?;
 
         // The killers: buffered keys and tombstones in range, unless too many for a small table.
         let wide_buffers = buffers.wide;
@@ -426,20 +428,27 @@ impl<S: Shard> Dynamized<S> {
             }
             hash
         };
-        let killed = |p: usize, key: u64, hash: KeyHash| -> Result<bool> {
-            if killers.kills(key, p) || (wide_buffers && v.buffers.iter().any(|b| b.contains(key)))
-            {
-                return Ok(true);
-            }
-            if wide_tombs {
-                for q in tombstone_shards_above(&tomb_intervals, p) {
-                    if shards[q].has_tombstone_hashed(key, hash)? {
-                        return Ok(true);
+        let killed =
+            |p: usize, key: u64, hash: KeyHash, known: &TombstoneAnswers| -> Result<bool> {
+                if killers.kills(key, p)
+                    || (wide_buffers && v.buffers.iter().any(|b| b.contains(key)))
+                {
+                    return Ok(true);
+                }
+                if wide_tombs {
+                    for q in tombstone_shards_above(&tomb_intervals, p) {
+                        let dead = match known.answer(q, key) {
+                            Some(dead) => dead,
+                            None => shards[q].has_tombstone_hashed(key, hash)?,
+                        };
+                        if dead {
+                            return Ok(true);
+                        }
                     }
                 }
-            }
-            Ok(false)
-        };
+                Ok(false)
+            };
+        let mut known = TombstoneAnswers::default();
 
         // The candidates of every source and how draws are distributed among them.
         let mut intervals = Vec::with_capacity(shards.len());
@@ -496,6 +505,12 @@ impl<S: Shard> Dynamized<S> {
         };
 
         let tagged: Vec<bool> = shards.iter().map(|s| s.tags.count() > 0).collect();
+        let in_batches: Vec<bool> = shards
+            .iter()
+            .map(|s| s.shard.fetches_in_batches())
+            .collect();
+        let any_batched = in_batches.contains(&true);
+        let mut batched = BatchedFetch::new(&in_batches);
         let rng = &mut Words::new(rng);
         let limit = 64 * (k as u64 + 64);
         let (mut accepted, mut draws, mut rejected) = (0usize, 0u64, 0u64);
@@ -562,10 +577,18 @@ impl<S: Shard> Dynamized<S> {
                 }
                 pending.truncate(still);
             }
+            // Shards on disk fetch the round's records of each as one batch of page reads first.
+            if any_batched {
+                batched.fetch(&shards, &positions)?;
+            }
             // Fetch the records (their lines have arrived) and prefetch what their kill checks read.
             fetched.clear();
-            for &(p, i) in &positions {
-                let rec = shards[p].shard.record_at(i)?;
+            for (j, &(p, i)) in positions.iter().enumerate() {
+                let rec = if in_batches[p] {
+                    batched.records[j]
+                } else {
+                    shards[p].shard.record_at(i)?
+                };
                 let hash = if probes_outside {
                     prefetch_kill_checks(p, rec.key)
                 } else {
@@ -573,11 +596,16 @@ impl<S: Shard> Dynamized<S> {
                 };
                 fetched.push((p, i, rec, hash));
             }
+            // Tombstone checks in shards on disk: the round's keys that their filters let through, one batch
+            // of page reads per shard.
+            if wide_tombs && any_batched {
+                known.batch(&shards, &in_batches, &tomb_intervals, &fetched)?;
+            }
             for &(p, i, rec, hash) in &fetched {
                 let slot = shards[p];
                 let live = query.accept(&rec)
                     && (!tagged[p] || !slot.tags.get(i))
-                    && !killed(p, rec.key, hash)?;
+                    && !killed(p, rec.key, hash, &known)?;
                 if live {
                     out.push(rec);
                     accepted += 1;
@@ -617,6 +645,136 @@ impl<S: Shard> Dynamized<S> {
         let alias = AliasTable::new(&weights)?;
         for _ in 0..k {
             out.push(live[alias.sample(&mut RngAdapter(rng))]);
+        }
+        Ok(())
+    }
+}
+
+/// With batched reads on (`shard_file::batched_reads`) and two or more shards that fetch in batches (on
+/// disk), reads the pages their bound searches will need — about four per shard, known from the in-memory
+/// fences — on the shard I/O pool, one task per shard, so the query's preprocessing then finds them cached
+/// instead of reading them one shard after another.
+fn warm_disk_bounds<S: Shard>(shards: &[&Arc<ShardSlot<S>>], lo: u64, hi: u64) -> Result<()> {
+    if !batched_reads()
+        || shards
+            .iter()
+            .filter(|s| s.shard.fetches_in_batches())
+            .count()
+            < 2
+    {
+        return Ok(());
+    }
+    let tasks: Vec<Task> = shards
+        .iter()
+        .filter(|s| s.shard.fetches_in_batches())
+        .map(|&s| {
+            let slot = s.clone();
+            Box::new(move || slot.shard.warm_bounds(lo, hi)) as Task
+        })
+        .collect();
+    run_jobs(tasks)
+}
+
+/// A round's tombstone checks against shards that fetch in batches (on disk), answered in one batch per
+/// shard: for shard position `q`, the sorted keys of the round's fetched records of older shards that its
+/// tombstone filter lets through, and whether `q` holds a tombstone for each. A key its filter rejects is not
+/// listed, and is not tombstoned there.
+#[derive(Default)]
+struct TombstoneAnswers {
+    /// Per shard position: `Some((keys, dead))` when answered this round.
+    by_shard: Vec<Option<(Vec<u64>, Vec<bool>)>>,
+}
+
+impl TombstoneAnswers {
+    fn batch<S: Shard>(
+        &mut self,
+        shards: &[&Arc<ShardSlot<S>>],
+        in_batches: &[bool],
+        tomb_intervals: &[(usize, usize, usize)],
+        fetched: &[(usize, usize, Record, KeyHash)],
+    ) -> Result<()> {
+        self.by_shard.clear();
+        self.by_shard.resize_with(shards.len(), || None);
+        for &(q, _, _) in tomb_intervals {
+            if !in_batches[q] {
+                continue;
+            }
+            let slot = shards[q];
+            let mut keys: Vec<u64> = fetched
+                .iter()
+                .filter(|&&(p, _, _, hash)| q < p && slot.may_have_tombstone(hash))
+                .map(|&(_, _, rec, _)| rec.key)
+                .collect();
+            keys.sort_unstable();
+            keys.dedup();
+            let mut dead = Vec::with_capacity(keys.len());
+            slot.shard.has_tombstones(&keys, &mut dead)?;
+            self.by_shard[q] = Some((keys, dead));
+        }
+        Ok(())
+    }
+
+    /// Whether shard position `q` holds a tombstone for `key`, if this round answered for `q`.
+    #[inline]
+    fn answer(&self, q: usize, key: u64) -> Option<bool> {
+        let (keys, dead) = self.by_shard.get(q)?.as_ref()?;
+        Some(keys.binary_search(&key).is_ok_and(|j| dead[j]))
+    }
+}
+
+/// A round's records of the shards that fetch in batches ([`Shard::fetches_in_batches`]): each such shard
+/// gets the indexes of its draws in one [`Shard::records_at`] call; `records[j]` is then the record of the
+/// round's draw `j` (draws of other shards leave a placeholder). Draw order, and so the rng's use and the
+/// output, is the same as fetching one by one.
+struct BatchedFetch {
+    in_batches: Vec<bool>,
+    /// Per shard position: the indexes drawn from it and the draws (positions in the round) they belong to.
+    indexes: Vec<Vec<usize>>,
+    draws: Vec<Vec<usize>>,
+    got: Vec<Record>,
+    records: Vec<Record>,
+}
+
+impl BatchedFetch {
+    fn new(in_batches: &[bool]) -> Self {
+        BatchedFetch {
+            in_batches: in_batches.to_vec(),
+            indexes: vec![Vec::new(); in_batches.len()],
+            draws: vec![Vec::new(); in_batches.len()],
+            got: Vec::new(),
+            records: Vec::new(),
+        }
+    }
+
+    fn fetch<S: Shard>(
+        &mut self,
+        shards: &[&Arc<ShardSlot<S>>],
+        positions: &[(usize, usize)],
+    ) -> Result<()> {
+        const PLACEHOLDER: Record = Record {
+            key: 0,
+            value: 0,
+            weight: 0.0,
+        };
+        self.records.clear();
+        self.records.resize(positions.len(), PLACEHOLDER);
+        for (j, &(p, i)) in positions.iter().enumerate() {
+            if self.in_batches[p] {
+                self.indexes[p].push(i);
+                self.draws[p].push(j);
+            }
+        }
+        for (p, slot) in shards.iter().enumerate() {
+            if self.indexes[p].is_empty() {
+                continue;
+            }
+            self.got.clear();
+            slot.shard.records_at(&self.indexes[p], &mut self.got)?;
+            for (&j, &rec) in self.draws[p].iter().zip(&self.got) {
+                self.records[j] = rec;
+            }
+            self.indexes[p].clear();
+            self.draws[p].clear();
         }
         Ok(())
     }

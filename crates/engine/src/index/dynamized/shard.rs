@@ -113,6 +113,22 @@ pub trait Shard: Send + Sync + Sized + 'static {
     fn key_at(&self, i: usize) -> Result<u64>;
     /// Record `i` (`i < len()`).
     fn record_at(&self, i: usize) -> Result<Record>;
+    /// Appends records `indexes[0]`, `indexes[1]`, … (each `< len()`, in any order, repeats allowed) to `out`
+    /// in that order. A shard on disk reads each distinct page once, every page of the call together
+    /// (`DiskShard`); by default one [`record_at`](Self::record_at) after another.
+    fn records_at(&self, indexes: &[usize], out: &mut Vec<Record>) -> Result<()> {
+        out.reserve(indexes.len());
+        for &i in indexes {
+            out.push(self.record_at(i)?);
+        }
+        Ok(())
+    }
+    /// True when [`records_at`](Self::records_at) over many indexes is much cheaper than as many
+    /// `record_at` calls (a shard on disk: one batch of reads instead of one dependent read per record), so a
+    /// sampler should gather a round's indexes per shard first. False by default.
+    fn fetches_in_batches(&self) -> bool {
+        false
+    }
     /// Appends the weights of records `lo..hi` (`hi ≤ len()`) to `out`.
     fn extend_weights(&self, lo: usize, hi: usize, out: &mut Vec<f64>) -> Result<()> {
         for i in lo..hi {
@@ -122,6 +138,36 @@ pub trait Shard: Send + Sync + Sized + 'static {
     }
     /// Key of tombstone `j` (`j < tombstone_count()`).
     fn tombstone_at(&self, j: usize) -> Result<u64>;
+    /// Index of the first tombstone ≥ `key` (`tombstone_count()` if none); by default a binary search over
+    /// [`tombstone_at`](Self::tombstone_at).
+    fn tombstone_lower_bound(&self, key: u64) -> Result<usize> {
+        let (mut lo, mut hi) = (0usize, self.tombstone_count());
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            if self.tombstone_at(mid)? < key {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        Ok(lo)
+    }
+    /// Appends whether the shard holds a tombstone for each of `keys` to `out`, in order. A shard on disk
+    /// reads the tombstone pages of all of them as one batch; by default one
+    /// [`has_tombstone`](Self::has_tombstone) after another.
+    fn has_tombstones(&self, keys: &[u64], out: &mut Vec<bool>) -> Result<()> {
+        for &k in keys {
+            out.push(self.has_tombstone(k)?);
+        }
+        Ok(())
+    }
+    /// Reads ahead what [`lower_bound`](Self::lower_bound)`(lo)`, [`upper_bound`](Self::upper_bound)`(hi)`
+    /// and the tombstone bounds of `lo` and `hi` will read, so that a query's preprocessing finds it cached
+    /// (a shard on disk: the few pages its fences point to). Nothing by default.
+    fn warm_bounds(&self, lo: u64, hi: u64) -> Result<()> {
+        let _ = (lo, hi);
+        Ok(())
+    }
     /// Index of the first record with a key ≥ `key` (`len()` if none).
     fn lower_bound(&self, key: u64) -> Result<usize>;
     /// Index of the first record with a key > `key` (`len()` if none).

@@ -37,6 +37,7 @@ use crate::storage::codec::{Short, get};
 use crate::storage::immutable_file::{ImmutableFile, ImmutableFileWriter};
 pub use crate::storage::immutable_file::{TRAILER, batch_pages};
 use crate::storage::{FileKind, IoStats, PageBuf, Vfs};
+pub use batch_read::{PageBatch, batched_reads, with_batched_reads};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -524,7 +525,8 @@ pub fn write_run_file(
 pub struct ShardFile {
     pub path: PathBuf,
     pub header: ShardHeader,
-    file: ImmutableFile,
+    /// Shared with the I/O pool's jobs of a batched read.
+    file: Arc<ImmutableFile>,
 }
 
 impl std::fmt::Debug for ShardFile {
@@ -572,7 +574,7 @@ impl ShardFile {
         Ok(ShardFile {
             path: path.to_path_buf(),
             header,
-            file,
+            file: Arc::new(file),
         })
     }
 
@@ -580,6 +582,12 @@ impl ShardFile {
     /// (page-aligned).
     pub fn read_pages(&self, first: u64, buf: &mut [u8]) -> Result<()> {
         self.file.read_pages(first, buf)
+    }
+
+    /// Reads and verifies the checksums of `pages` (sorted, distinct page numbers) as one batch through the
+    /// shard I/O pool (`batch_read`): one read per page, issued together.
+    pub fn read_batch(&self, pages: Vec<u64>) -> Result<PageBatch> {
+        batch_read::read_batch(&self.file, &self.path, self.header.page_size, pages)
     }
 
     fn page_error(&self, page_no: u64, detail: String) -> Error {
@@ -826,5 +834,6 @@ pub(crate) fn write_test_shard(
     (path, written)
 }
 
+pub mod batch_read;
 #[cfg(test)]
 mod tests;

@@ -123,6 +123,25 @@ impl<M: Shard> Shard for Tiered<M> {
     fn record_at(&self, i: usize) -> Result<Record> {
         each!(self, s => s.record_at(i))
     }
+    fn records_at(&self, indexes: &[usize], out: &mut Vec<Record>) -> Result<()> {
+        each!(self, s => s.records_at(indexes, out))
+    }
+    fn tombstone_lower_bound(&self, key: u64) -> Result<usize> {
+        each!(self, s => s.tombstone_lower_bound(key))
+    }
+    fn has_tombstones(&self, keys: &[u64], out: &mut Vec<bool>) -> Result<()> {
+        each!(self, s => s.has_tombstones(keys, out))
+    }
+    fn warm_bounds(&self, lo: u64, hi: u64) -> Result<()> {
+        each!(self, s => s.warm_bounds(lo, hi))
+    }
+    fn fetches_in_batches(&self) -> bool {
+        each!(self, s => s.fetches_in_batches())
+    }
+    #[inline]
+    fn prefetch(&self, i: usize) {
+        each!(self, s => s.prefetch(i))
+    }
     fn extend_weights(&self, lo: usize, hi: usize, out: &mut Vec<f64>) -> Result<()> {
         each!(self, s => s.extend_weights(lo, hi, out))
     }

@@ -115,6 +115,15 @@ impl<S: Shard> ShardSlot<S> {
         }
     }
 
+    /// True when the tombstone filter says the shard may hold a tombstone for the key of filter hash `hash`
+    /// (no shard read).
+    #[inline]
+    pub fn may_have_tombstone(&self, hash: KeyHash) -> bool {
+        self.tomb_filter
+            .as_ref()
+            .is_some_and(|f| f.contains(f.probe_hashed(hash)))
+    }
+
     /// Asks the CPU to load the tombstone filter's block for a key of filter hash `hash`, ahead of
     /// [`has_tombstone_hashed`](Self::has_tombstone_hashed).
     #[inline]

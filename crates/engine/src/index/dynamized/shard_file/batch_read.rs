@@ -1,0 +1,239 @@
+//! Batched page reads of a shard file: the pages one query needs, known up front, read together by a small
+//! pool of I/O threads — one positional read per distinct page into page-aligned buffers (so O_DIRECT
+//! applies) — instead of one dependent read after another.
+//!
+//! ## Pool
+//! [`IO_THREADS`] threads, started on first use and kept for the life of the process, each blocking in reads
+//! it takes from one shared queue. A batch of n pages is split into w = min(IO_THREADS + 1,
+//! ⌈n / [`PAGES_PER_GROUP`]⌉) striped groups (group g holds the g-th, (g + w)-th, … page of the sorted list):
+//! the caller reads group 0 itself and waits for the pool's answers for the others. With one group (a small
+//! batch, or a pool whose threads could not start) the caller reads every page itself.
+//!
+//! ## Invariants
+//! * Every page of the batch is read exactly once and its checksum verified once (by
+//!   `ImmutableFile::read_pages`), by whichever thread reads it; reads are counted in the file's `IoStats`.
+//! * A damaged or short page fails the whole batch with `Error::Corruption` naming the file and the page's
+//!   offset (when several groups fail, the error of the lowest group); nothing of a failed batch is served.
+//! * Pages must be sorted, distinct and inside the file (the caller's duty; a page past the end is a short
+//!   read, hence corruption).
+//!
+//! ## Cost
+//! n page reads, about ⌈n / w⌉ deep per thread instead of n deep; per batch w − 1 jobs through the queue and
+//! w page-aligned buffers. The caller's thread also reads, so a batch never waits for a busy pool alone.
+
+use crate::error::{Error, Result};
+use crate::storage::PageBuf;
+use crate::storage::immutable_file::ImmutableFile;
+use parking_lot::Mutex;
+use std::cell::Cell;
+use std::sync::{Arc, OnceLock, mpsc};
+
+/// Threads of the shard I/O pool.
+pub const IO_THREADS: usize = 8;
+/// Pages a group should have at least before a batch is split further.
+pub const PAGES_PER_GROUP: usize = 2;
+
+type Job = Box<dyn FnOnce() + Send + 'static>;
+
+/// The shard I/O pool: a queue of jobs and the threads that run them.
+struct Pool {
+    jobs: mpsc::Sender<Job>,
+}
+
+/// The process's pool, started on first use; `None` if no thread could be started.
+fn pool() -> Option<&'static Pool> {
+    static POOL: OnceLock<Option<Pool>> = OnceLock::new();
+    POOL.get_or_init(|| {
+        let (jobs, queue) = mpsc::channel::<Job>();
+        let queue = Arc::new(Mutex::new(queue));
+        let mut started = 0;
+        for i in 0..IO_THREADS {
+            let queue = queue.clone();
+            let worker = move || {
+                loop {
+                    // One thread waits in `recv`, the others for the lock: a job goes to one of them.
+                    let job = match queue.lock().recv() {
+                        Ok(job) => job,
+                        Err(_) => return,
+                    };
+                    job();
+                }
+            };
+            let spawned = std::thread::Builder::new()
+                .name(format!("strata-shard-io-{i}"))
+                .spawn(worker);
+            started += usize::from(spawned.is_ok());
+        }
+        (started > 0).then_some(Pool { jobs })
+    })
+    .as_ref()
+}
+
+thread_local! {
+    static BATCHED: Cell<bool> = const { Cell::new(true) };
+}
+
+/// Whether disk shards read a query's pages as one batch on this thread (the default), or one page at a
+/// time through their page cache.
+pub fn batched_reads() -> bool {
+    BATCHED.with(Cell::get)
+}
+
+/// Runs `f` with batched reads `on` or off on this thread (for comparisons and tests: answers are the same
+/// either way), then restores the previous setting.
+pub fn with_batched_reads<T>(on: bool, f: impl FnOnce() -> T) -> T {
+    struct Restore(bool);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            BATCHED.with(|b| b.set(self.0));
+        }
+    }
+    let _restore = Restore(BATCHED.with(|b| b.replace(on)));
+    f()
+}
+
+/// The pages of one batch, read and checksum-verified.
+pub struct PageBatch {
+    /// The batch's page numbers, sorted and distinct.
+    pages: Vec<u64>,
+    /// Group g holds pages g, g + w, … of `pages` (w = groups), in that order.
+    groups: Vec<PageBuf>,
+    page_size: usize,
+}
+
+impl PageBatch {
+    /// The page numbers read, ascending.
+    pub fn pages(&self) -> &[u64] {
+        &self.pages
+    }
+
+    /// Page `page_no` (trailer included) if the batch holds it.
+    pub fn page(&self, page_no: u64) -> Option<&[u8]> {
+        let j = self.pages.binary_search(&page_no).ok()?;
+        Some(self.at(j))
+    }
+
+    /// The `j`-th page of the batch (in ascending page order).
+    pub fn at(&self, j: usize) -> &[u8] {
+        let w = self.groups.len();
+        let at = (j / w) * self.page_size;
+        &self.groups[j % w][at..at + self.page_size]
+    }
+}
+
+/// A unit of work for [`run_jobs`].
+pub type Task = Box<dyn FnOnce() -> Result<()> + Send + 'static>;
+
+/// Runs `tasks` on the shard I/O pool (the caller runs the first itself) and waits for all of them; the
+/// error of the first failing task (in `tasks` order) if any. For independent reads of several files, such
+/// as the bound pages of every disk shard a query reads.
+pub fn run_jobs(mut tasks: Vec<Task>) -> Result<()> {
+    if tasks.is_empty() {
+        return Ok(());
+    }
+    let first = tasks.remove(0);
+    let (done, answers) = mpsc::channel::<(usize, Result<()>)>();
+    let rest = tasks.len();
+    for (g, task) in tasks.into_iter().enumerate() {
+        let done = done.clone();
+        let job: Job = Box::new(move || {
+            let _ = done.send((g + 1, task()));
+        });
+        match pool() {
+            Some(pool) => {
+                if let Err(mpsc::SendError(job)) = pool.jobs.send(job) {
+                    job();
+                }
+            }
+            None => job(),
+        }
+    }
+    drop(done);
+    let mut failed: Option<(usize, Error)> = first().err().map(|e| (0, e));
+    let mut answered = 0;
+    for (g, r) in answers.iter() {
+        answered += 1;
+        if let Err(e) = r
+            && failed.as_ref().is_none_or(|(f, _)| g < *f)
+        {
+            failed = Some((g, e));
+        }
+    }
+    if let Some((_, e)) = failed {
+        return Err(e);
+    }
+    if answered < rest {
+        return Err(Error::Io {
+            path: std::path::PathBuf::new(),
+            source: std::io::Error::other("a shard I/O thread stopped before answering"),
+        });
+    }
+    Ok(())
+}
+
+/// Reads `list`'s pages of `file` into consecutive pages of a new buffer.
+fn read_list(file: &ImmutableFile, list: &[u64], page_size: usize) -> Result<PageBuf> {
+    let mut buf = PageBuf::new(list.len().max(1) * page_size);
+    for (chunk, &page_no) in buf.chunks_mut(page_size).zip(list) {
+        file.read_pages(page_no, chunk)?;
+    }
+    Ok(buf)
+}
+
+/// Reads `pages` (sorted, distinct) of `file` (`page_size`-byte pages, `path` for errors) as one batch; see
+/// the module doc.
+pub fn read_batch(
+    file: &Arc<ImmutableFile>,
+    path: &std::path::Path,
+    page_size: usize,
+    pages: Vec<u64>,
+) -> Result<PageBatch> {
+    debug_assert!(pages.windows(2).all(|w| w[0] < w[1]));
+    let n = pages.len();
+    let pool = pool();
+    let w = match pool {
+        Some(_) => n.div_ceil(PAGES_PER_GROUP).clamp(1, IO_THREADS + 1),
+        None => 1,
+    };
+    let group = |g: usize| -> Vec<u64> { pages.iter().skip(g).step_by(w).copied().collect() };
+    let (done, answers) = mpsc::channel::<(usize, Result<PageBuf>)>();
+    if let Some(pool) = pool {
+        for g in 1..w {
+            let (list, file, done) = (group(g), file.clone(), done.clone());
+            let job: Job = Box::new(move || {
+                let _ = done.send((g, read_list(&file, &list, page_size)));
+            });
+            // A pool whose threads are gone hands the job back: run it here.
+            if let Err(mpsc::SendError(job)) = pool.jobs.send(job) {
+                job();
+            }
+        }
+    }
+    drop(done);
+    let mut groups: Vec<Option<PageBuf>> = (0..w).map(|_| None).collect();
+    let mut failed: Option<(usize, Error)> = None;
+    let mut answer = |g: usize, r: Result<PageBuf>| match r {
+        Ok(buf) => groups[g] = Some(buf),
+        Err(e) if failed.as_ref().is_none_or(|(f, _)| g < *f) => failed = Some((g, e)),
+        Err(_) => {}
+    };
+    answer(0, read_list(file, &group(0), page_size));
+    for (g, r) in answers.iter() {
+        answer(g, r);
+    }
+    if let Some((_, e)) = failed {
+        return Err(e);
+    }
+    let groups: Option<Vec<PageBuf>> = groups.into_iter().collect();
+    let Some(groups) = groups else {
+        return Err(Error::Io {
+            path: path.to_path_buf(),
+            source: std::io::Error::other("a shard I/O thread stopped before answering"),
+        });
+    };
+    Ok(PageBatch {
+        pages,
+        groups,
+        page_size,
+    })
+}
