@@ -736,15 +736,26 @@ fn irs_uniform_with_deletes(policy: DeletePolicy) {
 
 /// A range wider than the per-query killer table can hold (more than 1024 buffered keys, more than 4096
 /// tombstones in range): the rejection check asks the buffers' key index and the tombstone filters, and the
-/// draws stay live and uniform.
-#[test]
-fn wide_ranges_reject_through_the_buffer_index_and_tombstone_filters() {
+/// draws stay live and uniform (or, weighted, proportional to the weights: the buffers' candidates are then
+/// listed as blocks of slots).
+fn wide_range_sampling(weighted: bool) {
+    // Weights 1..=3 with some zeros (never drawn by weighted queries).
+    let weight = |k: u64| -> f64 {
+        if !weighted {
+            1.0
+        } else if k.is_multiple_of(11) {
+            0.0
+        } else {
+            (1 + k % 3) as f64
+        }
+    };
     let o = DynOptions {
         layout: Layout::Tiering,
         scale_factor: 4,
         buffer_capacity: 4000,
         delete_policy: DeletePolicy::Tombstone,
         max_delete_proportion: 0.9,
+        weighted,
         ..DynOptions::default()
     };
     let idx = Idx::new(o, rt(false)).unwrap();
@@ -754,8 +765,8 @@ fn wide_ranges_reject_through_the_buffer_index_and_tombstone_filters() {
     let mut keys: Vec<u64> = (0..n).map(|i| i * 3).collect();
     keys.shuffle(&mut rng);
     for &k in &keys {
-        idx.put(k, k + 1, 1.0).unwrap();
-        model.insert(k, (k + 1, 1.0));
+        idx.put(k, k + 1, weight(k)).unwrap();
+        model.insert(k, (k + 1, weight(k)));
     }
     // Deletes of old records, then (still buffered) a mix of deletes, overwrites and fresh keys.
     keys.shuffle(&mut rng);
@@ -771,12 +782,12 @@ fn wide_ranges_reject_through_the_buffer_index_and_tombstone_filters() {
                 model.remove(&k);
             }
             1 => {
-                idx.put(k, k + 2, 1.0).unwrap();
-                model.insert(k, (k + 2, 1.0));
+                idx.put(k, k + 2, weight(k + 5)).unwrap();
+                model.insert(k, (k + 2, weight(k + 5)));
             }
             _ => {
-                idx.put(k + 1, k + 3, 1.0).unwrap();
-                model.insert(k + 1, (k + 3, 1.0));
+                idx.put(k + 1, k + 3, weight(k + 1)).unwrap();
+                model.insert(k + 1, (k + 3, weight(k + 1)));
             }
         }
     }
@@ -786,8 +797,18 @@ fn wide_ranges_reject_through_the_buffer_index_and_tombstone_filters() {
     let (lo, hi) = (0, u64::MAX);
     assert_eq!(idx.count(lo, hi).unwrap(), model.len() as u64);
     let before = idx.stats().rejections;
-    check_distribution(&idx, &model, lo, hi, false, 5, 40);
+    check_distribution(&idx, &model, lo, hi, weighted, 5, 40);
     assert!(idx.stats().rejections > before, "no draw was rejected");
+}
+
+#[test]
+fn wide_ranges_reject_through_the_buffer_index_and_tombstone_filters() {
+    wide_range_sampling(false);
+}
+
+#[test]
+fn wide_weighted_ranges_draw_buffered_records_by_blocks() {
+    wide_range_sampling(true);
 }
 
 #[test]

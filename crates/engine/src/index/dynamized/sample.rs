@@ -153,6 +153,12 @@ const MIN_FLAT_SAMPLES: usize = 64;
 /// Keys per step of the vectorised range filter over a buffer's keys.
 const KEY_CHUNK: usize = 16;
 
+/// Buffer slots per block of a wide weighted query's buffer candidates (see [`BufferCandidates`]).
+const BLOCK: usize = 64;
+/// A wide weighted query's buffer candidate `c` is slot `c % BLOCK_STRIDE` of buffer `c / BLOCK_STRIDE`
+/// (buffers hold fewer than 2^32 slots).
+const BLOCK_STRIDE: usize = 1 << 32;
+
 /// The keys in a query's range that kill older shard records, each with the rank of the newest source
 /// that holds it: 0 for the buffers, `q + 1` for a tombstone of shard position `q` (newest first). A record
 /// of shard position `p` is dead when its key's rank is at most `p` (a source newer than its shard).
@@ -233,6 +239,13 @@ struct BufferCandidates {
     keys: Vec<u64>,
     /// More than [`WIDE_SHADOW`] buffered keys in range: kill checks ask the buffers' key indexes.
     wide: bool,
+    /// A wide weighted query (WSS, wide WIRS) lists blocks instead of slots, since few of its draws land in
+    /// the buffers (their share of the weight) while a list of every slot costs a pass that writes three
+    /// arrays: `(buffer, first slot, end slot)` of each block of [`BLOCK`] published slots with positive
+    /// weight, and the running sum of the blocks' weights. A draw picks a block by its weight, then a slot
+    /// by a scan of the block; `slots` and `prefix` stay empty.
+    blocks: Vec<(usize, usize, usize)>,
+    block_prefix: Vec<f64>,
 }
 
 impl BufferCandidates {
@@ -253,13 +266,33 @@ impl BufferCandidates {
             })
             .sum();
         let wide = in_range > WIDE_SHADOW;
+        let blocked = wide && !query.unit_weights();
+        let listed = if blocked { 0 } else { in_range };
         let mut out = BufferCandidates {
-            slots: Vec::with_capacity(in_range),
-            prefix: Vec::with_capacity(in_range),
+            slots: Vec::with_capacity(listed),
+            prefix: Vec::with_capacity(listed),
             total: 0.0,
             keys: Vec::with_capacity(if wide { 0 } else { in_range }),
             wide,
+            blocks: Vec::new(),
+            block_prefix: Vec::new(),
         };
+        if blocked {
+            for (b, (buf, keys)) in v.buffers.iter().zip(&keys_of).enumerate() {
+                for start in (0..keys.len()).step_by(BLOCK) {
+                    let end = (start + BLOCK).min(keys.len());
+                    let weight: f64 = (start..end)
+                        .filter_map(|i| query.buffer_weight(&buf.entry(i)))
+                        .sum();
+                    if weight > 0.0 {
+                        out.total += weight;
+                        out.blocks.push((b, start, end));
+                        out.block_prefix.push(out.total);
+                    }
+                }
+            }
+            return out;
+        }
         for (b, (buf, keys)) in v.buffers.iter().zip(&keys_of).enumerate() {
             for (c, chunk) in keys.chunks(KEY_CHUNK).enumerate() {
                 // Branch-free over the chunk (vectorised); most chunks of a narrow range hold no key of it.
@@ -290,10 +323,52 @@ impl BufferCandidates {
 
     /// The candidate whose weight interval holds `t ∈ [0, total)` (rounding can only push the search to
     /// the end: clamped back).
-    fn at_weight(&self, t: f64) -> usize {
-        self.prefix
+    fn at_weight<S: Shard, Q: SamplingQuery<S>>(&self, v: &Version<S>, query: &Q, t: f64) -> usize {
+        if self.blocks.is_empty() {
+            return self
+                .prefix
+                .partition_point(|&p| p <= t)
+                .min(self.slots.len() - 1);
+        }
+        let j = self
+            .block_prefix
             .partition_point(|&p| p <= t)
-            .min(self.slots.len() - 1)
+            .min(self.blocks.len() - 1);
+        let (b, start, end) = self.blocks[j];
+        let buf = &v.buffers[b];
+        let local = t - if j == 0 {
+            0.0
+        } else {
+            self.block_prefix[j - 1]
+        };
+        // The slot whose weight interval in the block holds `local`; rounding can only push past the end:
+        // the block's last slot of positive weight then (it has one, or it would not be listed).
+        let (mut below, mut last) = (0.0, start);
+        for i in start..end {
+            if let Some(w) = query.buffer_weight(&buf.entry(i)) {
+                below += w;
+                last = i;
+                if local < below {
+                    break;
+                }
+            }
+        }
+        b * BLOCK_STRIDE + last
+    }
+
+    /// `(buffer, slot)` of buffer candidate `c`.
+    #[inline]
+    fn slot(&self, c: usize) -> (usize, usize) {
+        if self.blocks.is_empty() {
+            self.slots[c]
+        } else {
+            (c / BLOCK_STRIDE, c % BLOCK_STRIDE)
+        }
+    }
+
+    /// Whether the candidates are listed as blocks (see the field).
+    fn blocked(&self) -> bool {
+        !self.blocks.is_empty()
     }
 }
 
@@ -327,14 +402,15 @@ enum Distribute<'a> {
 }
 
 impl Distribute<'_> {
-    /// One draw: its source, and the candidate's index in the source (a buffer candidate's position among
-    /// `BufferCandidates::slots`, or a shard record index), or for a shard of weighted draws the draw's first
-    /// step (finished by the shard's drawer, see [`RangeDrawer`]).
+    /// One draw: its source, and the candidate's index in the source (a buffer candidate, see
+    /// [`BufferCandidates::slot`], or a shard record index), or for a shard of weighted draws the draw's
+    /// first step (finished by the shard's drawer, see [`RangeDrawer`]).
     #[inline]
-    fn draw(
+    fn draw<S: Shard, Q: SamplingQuery<S>>(
         &self,
         intervals: &[(usize, usize)],
         buffers: &BufferCandidates,
+        (v, query): (&Version<S>, &Q),
         rng: &mut Words<'_>,
     ) -> Result<(usize, DrawStep)> {
         match self {
@@ -350,7 +426,7 @@ impl Distribute<'_> {
                 if src == 0 {
                     return Ok((
                         0,
-                        DrawStep::Done(buffers.at_weight(unit_f64(rng) * buffers.total)),
+                        DrawStep::Done(buffers.at_weight(v, query, unit_f64(rng) * buffers.total)),
                     ));
                 }
                 let drawer = drawers[src - 1]
@@ -471,7 +547,7 @@ impl<S: Shard> Dynamized<S> {
         }
         let distribute = if query.unit_weights() {
             Distribute::Uniform { ends }
-        } else if end <= (FLAT_PER_SAMPLE * k.max(MIN_FLAT_SAMPLES)) as u64 {
+        } else if !buffers.blocked() && end <= (FLAT_PER_SAMPLE * k.max(MIN_FLAT_SAMPLES)) as u64 {
             // Few candidates for the draws: one alias table over all of them (their weights read in order)
             // costs less than the shards' tree draws, and each draw then touches one cached column.
             let mut all = Vec::with_capacity(end as usize);
@@ -535,7 +611,7 @@ impl<S: Shard> Dynamized<S> {
             pending.clear();
             for _ in 0..k - accepted {
                 draws += 1;
-                match distribute.draw(&intervals, &buffers, rng)? {
+                match distribute.draw(&intervals, &buffers, (&v, query), rng)? {
                     (0, DrawStep::Done(c)) => match buffered_draw(&v, &buffers, c) {
                         Some(rec) => {
                             out.push(rec);
@@ -783,7 +859,7 @@ impl BatchedFetch {
 /// The record of buffer candidate `c` if it is live: the newest operation on its key in its buffer, a put,
 /// and no newer buffer holds the key.
 fn buffered_draw<S>(v: &Version<S>, buffers: &BufferCandidates, c: usize) -> Option<Record> {
-    let (b, i) = buffers.slots[c];
+    let (b, i) = buffers.slot(c);
     let buf = &v.buffers[b];
     let key = buf.key(i);
     (buf.is_live_slot(i) && v.buffers[..b].iter().all(|n| !n.contains(key))).then(|| {
