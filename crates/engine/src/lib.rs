@@ -40,7 +40,7 @@ mod types;
 
 pub use db::{
     Batch, Config, Db, DbStats, FORMAT_VERSION, Iter, MAX_SAMPLES_PER_CALL, Options, RawDb,
-    RawIter, RecoveryInfo,
+    RawIter, RawSnapshot, RecoveryInfo, Snapshot,
 };
 pub use error::{Damage, Error, Result};
 pub use index::family::{Capabilities, IndexConfig, IndexKind};

@@ -204,6 +204,114 @@ fn shell_scans_see_whole_batches_while_a_writer_runs() {
     assert!(writer.join().unwrap() >= 20);
 }
 
+/// A `Db` snapshot reads one point in time while a writer goes on: its whole-range iteration (several
+/// 256-record chunks) sees one batch's values under every key and the same records on every read, its gets
+/// agree with it, and the live database moves on meanwhile. Families without snapshots say so.
+#[test]
+fn db_snapshots_stay_put_while_a_writer_runs() {
+    const KEYS: u64 = 700;
+    let vfs: Arc<dyn Vfs> = Arc::new(MemVfs::new());
+    let db = Arc::new(
+        RawDb::create("/snap", &config(TypeKind::U64), &mem_options(vfs.clone())).unwrap(),
+    );
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let rounds = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let writer = {
+        let (db, stop, rounds) = (db.clone(), stop.clone(), rounds.clone());
+        std::thread::spawn(move || {
+            let mut round = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Acquire) {
+                // Every batch writes its round under every key, and deletes or brings back key KEYS + 1
+                // (present in even rounds).
+                let mut ops: Vec<WriteOp> = (0..KEYS)
+                    .map(|k| WriteOp::Put {
+                        key: key(k * 13),
+                        value: round.to_be_bytes().to_vec(),
+                    })
+                    .collect();
+                ops.push(if round.is_multiple_of(2) {
+                    WriteOp::Put {
+                        key: key(u64::MAX - 1),
+                        value: round.to_be_bytes().to_vec(),
+                    }
+                } else {
+                    WriteOp::Delete {
+                        key: key(u64::MAX - 1),
+                    }
+                });
+                db.write(&ops, None).unwrap();
+                round += 1;
+                rounds.store(round, std::sync::atomic::Ordering::Release);
+            }
+        })
+    };
+    let wait_rounds = |n: u64| {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+        while rounds.load(std::sync::atomic::Ordering::Acquire) < n {
+            assert!(std::time::Instant::now() < deadline, "the writer stalled");
+            std::thread::yield_now();
+        }
+    };
+    let read_all = |s: &strata::RawSnapshot| -> Vec<(Vec<u8>, Vec<u8>)> {
+        s.range(KeyRange::all(), strata::Direction::Forward)
+            .map(|r| r.unwrap())
+            .collect()
+    };
+    wait_rounds(1);
+    for _ in 0..20 {
+        let snap = db.snapshot().unwrap();
+        let first = read_all(&snap);
+        // One batch: every key with the same round, and the extra key present exactly in even rounds.
+        let round = u64::from_be_bytes(first[0].1.clone().try_into().unwrap());
+        let expected_len = KEYS as usize + usize::from(round % 2 == 0);
+        assert_eq!(first.len(), expected_len, "round {round}");
+        assert!(
+            first.iter().all(|(_, v)| *v == round.to_be_bytes()),
+            "a snapshot saw two batches"
+        );
+        let seen = rounds.load(std::sync::atomic::Ordering::Acquire);
+        wait_rounds(seen + 3);
+        assert_eq!(read_all(&snap), first, "a snapshot changed under writes");
+        let reverse: Vec<_> = snap
+            .range(KeyRange::all(), strata::Direction::Reverse)
+            .map(|r| r.unwrap())
+            .collect();
+        assert!(
+            reverse.iter().rev().eq(first.iter()),
+            "reverse iteration differs"
+        );
+        for (k, v) in first.iter().step_by(37) {
+            assert_eq!(snap.get(k).unwrap().as_ref(), Some(v));
+        }
+        assert_eq!(
+            snap.get(&key(u64::MAX - 1)).unwrap().is_some(),
+            round % 2 == 0
+        );
+        assert!(snap.get(&key(1)).unwrap().is_none());
+        assert!(snap.get(&[1, 2]).unwrap_err().is_invalid_argument());
+        // The live database has moved on.
+        let live = db.get(&key(0)).unwrap().unwrap();
+        assert!(u64::from_be_bytes(live.try_into().unwrap()) > round);
+    }
+    stop.store(true, std::sync::atomic::Ordering::Release);
+    writer.join().unwrap();
+
+    let btree = RawDb::create(
+        "/btree",
+        &Config {
+            index: IndexKind::BTree.default_config(),
+            ..config(TypeKind::U64)
+        },
+        &mem_options(vfs),
+    )
+    .unwrap();
+    let err = btree.snapshot().unwrap_err();
+    assert!(
+        err.is_invalid_argument() && err.to_string().contains("learned"),
+        "{err}"
+    );
+}
+
 const CHILD_ENV: &str = "STRATA_LEARNED_KILL_CHILD_DIR";
 
 /// The child: runs only when re-executed by `sigkill_during_load`.

@@ -1,15 +1,36 @@
 //! The ordered iterator over encoded records ([`RawIter`]).
 
-use super::RawDb;
+use super::{RawDb, RawSnapshot};
 use crate::error::Result;
 use crate::index::{Direction, KeyRange};
+
+/// What an iterator reads: the live database, or a snapshot of it.
+enum Source {
+    Live(RawDb),
+    Snapshot(RawSnapshot),
+}
+
+impl Source {
+    fn scan_into(
+        &self,
+        range: &KeyRange,
+        dir: Direction,
+        max: usize,
+        out: &mut Vec<(Vec<u8>, Vec<u8>)>,
+    ) -> Result<()> {
+        match self {
+            Source::Live(db) => db.scan_into(range, dir, max, out),
+            Source::Snapshot(s) => s.scan_into(range, dir, max, out),
+        }
+    }
+}
 
 /// Chunk size of iterators.
 const ITER_CHUNK: usize = 256;
 
 /// Ordered iterator over encoded records (see [`RawDb::range`]).
 pub struct RawIter {
-    db: RawDb,
+    source: Source,
     range: KeyRange,
     dir: Direction,
     buf: Vec<(Vec<u8>, Vec<u8>)>,
@@ -20,8 +41,17 @@ pub struct RawIter {
 impl RawIter {
     /// An iterator over `range` of `db` in `dir` order.
     pub(super) fn new(db: RawDb, range: KeyRange, dir: Direction) -> RawIter {
+        RawIter::from_source(Source::Live(db), range, dir)
+    }
+
+    /// An iterator over `range` of `snapshot` in `dir` order.
+    pub(super) fn over_snapshot(snapshot: RawSnapshot, range: KeyRange, dir: Direction) -> RawIter {
+        RawIter::from_source(Source::Snapshot(snapshot), range, dir)
+    }
+
+    fn from_source(source: Source, range: KeyRange, dir: Direction) -> RawIter {
         RawIter {
-            db,
+            source,
             range,
             dir,
             buf: Vec::new(),
@@ -48,7 +78,7 @@ impl Iterator for RawIter {
             self.buf.clear();
             self.pos = 0;
             if let Err(e) = self
-                .db
+                .source
                 .scan_into(&self.range, self.dir, ITER_CHUNK, &mut self.buf)
             {
                 self.done = true;

@@ -44,6 +44,7 @@ mod iter;
 pub(crate) mod manifest;
 mod open;
 mod recovery;
+mod snapshot;
 mod stats;
 mod typed;
 pub(crate) mod wal;
@@ -51,8 +52,9 @@ pub(crate) mod wal;
 pub use config::{Config, Options};
 pub use iter::RawIter;
 pub use manifest::{FORMAT_VERSION, Manifest};
+pub use snapshot::RawSnapshot;
 pub use stats::{DbStats, RecoveryInfo};
-pub use typed::{Batch, Db, Iter};
+pub use typed::{Batch, Db, Iter, Snapshot};
 
 use crate::error::{Error, Result};
 pub use crate::index::family::{IndexConfig, IndexKind};
@@ -385,6 +387,27 @@ impl RawDb {
     /// strictly ordered.
     pub fn range(&self, range: KeyRange, dir: Direction) -> RawIter {
         RawIter::new(self.clone(), range, dir)
+    }
+
+    /// A point-in-time view (see [`RawSnapshot`]): `InvalidArgument` for a family without snapshots
+    /// ([`Capabilities::snapshots`](crate::Capabilities)).
+    pub fn snapshot(&self) -> Result<RawSnapshot> {
+        self.check_poison()?;
+        match self.inner.index.snapshot() {
+            Some(view) => Ok(RawSnapshot::new(self.clone(), view)),
+            None => {
+                let with: Vec<&str> = IndexKind::ALL
+                    .iter()
+                    .filter(|k| k.default_config().capabilities().snapshots)
+                    .map(|k| k.name())
+                    .collect();
+                Err(Error::invalid(format!(
+                    "the {} index has no snapshots (families with them: {})",
+                    self.inner.manifest.index.kind().name(),
+                    with.join(", ")
+                )))
+            }
+        }
     }
 
     /// Number of live records.

@@ -1,6 +1,6 @@
 //! The typed handle `Db<K, V>`: encodes keys and values (see `types`) and decodes results.
 
-use super::{Config, DbStats, Options, RawDb, RawIter};
+use super::{Config, DbStats, Options, RawDb, RawIter, RawSnapshot};
 use crate::error::Result;
 use crate::index::{CheckReport, Direction, KeyRange, WriteOp};
 use crate::storage::IoSnapshot;
@@ -60,6 +60,19 @@ fn key_range<K: Key>(r: impl RangeBounds<K>) -> KeyRange {
     }
 }
 
+/// A lookup of `key` by an untyped `get_into`, decoded.
+fn typed_get<K: Key, V: Value>(
+    key: &K,
+    get_into: impl FnOnce(&[u8], &mut Vec<u8>) -> Result<bool>,
+) -> Result<Option<V>> {
+    let mut out = Vec::new();
+    if get_into(&enc(key), &mut out)? {
+        Ok(Some(V::decode(&out)?))
+    } else {
+        Ok(None)
+    }
+}
+
 fn decode_pair<K: Key, V: Value>((k, v): (Vec<u8>, Vec<u8>)) -> Result<(K, V)> {
     Ok((K::decode(&k)?, V::decode(&v)?))
 }
@@ -101,12 +114,7 @@ impl<K: Key, V: Value> Db<K, V> {
     }
 
     pub fn get(&self, key: &K) -> Result<Option<V>> {
-        let mut out = Vec::new();
-        if self.raw.get_into(&enc(key), &mut out)? {
-            Ok(Some(V::decode(&out)?))
-        } else {
-            Ok(None)
-        }
+        typed_get(key, |k, out| self.raw.get_into(k, out))
     }
 
     /// Inserts or overwrites.
@@ -149,6 +157,28 @@ impl<K: Key, V: Value> Db<K, V> {
             raw: self.raw.range(key_range(range), dir),
             _types: PhantomData,
         }
+    }
+
+    /// A point-in-time view (see [`RawSnapshot`]); `InvalidArgument` for a family without snapshots.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// use strata::{Config, Db, IndexConfig, IndexKind, Options};
+    /// let config = Config { index: IndexKind::Learned.default_config(), ..Config::default() };
+    /// let db = Db::<u64, u64>::create(dir.path().join("db"), &config, &Options::default()).unwrap();
+    /// db.insert(&1, &10).unwrap();
+    /// let snap = db.snapshot().unwrap();
+    /// db.insert(&1, &11).unwrap();
+    /// db.insert(&2, &20).unwrap();
+    /// assert_eq!(snap.get(&1).unwrap(), Some(10));
+    /// assert_eq!(snap.range(..).map(|r| r.unwrap()).collect::<Vec<_>>(), vec![(1, 10)]);
+    /// assert_eq!(db.get(&1).unwrap(), Some(11));
+    /// ```
+    pub fn snapshot(&self) -> Result<Snapshot<K, V>> {
+        Ok(Snapshot {
+            raw: self.raw.snapshot()?,
+            _types: PhantomData,
+        })
     }
 
     pub fn len(&self) -> u64 {
@@ -293,5 +323,45 @@ impl<K: Key, V: Value> Iterator for Iter<K, V> {
     type Item = Result<(K, V)>;
     fn next(&mut self) -> Option<Self::Item> {
         self.raw.next().map(|r| r.and_then(decode_pair))
+    }
+}
+
+/// A point-in-time view of a typed database ([`Db::snapshot`]; see [`RawSnapshot`]).
+pub struct Snapshot<K: Key, V: Value> {
+    raw: RawSnapshot,
+    _types: PhantomData<fn(K, V)>,
+}
+
+impl<K: Key, V: Value> Clone for Snapshot<K, V> {
+    fn clone(&self) -> Self {
+        Snapshot {
+            raw: self.raw.clone(),
+            _types: PhantomData,
+        }
+    }
+}
+
+impl<K: Key, V: Value> Snapshot<K, V> {
+    /// The value of `key` as of the snapshot.
+    pub fn get(&self, key: &K) -> Result<Option<V>> {
+        typed_get(key, |k, out| self.raw.get_into(k, out))
+    }
+
+    /// Ascending iterator over a key range as of the snapshot.
+    pub fn range(&self, range: impl RangeBounds<K>) -> Iter<K, V> {
+        self.iter_dir(range, Direction::Forward)
+    }
+
+    /// Iterator over a key range as of the snapshot, in either direction.
+    pub fn iter_dir(&self, range: impl RangeBounds<K>, dir: Direction) -> Iter<K, V> {
+        Iter {
+            raw: self.raw.range(key_range(range), dir),
+            _types: PhantomData,
+        }
+    }
+
+    /// The untyped view.
+    pub fn raw(&self) -> &RawSnapshot {
+        &self.raw
     }
 }

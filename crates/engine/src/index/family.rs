@@ -42,6 +42,9 @@ pub struct Capabilities {
     /// Keys have an order: scans, ranges, range counts and samples. Without it (a hash index) only point
     /// operations work and the ordered ones are `InvalidArgument`.
     pub ordered: bool,
+    /// Point-in-time views (`RawDb::snapshot`): reads through one see exactly the writes before it was
+    /// taken while writes go on.
+    pub snapshots: bool,
 }
 
 /// Everything a family needs to create or open its index in a database directory.

@@ -147,8 +147,29 @@ pub struct CheckReport {
     pub notes: Vec<String>,
 }
 
+/// A point-in-time view of an index (families with `Capabilities::snapshots`): reads through it see exactly
+/// the writes applied before it was taken, whatever is written afterwards, and a scan through it never
+/// sees part of a batch. It keeps what it reads alive (old versions are not reclaimed) until dropped.
+pub trait IndexSnapshot: Send + Sync {
+    /// Looks `key` up as of the snapshot; on a hit, replaces `out`'s contents with the value.
+    fn get(&self, key: &[u8], out: &mut Vec<u8>) -> Result<bool>;
+    /// Calls `visit(key, value)` for up to `max` records of `range` as of the snapshot, in `dir` order,
+    /// until it returns `false`; returns how many records it visited.
+    fn scan_visit(
+        &self,
+        range: &KeyRange,
+        dir: Direction,
+        max: usize,
+        visit: &mut RecordVisitor<'_>,
+    ) -> Result<usize>;
+}
+
 /// The core trait every index family implements, over encoded keys and values.
 pub trait OrderedIndex: Send + Sync {
+    /// A point-in-time view, for families with `Capabilities::snapshots` (`None` for the others).
+    fn snapshot(&self) -> Option<Box<dyn IndexSnapshot>> {
+        None
+    }
     /// Looks `key` up; on a hit, replaces `out`'s contents with the value and returns true.
     fn get(&self, key: &[u8], out: &mut Vec<u8>) -> Result<bool>;
     /// Checks a batch the shell is about to log against what this index takes (merges, entry sizes), so

@@ -59,6 +59,7 @@ impl IndexFamily for BeTreeFamily {
             bulk_load: false,
             cheap_len: false,
             ordered: true,
+            snapshots: false,
         }
     }
 

@@ -54,6 +54,7 @@ impl IndexFamily for BTreeFamily {
             bulk_load: true,
             cheap_len: true,
             ordered: true,
+            snapshots: false,
         }
     }
 

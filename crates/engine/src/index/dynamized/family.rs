@@ -121,6 +121,7 @@ impl IndexFamily for DynamizedFamily {
             bulk_load: false,
             cheap_len: true,
             ordered: true,
+            snapshots: false,
         }
     }
 

@@ -258,6 +258,7 @@ impl IndexFamily for HashFamily {
             bulk_load: false,
             cheap_len: true,
             ordered: false,
+            snapshots: false,
         }
     }
 

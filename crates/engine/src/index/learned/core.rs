@@ -23,6 +23,7 @@ use super::slot::{DEAD, Lock, Read, Slot};
 use crossbeam_epoch::{self as epoch, Atomic, Guard, Owned};
 use parking_lot::Mutex;
 use std::collections::BTreeMap;
+use std::ops::Deref;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
@@ -98,12 +99,19 @@ pub(super) struct Held<'g> {
 }
 
 /// A consistent point-in-time view; reads through it see the writes numbered up to its sequence number.
-pub struct Snapshot<'a> {
-    index: &'a LearnedIndex,
+/// `R` is how it holds the index: borrowed ([`Snapshot`]) or shared ([`OwnedSnapshot`]).
+pub struct SnapshotOf<R: Deref<Target = LearnedIndex>> {
+    index: R,
     seq: u64,
 }
 
-impl Snapshot<'_> {
+/// A snapshot that borrows the index ([`LearnedIndex::snapshot`]).
+pub type Snapshot<'a> = SnapshotOf<&'a LearnedIndex>;
+/// A snapshot that keeps the index alive ([`LearnedIndex::snapshot_owned`]), for views that outlive a
+/// borrow (the `Db` shell's snapshots).
+pub type OwnedSnapshot = SnapshotOf<Arc<LearnedIndex>>;
+
+impl<R: Deref<Target = LearnedIndex>> SnapshotOf<R> {
     /// The sequence number this snapshot reads at.
     pub fn seq(&self) -> u64 {
         self.seq
@@ -125,7 +133,7 @@ impl Snapshot<'_> {
     }
 }
 
-impl Drop for Snapshot<'_> {
+impl<R: Deref<Target = LearnedIndex>> Drop for SnapshotOf<R> {
     fn drop(&mut self) {
         let mut snaps = self.index.snapshots.lock();
         if let Some(c) = snaps.get_mut(&self.seq) {
@@ -215,6 +223,21 @@ impl LearnedIndex {
     /// step took its own number earlier, so the snapshot's number covers its write; one that reads after
     /// prunes nothing the snapshot needs.
     pub fn snapshot(&self) -> Snapshot<'_> {
+        let seq = self.register_snapshot();
+        SnapshotOf { index: self, seq }
+    }
+
+    /// [`snapshot`](Self::snapshot), holding the index by its `Arc`.
+    pub fn snapshot_owned(self: &Arc<Self>) -> OwnedSnapshot {
+        let seq = self.register_snapshot();
+        SnapshotOf {
+            index: self.clone(),
+            seq,
+        }
+    }
+
+    /// Registers a snapshot at the current sequence number (released by the snapshot's drop).
+    fn register_snapshot(&self) -> u64 {
         let mut snaps = self.snapshots.lock();
         let bound = self.next_seq.load(Ordering::SeqCst);
         self.oldest.fetch_min(bound, Ordering::SeqCst);
@@ -222,7 +245,7 @@ impl LearnedIndex {
         *snaps.entry(seq).or_insert(0) += 1;
         let oldest = snaps.keys().next().copied().unwrap_or(seq);
         self.oldest.store(oldest, Ordering::SeqCst);
-        Snapshot { index: self, seq }
+        seq
     }
 
     /// The sequence number at or below which every removal is invisible to all live and future snapshots.

@@ -10,11 +10,12 @@
 //! Cost: as the core index, plus a key decode per call; a checkpoint writes every record.
 
 use super::checkpoint;
-use super::{LearnedIndex, LearnedOptions, Maintainer};
+use super::{LearnedIndex, LearnedOptions, Maintainer, OwnedSnapshot};
 use crate::error::{Error, Result};
 use crate::index::u64_keys::{decode_u64, u64_bounds};
 use crate::index::{
-    CheckReport, Direction, IndexStats, KeyRange, OrderedIndex, RecordVisitor, WriteOp,
+    CheckReport, Direction, IndexSnapshot, IndexStats, KeyRange, OrderedIndex, RecordVisitor,
+    WriteOp,
 };
 use crate::storage::{IoSnapshot, IoStats, Vfs};
 use parking_lot::Mutex;
@@ -42,6 +43,59 @@ fn decode_key(bytes: &[u8]) -> Result<u64> {
 
 fn bounds(range: &KeyRange) -> Result<Option<(u64, u64)>> {
     u64_bounds(range, "learned")
+}
+
+/// A core scan (`scan(lo, hi, dir, max, visit)`, now or at a snapshot) over an encoded range, with an
+/// encoded-record visitor whose first error stops the scan and is returned.
+fn scan_encoded(
+    range: &KeyRange,
+    dir: Direction,
+    max: usize,
+    visit: &mut RecordVisitor<'_>,
+    scan: impl FnOnce(u64, u64, Direction, usize, &mut dyn FnMut(u64, &[u8]) -> bool) -> usize,
+) -> Result<usize> {
+    let Some((lo, hi)) = bounds(range)? else {
+        return Ok(0);
+    };
+    let mut failed = None;
+    let n = scan(
+        lo,
+        hi,
+        dir,
+        max,
+        &mut |k, v| match visit(&k.to_be_bytes(), v) {
+            Ok(go) => go,
+            Err(e) => {
+                failed = Some(e);
+                false
+            }
+        },
+    );
+    match failed {
+        Some(e) => Err(e),
+        None => Ok(n),
+    }
+}
+
+/// A `Db` snapshot of the learned index: the core's snapshot, holding the index alive.
+struct LearnedDbSnapshot(OwnedSnapshot);
+
+impl IndexSnapshot for LearnedDbSnapshot {
+    fn get(&self, key: &[u8], out: &mut Vec<u8>) -> Result<bool> {
+        Ok(self.0.get(decode_key(key)?, out))
+    }
+
+    fn scan_visit(
+        &self,
+        range: &KeyRange,
+        dir: Direction,
+        max: usize,
+        visit: &mut RecordVisitor<'_>,
+    ) -> Result<usize> {
+        scan_encoded(range, dir, max, visit, |lo, hi, dir, max, v| {
+            self.0.scan(lo, hi, dir, max, v)
+        })
+    }
 }
 
 impl LearnedDbIndex {
@@ -137,27 +191,13 @@ impl OrderedIndex for LearnedDbIndex {
         max: usize,
         visit: &mut RecordVisitor<'_>,
     ) -> Result<usize> {
-        let Some((lo, hi)) = bounds(range)? else {
-            return Ok(0);
-        };
-        let mut failed = None;
-        let n = self.core.scan(
-            lo,
-            hi,
-            dir,
-            max,
-            &mut |k, v| match visit(&k.to_be_bytes(), v) {
-                Ok(go) => go,
-                Err(e) => {
-                    failed = Some(e);
-                    false
-                }
-            },
-        );
-        match failed {
-            Some(e) => Err(e),
-            None => Ok(n),
-        }
+        scan_encoded(range, dir, max, visit, |lo, hi, dir, max, v| {
+            self.core.scan(lo, hi, dir, max, v)
+        })
+    }
+
+    fn snapshot(&self) -> Option<Box<dyn IndexSnapshot>> {
+        Some(Box::new(LearnedDbSnapshot(self.core.snapshot_owned())))
     }
 
     fn len(&self) -> u64 {

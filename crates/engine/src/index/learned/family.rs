@@ -55,6 +55,7 @@ impl IndexFamily for LearnedFamily {
         Capabilities {
             cheap_len: true,
             ordered: true,
+            snapshots: true,
             ..Capabilities::default()
         }
     }

@@ -39,5 +39,5 @@ mod stats;
 mod tests;
 
 pub use background::Maintainer;
-pub use core::{LearnedIndex, LearnedOptions, Snapshot};
+pub use core::{LearnedIndex, LearnedOptions, OwnedSnapshot, Snapshot, SnapshotOf};
 pub use stats::LearnedStats;
