@@ -125,7 +125,8 @@ impl Slot {
             }
             let found = if s1 & PTR != 0 {
                 // SAFETY: PTR is set only while the target's group is alive (it is retired after phase 2,
-                // through the epoch we are pinned in).
+                // through the epoch we are pinned in), and phase 2 leaves `target` in place, so even if it
+                // ran since we read `s1`, this is the old record (moved: we then read our status again).
                 let target = unsafe { &*self.target.load(Ordering::Acquire) };
                 match target.read(at, guard) {
                     Read::Found(v) => Read::Found(v),
@@ -263,7 +264,8 @@ impl Slot {
         let chain = t.head.swap(Shared::null(), Ordering::AcqRel, guard);
         self.head.store(chain, Ordering::Release);
         t.unlock_raw((ts & FLAGS) | MOVED);
-        self.target.store(std::ptr::null_mut(), Ordering::Relaxed);
+        // `target` keeps pointing at the old record: a reader that loaded our status while `PTR` was still
+        // set may load it after this, and must find the (now moved) target, not a null pointer.
         self.unlock_raw(ts & REMOVED);
     }
 
