@@ -688,7 +688,7 @@ fn the_hash_suite_runs_every_experiment_at_a_tiny_size() {
             for workload in hash::ycsb_workloads() {
                 let r = at(engine, workload, t);
                 assert_eq!(r.op, "mixed");
-                assert_eq!(r.ops, 20_000, "{engine} {workload} at {t} threads");
+                assert_eq!(r.ops, 5_000, "{engine} {workload} at {t} threads");
             }
         }
     }

@@ -17,9 +17,9 @@
 //!   count of `--threads`; rows carry `threads`. The 1-thread rows are the main rows. `cceh` has a single
 //!   writer and `hashbrown` is not concurrent: one thread only.
 //! * **Zipf 0.8** (Exp 1's zipfian column, `zipf`): workloads `zipf-insert` / `zipf-pos-search` /
-//!   `zipf-neg-search` / `zipf-delete`, one thread, the same preload, each operation's key drawn with a
-//!   Zipf(0.8) rank over its key pool (repeats: updates, and deletes of keys already gone).
-//! * **YCSB A/B/D/F** (Exp 3, `ycsb`): on the preload, N operations with Zipf 0.99 (YCSB's scrambled
+//!   `zipf-neg-search` / `zipf-delete`, one thread, the same preload, N/2 operations each, each operation's
+//!   key drawn with a Zipf(0.8) rank over its key pool (repeats: updates, and deletes of keys already gone).
+//! * **YCSB A/B/D/F** (Exp 3, `ycsb`): on the preload, N/4 operations (`--ops`) with Zipf 0.99 (YCSB's scrambled
 //!   zipfian) request keys; A 50 % reads / 50 % updates, B 95 / 5, D 95 % read-latest / 5 % inserts, F 50 %
 //!   reads / 50 % read-modify-writes; `elimda` and `dash` over the thread sweep, `cceh` at one thread.
 //! * **Recovery** (Exp 10, `recovery`): `elimda` loaded with N/4, N/2 and N keys, its DRAM state dropped
@@ -101,12 +101,12 @@ pub fn notes(cfg: &SuiteConfig) -> Vec<String> {
             sweep(cfg)
         ),
         format!(
-            "Zipf 0.8 rows (`zipf-*`, one thread): {} inserts over a pool of {} new keys, {n} lookups over the \
-             present keys, {n} over absent keys, {} deletes over the present keys, each key drawn by a Zipf(0.8) \
-             rank. YCSB rows: {n} operations after the preload, Zipf 0.99 (YCSB scrambled zipfian; D: latest).",
-            n / 2,
-            n / 2,
-            n / 2
+            "Zipf 0.8 rows (`zipf-*`, one thread): {h} inserts over a pool of {h} new keys, {h} lookups over the \
+             present keys, {h} over absent keys, {h} deletes over the present keys, each key drawn by a Zipf(0.8) \
+             rank. YCSB rows: {} operations per workload after the preload, Zipf 0.99 (YCSB scrambled zipfian; \
+             D: latest).",
+            ycsb::ops(cfg),
+            h = n / 2,
         ),
         "Recovery rows (`recovery`, `records` = items): elimda's DRAM state dropped and rebuilt from the region \
          (median of 3 runs per size and thread count); dash rows `recovery-open`, `recovery-first-ops` (1,000 \

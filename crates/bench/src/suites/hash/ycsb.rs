@@ -1,5 +1,5 @@
-//! YCSB A, B, D and F on the hash indexes (the seed's Exp 3): after the uniform preload of N keys, N
-//! operations per workload, request keys drawn with YCSB's scrambled zipfian (θ = 0.99) over the preload:
+//! YCSB A, B, D and F on the hash indexes (the seed's Exp 3): after the uniform preload of N keys, N/4
+//! operations per workload (`--ops` to choose), request keys drawn with YCSB's scrambled zipfian (θ = 0.99) over the preload:
 //!
 //! * `ycsb-a`: 50 % reads, 50 % updates; `ycsb-b`: 95 % reads, 5 % updates;
 //! * `ycsb-f`: 50 % reads, 50 % read-modify-writes (a lookup, then an update of what it found);
@@ -86,6 +86,11 @@ fn ops_of(
         .collect()
 }
 
+/// Operations per workload, all threads together: `--ops`, else N/4 (keeps the default run short).
+pub fn ops(cfg: &SuiteConfig) -> u64 {
+    cfg.ops.unwrap_or(cfg.records / 4).max(1)
+}
+
 /// Whether `v` is a value stored under `key` (its low 48 bits are `value(key)`'s).
 fn holds(key: u64, v: Option<u64>) -> bool {
     v.is_some_and(|v| (v ^ value(key)) & LOW48 == 0)
@@ -116,7 +121,7 @@ fn workloads(
     threads: usize,
 ) -> Result<Vec<BenchResult>> {
     preload(index, &k.preload, threads)?;
-    let total = cfg.ops.unwrap_or(cfg.records).max(1) as usize;
+    let total = ops(cfg) as usize;
     let per = total.div_ceil(threads);
     let fresh = super::threads::split(&k.insert, threads);
     let mut out = Vec::new();

@@ -3,8 +3,8 @@
 //! its pool (the pools are random keys, so popular keys are scattered over the hash space):
 //!
 //! * `zipf-insert`: N/2 upserts over the pool of N/2 new keys (repeats update);
-//! * `zipf-pos-search`: N lookups over the keys present after the inserts;
-//! * `zipf-neg-search`: N lookups over N absent keys;
+//! * `zipf-pos-search`: N/2 lookups over the keys present after the inserts;
+//! * `zipf-neg-search`: N/2 lookups over N absent keys;
 //! * `zipf-delete`: N/2 deletes over the present keys; a repeat finds its key gone (checked: the expected
 //!   answer of each delete is computed up front).
 
@@ -54,8 +54,8 @@ fn plan(cfg: &SuiteConfig, k: &Keys) -> Plan {
     let inserted: HashSet<u64> = insert.iter().copied().collect();
     let mut present = k.preload.clone();
     present.extend(k.insert.iter().filter(|key| inserted.contains(key)));
-    let pos = draw(&present, n, &mut rng);
-    let neg = draw(&k.neg, n, &mut rng);
+    let pos = draw(&present, n / 2, &mut rng);
+    let neg = draw(&k.neg, n / 2, &mut rng);
     let delete = draw(&present, k.delete.len(), &mut rng);
     let mut gone = HashSet::new();
     let deleted = delete.iter().map(|&key| gone.insert(key)).collect();
