@@ -625,3 +625,114 @@ fn the_server_suite_runs_and_reports_its_goals() {
     assert!(has(server::STRATA, "sample-all") && has(server::STRATA, "sample-one"));
     assert!(out.analysis.contains("### Goals"), "{}", out.analysis);
 }
+
+/// The `hash` suite at a tiny size with `--threads 1,2`: every experiment's rows exist (main phases, thread
+/// sweep, zipf 0.8, YCSB, recovery), and the report carries every section and goal, measured (no `n/a`).
+/// Every answer of the run is checked inside it (a wrong one fails `run`; see `hash::tests`).
+#[test]
+fn the_hash_suite_runs_every_experiment_at_a_tiny_size() {
+    use super::hash::{
+        CCEH, CCEH_MODEL, DASH, DASH_MODEL, ELIMDA, ELIMDA_MODEL, HASHBROWN, PHASES,
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let mut opts = RunOptions::new(hash::NAME);
+    opts.records = Some(20_000);
+    opts.threads = vec![1, 2];
+    opts.out_dir = Some(tmp.path().join("out"));
+    opts.progress = false;
+    let out = run(&opts).unwrap();
+    let rows = &out.results;
+    let at = |engine: &str, workload: &str, threads: u32| {
+        rows.iter()
+            .find(|r| r.engine == engine && r.workload == workload && r.threads == threads)
+            .unwrap_or_else(|| panic!("no row for {engine} {workload} at {threads} threads"))
+    };
+    for engine in [
+        ELIMDA,
+        DASH,
+        CCEH,
+        HASHBROWN,
+        ELIMDA_MODEL,
+        DASH_MODEL,
+        CCEH_MODEL,
+    ] {
+        let sweep: &[u32] = if engine == ELIMDA || engine == DASH {
+            &[1, 2]
+        } else {
+            &[1]
+        };
+        for &t in sweep {
+            for (workload, op) in PHASES {
+                let r = at(engine, workload, t);
+                assert_eq!(r.op, op);
+                assert!(r.ops > 0 && r.ops_per_sec > 0.0, "{engine} {workload}");
+                assert_eq!(r.records, 20_000);
+                assert_eq!(
+                    r.bytes_read.is_some() && r.bytes_written.is_some(),
+                    engine.ends_with("-model")
+                );
+            }
+        }
+    }
+    // Inserts write media; the 2-thread rows did as many operations as the 1-thread ones.
+    assert!(at(ELIMDA_MODEL, "insert", 1).bytes_written.unwrap() > 0);
+    assert_eq!(at(ELIMDA, "insert", 2).ops, at(ELIMDA, "insert", 1).ops);
+    for engine in [ELIMDA, DASH, CCEH] {
+        for (workload, op) in hash::zipf_workloads() {
+            let r = at(engine, workload, 1);
+            assert_eq!(r.op, op);
+            assert!(r.ops > 0, "{engine} {workload}");
+        }
+        let sweep: &[u32] = if engine == CCEH { &[1] } else { &[1, 2] };
+        for &t in sweep {
+            for workload in hash::ycsb_workloads() {
+                let r = at(engine, workload, t);
+                assert_eq!(r.op, "mixed");
+                assert_eq!(r.ops, 5_000, "{engine} {workload} at {t} threads");
+            }
+        }
+    }
+    // Recovery: elimda at each size and thread count, dash's three lazy-recovery rows per size.
+    for n in [5_000u64, 10_000, 20_000] {
+        for t in [1, 2] {
+            let r = rows
+                .iter()
+                .find(|r| {
+                    r.engine == ELIMDA
+                        && r.workload == "recovery"
+                        && r.threads == t
+                        && r.records == n
+                })
+                .unwrap_or_else(|| panic!("no elimda recovery row for {n} items at {t} threads"));
+            assert_eq!(r.ops, n);
+            assert!(r.secs > 0.0);
+        }
+        for w in ["recovery-open", "recovery-first-ops", "recovery-repair"] {
+            assert!(
+                rows.iter()
+                    .any(|r| r.engine == DASH && r.workload == w && r.records == n),
+                "no dash {w} row for {n} items"
+            );
+        }
+    }
+    assert_eq!(rows.len(), 16 + 5 * 4 + 3 * 4 + 5 * 4 + 3 * (2 + 3));
+    for needle in [
+        "### Thread sweep (Exp 2",
+        "### Zipf 0.8 (Exp 1",
+        "### YCSB (Exp 3",
+        "### Recovery time vs items and threads (Exp 10)",
+        "| elimda inserts, 2 threads ≥ 1.8× 1 thread | ",
+        "| elimda recovery linear in items",
+        "| elimda recovery of N items faster with 2 threads than 1",
+        "| insert throughput ≥ 2.5× dash | ",
+        "| positive search ≥ 0.5× hashbrown | ",
+        "### End state",
+    ] {
+        assert!(out.analysis.contains(needle), "{needle}: {}", out.analysis);
+    }
+    let goals = &out.analysis[out.analysis.find("### Goals").unwrap()..];
+    assert_eq!(goals.lines().count(), 4 + 12, "{goals}");
+    assert!(!goals.contains("n/a"), "{goals}");
+    let report = std::fs::read_to_string(&out.report_path).unwrap();
+    assert!(report.contains("## Analysis") && report.contains("### YCSB"));
+}

@@ -7,6 +7,7 @@ use std::sync::atomic::{
 
 use parking_lot::{Mutex, MutexGuard};
 
+use super::bucket::Bucket;
 use super::generation::Generation;
 use super::layout::{
     Gen, Geometry, HOME_SLOTS, MAX_LOG2_BUCKETS, SB_ROOT, SUPER_BYTES, fingerprint, hash,
@@ -206,6 +207,7 @@ impl<P: Pm> HashIndex<P> {
             let g = self.current();
             let b = h & g.layout.mask();
             let bucket = &g.buckets[b as usize];
+            bucket.prefetch(Bucket::HEAD_LINES);
             let v = bucket.read_begin();
             let shape = bucket.shape();
             let found = bucket.find_live(&g.pool, shape, fp, |p| {
@@ -254,8 +256,9 @@ impl<P: Pm> HashIndex<P> {
         let h = hash(key);
         loop {
             let g = self.current();
-            let mut log = self.lock_log(g);
             let b = h & g.layout.mask();
+            g.buckets[b as usize].prefetch(Bucket::LINES);
+            let mut log = self.lock_log(g);
             let result = self.write_in(g, b, &mut log, key, value);
             let (added, old) = match result {
                 Ok(Applied::Done(old)) => (value.is_some() as i64 - old.is_some() as i64, old),

@@ -56,6 +56,8 @@
 //!    tail: records above their bucket's committed `seq`, per bucket in `seq` order.
 //!
 //! ## Cost model
+//! * Every operation first prefetches its bucket's DRAM lines (a lookup the head up to the last
+//!   fingerprint word, a write the whole 1 KiB), so their misses overlap.
 //! * **Hit**: DRAM fingerprint scan of one bucket, then one 16 B PM read per live fingerprint match
 //!   (false matches ≈ live slots ÷ 65,536); a key still in the D-bucket is read from DRAM.
 //! * **Miss**: no PM access unless a fingerprint matches falsely.
