@@ -264,13 +264,26 @@ async fn run_jobs(
     results: &mut [Vec<OpResult>],
 ) -> u64 {
     let mut waiting = Vec::new();
+    let mut deferred = false;
     for (p, ops) in per_part.into_iter().enumerate() {
         if ops.is_empty() {
             continue;
         }
+        // Writes at `flush` wait a moment in the queue: the other connections served in this turn of the
+        // runtime queue theirs, and the first of them to run the queue commits all with one WAL write.
+        let defer = shared.store.defers_commits() && ops.iter().any(crate::store::writes);
         let (tx, rx) = tokio::sync::oneshot::channel();
-        match shared.store.submit(p, Job { ops, reply: tx }) {
-            Ok(()) => waiting.push((p, rx)),
+        let job = Job { ops, reply: tx };
+        let queued = if defer {
+            shared.store.enqueue(p, job)
+        } else {
+            shared.store.submit(p, job)
+        };
+        match queued {
+            Ok(()) => {
+                deferred |= defer;
+                waiting.push((p, rx, defer));
+            }
             Err(e) => {
                 for &(i, j) in slots[p].iter().filter(|&&s| s != NO_SLOT) {
                     results[i][j] = OpResult::Error(format!("ERR {e}"));
@@ -278,8 +291,17 @@ async fn run_jobs(
             }
         }
     }
+    if deferred {
+        // Back of the runtime's queue (tokio runs deferred tasks after the ready ones and an I/O poll).
+        tokio::task::yield_now().await;
+        for &(p, _, defer) in &waiting {
+            if defer {
+                shared.store.run_queued(p);
+            }
+        }
+    }
     let mut ticket = 0;
-    for (p, rx) in waiting {
+    for (p, rx, _) in waiting {
         let reply = rx.await.unwrap_or_default();
         ticket = ticket.max(reply.ticket);
         let mut answers = reply.results.into_iter();

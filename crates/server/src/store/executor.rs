@@ -75,6 +75,30 @@ impl Executor {
         Ok(())
     }
 
+    /// Queues `job` like [`submit`](Self::submit) but does not run the queue yet: the caller lets the other
+    /// connections of this moment queue theirs, then calls [`run_queued`](Self::run_queued), so one group —
+    /// one WAL write — commits all of them (the cross-connection group commit at durability `flush`). A job
+    /// the partition's thread must run is handed to it at once.
+    pub fn enqueue(&self, job: Job) -> Result<(), Job> {
+        if self.stopping.load(Ordering::Acquire) {
+            return Err(job);
+        }
+        let inline = self.inline && !job.ops.iter().any(runs_long);
+        self.queue.lock().push_back(job);
+        if !inline {
+            self.wake_thread();
+        }
+        Ok(())
+    }
+
+    /// Runs the queue on this thread if the partition is idle (after [`enqueue`](Self::enqueue)). The
+    /// no-stranded-job invariant holds as for `submit`: the job was pushed before this try of the lock.
+    pub fn run_queued(&self) {
+        if self.inline {
+            self.run(Runner::Connection);
+        }
+    }
+
     /// Queues `job` for the partition's thread (from inside another partition's worker: never runs inline,
     /// so no thread ever runs two partitions at once).
     pub fn submit_to_thread(&self, job: Job) {
