@@ -39,6 +39,10 @@ pub async fn serve(shared: Arc<Shared>, mut stream: TcpStream, peer: String) {
     let idle = shared.settings.idle_timeout;
     let mut input = BytesMut::with_capacity(16 << 10);
     let mut output = BytesMut::with_capacity(16 << 10);
+    // Kept across pipelines, so a pipeline allocates no vectors of its own for them (glibc's malloc
+    // consolidates its free lists at every large request: per-pipeline vectors of a kilobyte cost more than
+    // their size says).
+    let mut scratch = Scratch::default();
     loop {
         let read = match idle {
             Some(t) => match tokio::time::timeout(t, stream.read_buf(&mut input)).await {
@@ -52,9 +56,9 @@ pub async fn serve(shared: Arc<Shared>, mut stream: TcpStream, peer: String) {
             Ok(_) => {}
         }
         loop {
-            let (commands, error) = take_commands(&mut input, &limits);
-            if !commands.is_empty() {
-                run_pipeline(&shared, &mut session, commands, &mut output).await;
+            let error = take_commands(&mut input, &limits, &mut scratch.commands);
+            if !scratch.commands.is_empty() {
+                run_pipeline(&shared, &mut session, &mut scratch, &mut output).await;
             }
             let overflow = error.is_none() && input.len() > max_query;
             if let Some(e) = &error {
@@ -91,10 +95,13 @@ fn has_complete_command(input: &BytesMut, limits: &Limits) -> bool {
     )
 }
 
-/// Takes up to [`MAX_PIPELINE`] complete commands from the front of `input`, and the protocol error that
-/// stopped parsing, if any.
-fn take_commands(input: &mut BytesMut, limits: &Limits) -> (Vec<Args>, Option<String>) {
-    let mut commands = Vec::new();
+/// Moves up to [`MAX_PIPELINE`] complete commands from the front of `input` into `commands` (empty on
+/// entry); returns the protocol error that stopped parsing, if any.
+fn take_commands(
+    input: &mut BytesMut,
+    limits: &Limits,
+    commands: &mut Vec<Args>,
+) -> Option<String> {
     while commands.len() < MAX_PIPELINE {
         match parse_request(input, limits) {
             Ok(Parsed::Incomplete) => break,
@@ -105,10 +112,21 @@ fn take_commands(input: &mut BytesMut, limits: &Limits) -> (Vec<Args>, Option<St
                 let frame = input.split_to(consumed).freeze();
                 commands.push(args.into_iter().map(|r| frame.slice(r)).collect());
             }
-            Err(e) => return (commands, Some(e.to_string())),
+            Err(e) => return Some(e.to_string()),
         }
     }
-    (commands, None)
+    None
+}
+
+/// A connection's vectors for running pipelines, empty between pipelines (their capacity stays).
+#[derive(Default)]
+struct Scratch {
+    commands: Vec<Args>,
+    plans: Vec<Planned>,
+    /// Results given at once (by the cache or a direct read): (plan index, operation index), result.
+    early: Vec<((usize, usize), OpResult)>,
+    /// Hashes of the keys queued at partitions (xxh3 values already: the table uses them as they are).
+    queued: hashbrown::HashTable<u64>,
 }
 
 /// Answers a GET or EXISTS from partition `p`'s database on this thread; `None` for other operations.
@@ -140,25 +158,27 @@ enum Planned {
 async fn run_pipeline(
     shared: &Arc<Shared>,
     session: &mut Session,
-    commands: Vec<Args>,
+    scratch: &mut Scratch,
     output: &mut BytesMut,
 ) {
+    let Scratch {
+        commands,
+        plans,
+        early,
+        queued,
+    } = scratch;
     shared
         .total_commands
         .fetch_add(commands.len() as u64, Ordering::Relaxed);
     let parts = shared.store.partitions();
-    let mut plans = Vec::with_capacity(commands.len());
+
     // Per partition: its operations, and for each, (plan index, index among the plan's operations).
     let mut per_part: Vec<Vec<crate::store::Op>> = vec![Vec::new(); parts];
     let mut slots: Vec<Vec<(usize, usize)>> = vec![Vec::new(); parts];
     let cache = shared.store.cache().map(|c| &**c);
-    // Results given at once (by the cache or a direct read), the cache-log ticket they wait for, and the
-    // hashes of the keys queued at partitions.
-    let mut early = Vec::new();
+    // The cache-log ticket the early results wait for.
     let mut ticket = 0u64;
-    // (The hashes are xxh3 values already: the table uses them as they are.)
-    let mut queued: hashbrown::HashTable<u64> = hashbrown::HashTable::new();
-    for args in &commands {
+    for args in commands.iter() {
         // After QUIT, nothing more of this pipeline runs.
         if session.quit {
             break;
@@ -228,9 +248,11 @@ async fn run_pipeline(
             Planned::Now(_) => Vec::new(),
         })
         .collect();
-    for ((i, j), r) in early {
+    for ((i, j), r) in early.drain(..) {
         results[i][j] = r;
     }
+    queued.clear();
+    commands.clear();
     ticket = ticket.max(run_jobs(shared, per_part, &slots, &mut results).await);
     // Writes answered by the cache are acknowledged once their log records are durable.
     if ticket > 0
@@ -241,8 +263,8 @@ async fn run_pipeline(
             *r = OpResult::Error(e.clone());
         }
     }
-    second_rounds(shared, &mut plans, &mut results).await;
-    for (plan, res) in plans.into_iter().zip(results) {
+    second_rounds(shared, plans, &mut results).await;
+    for (plan, res) in plans.drain(..).zip(results) {
         let reply = match plan {
             Planned::Now(r) => r,
             Planned::Routed(_, finish) => command::finish(shared, &finish, res),
