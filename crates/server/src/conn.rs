@@ -4,6 +4,13 @@
 //! protocol error and the connection closes); a pipeline runs at most [`MAX_PIPELINE`] commands before its
 //! replies are written, so the reply buffer of one connection stays bounded by what those commands return;
 //! an idle connection closes after the idle timeout.
+//!
+//! Cost per pipeline: one socket read, one socket write of all its replies, and one job per partition it
+//! queues work at. At durability `flush` a job with writes is queued, the task yields once (tokio runs
+//! yielded tasks after the ready ones and an I/O poll), and only then runs the queue: the connections
+//! served in the same turn of the event loop have queued theirs by then, and one group commit — one WAL
+//! write — answers them all. Reads never wait for that turn (point reads go to the database directly), and a
+//! write is still acknowledged only after its WAL bytes reached the OS.
 
 use crate::cache::Served;
 use crate::command::{self, Plan, Session, Shared};

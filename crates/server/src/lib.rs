@@ -14,10 +14,16 @@
 //! closes — never a panic; a write is answered only after it is durable at the server's durability (group
 //! commit: one WAL append, and one `fsync` at `sync`, per batch of waiting jobs of a partition).
 //!
-//! Cost model: a pipeline of c commands touching p partitions costs, per partition, one job run on the
-//! connection's own thread when the partition is idle (else a hand-off to the thread running it) plus the
-//! engine's own work; a partition runs one job at a time, so a hot partition is the server's bottleneck (what
-//! the hot-key cache and range splits address).
+//! Threads: `io_threads` network threads, each a tokio current-thread runtime (an event loop, as Redis has
+//! one); a connection stays on the loop it was dealt at accept. Each partition has a thread of its own too
+//! (see [`store`]).
+//!
+//! Cost model: a pipeline of c commands touching p partitions costs one read and one write of the socket,
+//! and per partition one job run on the connection's own thread when the partition is idle (else a
+//! hand-off to the thread running it) plus the engine's own work; a partition runs one job at a time, so a
+//! hot partition is the server's bottleneck (what the hot-key cache and range splits address). At
+//! durability `flush` a job with writes waits one turn of its event loop in the partition's queue first, so
+//! the jobs of every connection served in that turn commit with one WAL write (not one per connection).
 
 pub mod cache;
 pub mod cluster;
