@@ -250,6 +250,7 @@ pub(crate) fn row(l: &PhaseLabels, op: &str, lat: &Latency, p: &RowParts) -> Ben
         os_wchar: os.map(|o| o.wchar),
         imbalance: None,
         normalized: None,
+        server_cpu_us: None,
         load_factor: None,
     }
 }

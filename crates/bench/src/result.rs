@@ -69,6 +69,10 @@ pub struct BenchResult {
     /// Server suites: total operations ÷ the busiest partition's (FarReach's normalized throughput).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub normalized: Option<f64>,
+    /// Server suites: the server's CPU time (user + system, all its threads) per operation, in µs — a
+    /// counted figure that holds on a shared machine where throughput does not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_cpu_us: Option<f64>,
     /// Hash suites: the index's load factor (live keys ÷ slots) at the end of the phase.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub load_factor: Option<f64>,

@@ -4,6 +4,13 @@
 //! protocol error and the connection closes); a pipeline runs at most [`MAX_PIPELINE`] commands before its
 //! replies are written, so the reply buffer of one connection stays bounded by what those commands return;
 //! an idle connection closes after the idle timeout.
+//!
+//! Cost per pipeline: one socket read, one socket write of all its replies, and one job per partition it
+//! queues work at. At durability `flush` a job with writes is queued, the task yields once (tokio runs
+//! yielded tasks after the ready ones and an I/O poll), and only then runs the queue: the connections
+//! served in the same turn of the event loop have queued theirs by then, and one group commit — one WAL
+//! write — answers them all. Reads never wait for that turn (point reads go to the database directly), and a
+//! write is still acknowledged only after its WAL bytes reached the OS.
 
 use crate::cache::Served;
 use crate::command::{self, Plan, Session, Shared};
@@ -39,6 +46,10 @@ pub async fn serve(shared: Arc<Shared>, mut stream: TcpStream, peer: String) {
     let idle = shared.settings.idle_timeout;
     let mut input = BytesMut::with_capacity(16 << 10);
     let mut output = BytesMut::with_capacity(16 << 10);
+    // Kept across pipelines, so a pipeline allocates no vectors of its own for them (glibc's malloc
+    // consolidates its free lists at every large request: per-pipeline vectors of a kilobyte cost more than
+    // their size says).
+    let mut scratch = Scratch::default();
     loop {
         let read = match idle {
             Some(t) => match tokio::time::timeout(t, stream.read_buf(&mut input)).await {
@@ -52,9 +63,9 @@ pub async fn serve(shared: Arc<Shared>, mut stream: TcpStream, peer: String) {
             Ok(_) => {}
         }
         loop {
-            let (commands, error) = take_commands(&mut input, &limits);
-            if !commands.is_empty() {
-                run_pipeline(&shared, &mut session, commands, &mut output).await;
+            let error = take_commands(&mut input, &limits, &mut scratch.commands);
+            if !scratch.commands.is_empty() {
+                run_pipeline(&shared, &mut session, &mut scratch, &mut output).await;
             }
             let overflow = error.is_none() && input.len() > max_query;
             if let Some(e) = &error {
@@ -91,10 +102,13 @@ fn has_complete_command(input: &BytesMut, limits: &Limits) -> bool {
     )
 }
 
-/// Takes up to [`MAX_PIPELINE`] complete commands from the front of `input`, and the protocol error that
-/// stopped parsing, if any.
-fn take_commands(input: &mut BytesMut, limits: &Limits) -> (Vec<Args>, Option<String>) {
-    let mut commands = Vec::new();
+/// Moves up to [`MAX_PIPELINE`] complete commands from the front of `input` into `commands` (empty on
+/// entry); returns the protocol error that stopped parsing, if any.
+fn take_commands(
+    input: &mut BytesMut,
+    limits: &Limits,
+    commands: &mut Vec<Args>,
+) -> Option<String> {
     while commands.len() < MAX_PIPELINE {
         match parse_request(input, limits) {
             Ok(Parsed::Incomplete) => break,
@@ -105,10 +119,21 @@ fn take_commands(input: &mut BytesMut, limits: &Limits) -> (Vec<Args>, Option<St
                 let frame = input.split_to(consumed).freeze();
                 commands.push(args.into_iter().map(|r| frame.slice(r)).collect());
             }
-            Err(e) => return (commands, Some(e.to_string())),
+            Err(e) => return Some(e.to_string()),
         }
     }
-    (commands, None)
+    None
+}
+
+/// A connection's vectors for running pipelines, empty between pipelines (their capacity stays).
+#[derive(Default)]
+struct Scratch {
+    commands: Vec<Args>,
+    plans: Vec<Planned>,
+    /// Results given at once (by the cache or a direct read): (plan index, operation index), result.
+    early: Vec<((usize, usize), OpResult)>,
+    /// Hashes of the keys queued at partitions (xxh3 values already: the table uses them as they are).
+    queued: hashbrown::HashTable<u64>,
 }
 
 /// Answers a GET or EXISTS from partition `p`'s database on this thread; `None` for other operations.
@@ -140,25 +165,27 @@ enum Planned {
 async fn run_pipeline(
     shared: &Arc<Shared>,
     session: &mut Session,
-    commands: Vec<Args>,
+    scratch: &mut Scratch,
     output: &mut BytesMut,
 ) {
+    let Scratch {
+        commands,
+        plans,
+        early,
+        queued,
+    } = scratch;
     shared
         .total_commands
         .fetch_add(commands.len() as u64, Ordering::Relaxed);
     let parts = shared.store.partitions();
-    let mut plans = Vec::with_capacity(commands.len());
+
     // Per partition: its operations, and for each, (plan index, index among the plan's operations).
     let mut per_part: Vec<Vec<crate::store::Op>> = vec![Vec::new(); parts];
     let mut slots: Vec<Vec<(usize, usize)>> = vec![Vec::new(); parts];
     let cache = shared.store.cache().map(|c| &**c);
-    // Results given at once (by the cache or a direct read), the cache-log ticket they wait for, and the
-    // hashes of the keys queued at partitions.
-    let mut early = Vec::new();
+    // The cache-log ticket the early results wait for.
     let mut ticket = 0u64;
-    // (The hashes are xxh3 values already: the table uses them as they are.)
-    let mut queued: hashbrown::HashTable<u64> = hashbrown::HashTable::new();
-    for args in &commands {
+    for args in commands.iter() {
         // After QUIT, nothing more of this pipeline runs.
         if session.quit {
             break;
@@ -228,9 +255,11 @@ async fn run_pipeline(
             Planned::Now(_) => Vec::new(),
         })
         .collect();
-    for ((i, j), r) in early {
+    for ((i, j), r) in early.drain(..) {
         results[i][j] = r;
     }
+    queued.clear();
+    commands.clear();
     ticket = ticket.max(run_jobs(shared, per_part, &slots, &mut results).await);
     // Writes answered by the cache are acknowledged once their log records are durable.
     if ticket > 0
@@ -241,8 +270,8 @@ async fn run_pipeline(
             *r = OpResult::Error(e.clone());
         }
     }
-    second_rounds(shared, &mut plans, &mut results).await;
-    for (plan, res) in plans.into_iter().zip(results) {
+    second_rounds(shared, plans, &mut results).await;
+    for (plan, res) in plans.drain(..).zip(results) {
         let reply = match plan {
             Planned::Now(r) => r,
             Planned::Routed(_, finish) => command::finish(shared, &finish, res),
@@ -264,13 +293,26 @@ async fn run_jobs(
     results: &mut [Vec<OpResult>],
 ) -> u64 {
     let mut waiting = Vec::new();
+    let mut deferred = false;
     for (p, ops) in per_part.into_iter().enumerate() {
         if ops.is_empty() {
             continue;
         }
+        // Writes at `flush` wait a moment in the queue: the other connections served in this turn of the
+        // runtime queue theirs, and the first of them to run the queue commits all with one WAL write.
+        let defer = shared.store.defers_commits() && ops.iter().any(crate::store::writes);
         let (tx, rx) = tokio::sync::oneshot::channel();
-        match shared.store.submit(p, Job { ops, reply: tx }) {
-            Ok(()) => waiting.push((p, rx)),
+        let job = Job { ops, reply: tx };
+        let queued = if defer {
+            shared.store.enqueue(p, job)
+        } else {
+            shared.store.submit(p, job)
+        };
+        match queued {
+            Ok(()) => {
+                deferred |= defer;
+                waiting.push((p, rx, defer));
+            }
             Err(e) => {
                 for &(i, j) in slots[p].iter().filter(|&&s| s != NO_SLOT) {
                     results[i][j] = OpResult::Error(format!("ERR {e}"));
@@ -278,8 +320,17 @@ async fn run_jobs(
             }
         }
     }
+    if deferred {
+        // Back of the runtime's queue (tokio runs deferred tasks after the ready ones and an I/O poll).
+        tokio::task::yield_now().await;
+        for &(p, _, defer) in &waiting {
+            if defer {
+                shared.store.run_queued(p);
+            }
+        }
+    }
     let mut ticket = 0;
-    for (p, rx) in waiting {
+    for (p, rx, _) in waiting {
         let reply = rx.await.unwrap_or_default();
         ticket = ticket.max(reply.ticket);
         let mut answers = reply.results.into_iter();

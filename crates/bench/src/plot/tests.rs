@@ -38,6 +38,7 @@ fn row(engine: &str, workload: &str, op: &str, threads: u32, ops: u64, secs: f64
         os_wchar: None,
         imbalance: None,
         normalized: None,
+        server_cpu_us: None,
         load_factor: None,
     }
 }

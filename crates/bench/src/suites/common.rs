@@ -18,6 +18,32 @@ pub(crate) fn remove_dir(dir: &Path) -> Result<()> {
     std::fs::remove_dir_all(dir).map_err(|e| BenchError::io(dir, e))
 }
 
+/// The workload groups a suite runs: those named in `list` (comma-separated, the value of the environment
+/// variable `var`, in the order given, each once), or all of `all` when it is unset or blank; an unknown
+/// name is a usage error.
+pub(crate) fn workload_groups(
+    var: &str,
+    all: &[&'static str],
+    list: Option<&str>,
+) -> Result<Vec<&'static str>> {
+    let Some(list) = list.filter(|l| !l.trim().is_empty()) else {
+        return Ok(all.to_vec());
+    };
+    let mut out = Vec::new();
+    for name in list.split(',').map(str::trim) {
+        let Some(&g) = all.iter().find(|&&g| g == name) else {
+            return Err(BenchError::Usage(format!(
+                "{var}: unknown group {name:?} (available: {})",
+                all.join(", ")
+            )));
+        };
+        if !out.contains(&g) {
+            out.push(g);
+        }
+    }
+    Ok(out)
+}
+
 /// Fails the run with [`BenchError::Verify`] unless `ok`.
 pub(crate) fn verify(ok: bool, msg: impl FnOnce() -> String) -> Result<()> {
     if ok {

@@ -128,22 +128,7 @@ pub const GROUPS: [&str; 6] = [
 
 /// The groups to run: `STRATA_IRS_WORKLOADS`'s list, or all; an unknown name is a usage error.
 pub fn groups_from(list: Option<&str>) -> Result<Vec<&'static str>> {
-    let Some(list) = list.filter(|l| !l.trim().is_empty()) else {
-        return Ok(GROUPS.to_vec());
-    };
-    let mut out = Vec::new();
-    for name in list.split(',').map(str::trim) {
-        let Some(&g) = GROUPS.iter().find(|&&g| g == name) else {
-            return Err(BenchError::Usage(format!(
-                "STRATA_IRS_WORKLOADS: unknown group {name:?} (available: {})",
-                GROUPS.join(", ")
-            )));
-        };
-        if !out.contains(&g) {
-            out.push(g);
-        }
-    }
-    Ok(out)
+    super::common::workload_groups("STRATA_IRS_WORKLOADS", &GROUPS, list)
 }
 
 /// Writer threads of `insert-threads`.

@@ -394,6 +394,19 @@ fn rows_of(out: &RunOutput) -> Vec<(&str, &str, &str, u32)> {
 }
 
 #[test]
+fn server_workload_groups_are_chosen_by_name() {
+    assert_eq!(server::groups_from(None).unwrap(), server::GROUPS.to_vec());
+    assert_eq!(
+        server::groups_from(Some("sample,peer")).unwrap(),
+        vec!["sample", "peer"]
+    );
+    assert!(matches!(
+        server::groups_from(Some("peer,gets")),
+        Err(crate::BenchError::Usage(m)) if m.contains("STRATA_SERVER_WORKLOADS") && m.contains("\"gets\"")
+    ));
+}
+
+#[test]
 fn irs_workload_groups_are_chosen_by_name() {
     assert_eq!(irs::groups_from(None).unwrap(), irs::GROUPS.to_vec());
     assert_eq!(irs::groups_from(Some(" ")).unwrap(), irs::GROUPS.to_vec());

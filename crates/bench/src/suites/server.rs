@@ -18,6 +18,10 @@
 //! 3. `ycsb-a`, `ycsb-b`, `ycsb-c`, `ycsb-f`: Zipf 0.99, pipeline 16, both engines.
 //! 4. `sample-all` / `sample-one`: SAMPLE of k = 100 over the whole key space (all 4 range partitions) and
 //!    over one partition's range, one query at a time on one connection.
+//!
+//! `STRATA_SERVER_WORKLOADS` (comma-separated, default all) picks the groups that run: `peer` (1),
+//! `skew` (2), `ycsb` (3), `sample` (4). For example, only the GET/SET rows against redis-server:
+//! `STRATA_SERVER_WORKLOADS=peer strata bench --suite server`.
 
 use super::SuiteConfig;
 use crate::driver::Engine;
@@ -41,6 +45,14 @@ const CONNECTIONS: usize = 50;
 pub const STRATA: &str = "strata-serve";
 pub const STRATA_NOCACHE: &str = "strata-serve-nocache";
 pub const REDIS: &str = "redis-server";
+
+/// The workload groups `STRATA_SERVER_WORKLOADS` can name (module doc).
+pub const GROUPS: [&str; 4] = ["peer", "skew", "ycsb", "sample"];
+
+/// The groups to run: `STRATA_SERVER_WORKLOADS`'s list, or all; an unknown name is a usage error.
+pub fn groups_from(list: Option<&str>) -> Result<Vec<&'static str>> {
+    super::common::workload_groups("STRATA_SERVER_WORKLOADS", &GROUPS, list)
+}
 
 fn phase(cfg: &SuiteConfig) -> Duration {
     Duration::from_secs(cfg.ops.unwrap_or(DEFAULT_PHASE_SECS).max(1))
@@ -67,6 +79,11 @@ pub fn notes(cfg: &SuiteConfig) -> Vec<String> {
         ),
         "Imbalance = most ÷ fewest operations run by one partition during the phase (INFO partitions); \
          normalized throughput = total operations ÷ the busiest partition's."
+            .into(),
+        "Server CPU µs/op (GET/SET and YCSB rows): user + system time of the server during the phase ÷ its \
+         operations — every thread of this process but the load generator's for `strata-serve`, the \
+         redis-server process for `redis-server`. A counted figure: it holds when other work on the machine \
+         makes throughput noisy."
             .into(),
     ]
 }
@@ -172,6 +189,40 @@ fn start_redis(dir: &Path) -> Option<Redis> {
     None
 }
 
+/// Whose CPU time is the server's.
+#[derive(Debug, Clone, Copy)]
+enum ServerCpu {
+    /// `strata serve` in this process: every thread but the calling one (the load generator's).
+    InProcess,
+    /// A child process (redis-server).
+    Child(u32),
+}
+
+/// CPU time (user + system) of a `/proc/.../stat` file, in clock ticks.
+fn stat_ticks(path: &str) -> Option<u64> {
+    let text = std::fs::read_to_string(path).ok()?;
+    // Fields after the command name (which may hold spaces), from field 3 (state) on: utime and stime are
+    // fields 14 and 15.
+    let fields: Vec<&str> = text.rsplit_once(')')?.1.split_whitespace().collect();
+    Some(fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?)
+}
+
+impl ServerCpu {
+    /// The server's CPU time so far, in clock ticks.
+    fn ticks(self) -> Option<u64> {
+        match self {
+            ServerCpu::InProcess => Some(
+                stat_ticks("/proc/self/stat")?
+                    .saturating_sub(stat_ticks("/proc/thread-self/stat")?),
+            ),
+            ServerCpu::Child(pid) => stat_ticks(&format!("/proc/{pid}/stat")),
+        }
+    }
+}
+
+/// Clock ticks per second of `/proc` stat files (`USER_HZ`, 100 on every Linux architecture this runs on).
+const TICKS_PER_SEC: f64 = 100.0;
+
 /// Operations each partition has run (INFO partitions).
 fn partition_ops(addr: SocketAddr) -> Result<Vec<u64>> {
     let info = resp_load::command(addr, &[b"INFO", b"partitions"])?;
@@ -217,6 +268,7 @@ fn rows(
     out: &LoadOutcome,
     partitions: Option<Vec<u64>>,
     disk: &Path,
+    cpu_ticks: Option<u64>,
 ) -> Result<Vec<BenchResult>> {
     if out.errors > 0 {
         return Err(BenchError::Usage(format!(
@@ -257,6 +309,9 @@ fn rows(
             let mut r = row(&l, op, lat, &parts);
             r.imbalance = imbalance;
             r.normalized = normalized;
+            r.server_cpu_us = cpu_ticks
+                .filter(|_| out.ops() > 0)
+                .map(|t| t as f64 / TICKS_PER_SEC * 1e6 / out.ops() as f64);
             result.push(r);
         }
     }
@@ -285,6 +340,22 @@ fn load(
 
 /// Runs the suite (its engines are its own: the engine list is not used).
 pub fn run(cfg: &SuiteConfig, _engines: &[Box<dyn Engine>]) -> Result<Vec<BenchResult>> {
+    let groups = groups_from(std::env::var("STRATA_SERVER_WORKLOADS").ok().as_deref())?;
+    let mut out = Vec::new();
+    if groups.contains(&"peer") || groups.contains(&"ycsb") {
+        out.extend(peer_and_ycsb(cfg, &groups)?);
+    }
+    if groups.contains(&"skew") {
+        out.extend(skew(cfg)?);
+    }
+    if groups.contains(&"sample") {
+        out.extend(sample(cfg)?);
+    }
+    Ok(out)
+}
+
+/// Groups 1 and 3: GET/SET and YCSB on strata and redis-server.
+fn peer_and_ycsb(cfg: &SuiteConfig, groups: &[&str]) -> Result<Vec<BenchResult>> {
     let mut out = Vec::new();
     let data = &cfg.data_dir;
     let zipf = KeyDist::Zipf(0.99);
@@ -295,17 +366,32 @@ pub fn run(cfg: &SuiteConfig, _engines: &[Box<dyn Engine>]) -> Result<Vec<BenchR
     let parts = strata_server::DEFAULT_PARTITIONS as usize;
     let strata = start_strata(cfg, &strata_dir, parts, Partitioning::Hash, true)?;
     let redis = start_redis(&redis_dir);
-    let mut targets = vec![(STRATA, strata.addr, strata_dir.as_path())];
+    let mut targets = vec![(
+        STRATA,
+        strata.addr,
+        strata_dir.as_path(),
+        ServerCpu::InProcess,
+    )];
     if let Some(r) = &redis {
-        targets.push((REDIS, r.addr, redis_dir.as_path()));
+        targets.push((
+            REDIS,
+            r.addr,
+            redis_dir.as_path(),
+            ServerCpu::Child(r.child.id()),
+        ));
     }
-    for &(_, addr, _) in &targets {
+    for &(_, addr, _, _) in &targets {
         resp_load::preload(addr, cfg.records, cfg.codec.size())?;
     }
     // Each workload runs on every engine back to back, so a ratio compares phases close in time (the
     // machine's speed drifts over a run).
     let mut workloads: Vec<(String, usize, KeyDist, Mix)> = Vec::new();
-    for pipeline in [16, 1] {
+    let peer = if groups.contains(&"peer") {
+        &[16, 1][..]
+    } else {
+        &[]
+    };
+    for &pipeline in peer {
         workloads.push((
             format!("set-p{pipeline}"),
             pipeline,
@@ -319,7 +405,12 @@ pub fn run(cfg: &SuiteConfig, _engines: &[Box<dyn Engine>]) -> Result<Vec<BenchR
             Mix::READS,
         ));
     }
-    for w in ['a', 'b', 'c', 'f'] {
+    let ycsb = if groups.contains(&"ycsb") {
+        &['a', 'b', 'c', 'f'][..]
+    } else {
+        &[]
+    };
+    for &w in ycsb {
         workloads.push((
             format!("ycsb-{w}"),
             16,
@@ -328,13 +419,23 @@ pub fn run(cfg: &SuiteConfig, _engines: &[Box<dyn Engine>]) -> Result<Vec<BenchR
         ));
     }
     for (workload, pipeline, dist, mix) in &workloads {
-        for &(engine, addr, dir) in &targets {
+        for &(engine, addr, dir, cpu) in &targets {
+            let before = cpu.ticks();
             let o = load(cfg, addr, *pipeline, *dist, *mix)?;
-            out.extend(rows(cfg, engine, workload, &o, None, dir)?);
+            let ticks = cpu.ticks().zip(before).map(|(a, b)| a.saturating_sub(b));
+            out.extend(rows(cfg, engine, workload, &o, None, dir, ticks)?);
         }
     }
     drop(strata);
     drop(redis);
+    Ok(out)
+}
+
+/// Group 2: skew over partitions with and without the cache.
+fn skew(cfg: &SuiteConfig) -> Result<Vec<BenchResult>> {
+    let mut out = Vec::new();
+    let data = &cfg.data_dir;
+    let zipf = KeyDist::Zipf(0.99);
     // 2: skew over partitions, with and without the cache: hot keys clustered at the low end of the key
     // space (range partitions 1, 2, 4, 8; hash 4), then scattered over it (range partitions 2, 4, 8).
     let mut layouts: Vec<(Partitioning, &str, usize, KeyDist)> = [1, 2, 4, 8]
@@ -375,12 +476,19 @@ pub fn run(cfg: &SuiteConfig, _engines: &[Box<dyn Engine>]) -> Result<Vec<BenchR
                 &o,
                 Some(delta),
                 &dir,
+                None,
             )?);
             drop(s);
             let _ = std::fs::remove_dir_all(&dir);
         }
     }
-    // 4: SAMPLE across all partitions against one partition's range.
+    Ok(out)
+}
+
+/// Group 4: SAMPLE across all partitions against one partition's range.
+fn sample(cfg: &SuiteConfig) -> Result<Vec<BenchResult>> {
+    let mut out = Vec::new();
+    let data = &cfg.data_dir;
     let dir = data.join("sample");
     let s = start_strata(
         cfg,
@@ -440,11 +548,18 @@ pub fn analysis(_cfg: &SuiteConfig, rows: &[BenchResult]) -> String {
                 (Some(a), Some(b)) if b.p999_us > 0.0 => Some(a.p999_us / b.p999_us),
                 _ => None,
             };
+            let cpu = |engine: &str| {
+                find(rows, engine, &wl, op)
+                    .and_then(|r| r.server_cpu_us)
+                    .map_or("n/a".to_string(), |c| format!("{c:.2}"))
+            };
             let _ = writeln!(
                 s,
-                "| {wl}: throughput ≥ 1.0× redis, p99.9 ≤ 2× | {} throughput, {} p99.9 | {} |",
+                "| {wl}: throughput ≥ 1.0× redis, p99.9 ≤ 2× | {} throughput, {} p99.9; server CPU {} vs {} µs/op | {} |",
                 r.map_or("n/a (no redis-server)".into(), |r| format!("{r:.2}×")),
                 tail.map_or("n/a".into(), |t| format!("{t:.2}×")),
+                cpu(STRATA),
+                cpu(REDIS),
                 match (r, tail) {
                     (Some(r), Some(t)) =>
                         if r >= 1.0 && t <= 2.0 {

@@ -75,6 +75,30 @@ impl Executor {
         Ok(())
     }
 
+    /// Queues `job` like [`submit`](Self::submit) but does not run the queue yet: the caller lets the other
+    /// connections of this moment queue theirs, then calls [`run_queued`](Self::run_queued), so one group —
+    /// one WAL write — commits all of them (the cross-connection group commit at durability `flush`). A job
+    /// the partition's thread must run is handed to it at once.
+    pub fn enqueue(&self, job: Job) -> Result<(), Job> {
+        if self.stopping.load(Ordering::Acquire) {
+            return Err(job);
+        }
+        let inline = self.inline && !job.ops.iter().any(runs_long);
+        self.queue.lock().push_back(job);
+        if !inline {
+            self.wake_thread();
+        }
+        Ok(())
+    }
+
+    /// Runs the queue on this thread if the partition is idle (after [`enqueue`](Self::enqueue)). The
+    /// no-stranded-job invariant holds as for `submit`: the job was pushed before this try of the lock.
+    pub fn run_queued(&self) {
+        if self.inline {
+            self.run(Runner::Connection);
+        }
+    }
+
     /// Queues `job` for the partition's thread (from inside another partition's worker: never runs inline,
     /// so no thread ever runs two partitions at once).
     pub fn submit_to_thread(&self, job: Job) {
@@ -212,6 +236,16 @@ mod tests {
     use strata::{Config, Durability, Options, RawDb, TypeKind};
 
     fn executor(dir: &std::path::Path) -> (Arc<Executor>, std::thread::JoinHandle<()>, RawDb) {
+        let (exec, woken, db, _) = executor_without_thread(dir);
+        let on_thread = exec.clone();
+        let thread = std::thread::spawn(move || on_thread.thread_loop(woken));
+        (exec, thread, db)
+    }
+
+    /// An executor whose partition thread is not started (nothing runs a job unless the test does).
+    fn executor_without_thread(
+        dir: &std::path::Path,
+    ) -> (Arc<Executor>, Receiver<()>, RawDb, Arc<PartitionCounters>) {
         let config = Config {
             key: TypeKind::Bytes,
             value: TypeKind::Bytes,
@@ -223,18 +257,48 @@ mod tests {
             cache: None,
             partitions: Arc::default(),
         };
-        let worker = Worker::new(
-            0,
-            db.clone(),
-            Durability::Flush,
-            Arc::new(PartitionCounters::default()),
-            peers,
-        );
+        let counters = Arc::new(PartitionCounters::default());
+        let worker = Worker::new(0, db.clone(), Durability::Flush, counters.clone(), peers);
         let (exec, woken) = Executor::new(worker, true);
-        let exec = Arc::new(exec);
-        let on_thread = exec.clone();
-        let thread = std::thread::spawn(move || on_thread.thread_loop(woken));
-        (exec, thread, db)
+        (Arc::new(exec), woken, db, counters)
+    }
+
+    /// Jobs enqueued by several connections before any of them runs the queue commit as one group: one WAL
+    /// append for all their writes, and every job answered by the first `run_queued`.
+    #[test]
+    fn enqueued_jobs_of_several_connections_commit_together() {
+        let dir = tempfile::tempdir().unwrap();
+        let (exec, _woken, db, counters) = executor_without_thread(dir.path());
+        let mut replies = Vec::new();
+        for i in 0..5u8 {
+            let (j, rx) = job(vec![Op::Set {
+                key: vec![b'k', i],
+                value: vec![i],
+                condition: SetCondition::Always,
+                get_old: false,
+            }]);
+            exec.enqueue(j).unwrap_or_else(|_| panic!("refused"));
+            replies.push(rx);
+        }
+        assert_eq!(
+            counters.commits.load(Ordering::Relaxed),
+            0,
+            "nothing ran yet"
+        );
+        assert!(replies.iter_mut().all(|rx| rx.try_recv().is_err()));
+        exec.run_queued();
+        for rx in replies {
+            assert_eq!(
+                rx.blocking_recv().unwrap().results,
+                vec![OpResult::Written(true)]
+            );
+        }
+        assert_eq!(counters.commits.load(Ordering::Relaxed), 1);
+        assert_eq!(counters.writes.load(Ordering::Relaxed), 5);
+        // A later run finds nothing to do; the writes are in the database.
+        exec.run_queued();
+        assert_eq!(counters.commits.load(Ordering::Relaxed), 1);
+        assert_eq!(db.get(&[b'k', 4]).unwrap(), Some(vec![4]));
     }
 
     fn job(ops: Vec<Op>) -> (Job, tokio::sync::oneshot::Receiver<JobReply>) {

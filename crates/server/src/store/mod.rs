@@ -31,7 +31,7 @@ mod worker;
 
 pub use layout::{KeyMode, Layout, Partitioning};
 pub use worker::{BACKGROUND_SYNC, Job, JobReply, Op, OpResult, SetCondition};
-pub(crate) use worker::{counter_bytes, incr};
+pub(crate) use worker::{counter_bytes, incr, writes};
 
 use crate::cache::{CacheConfig, HotCache};
 use crate::error::{ServerError, ServerResult};
@@ -261,6 +261,33 @@ impl Store {
         part.exec
             .submit(job)
             .map_err(|_| ServerError::Engine(format!("partition {p} has stopped")))
+    }
+
+    /// Queues `job` at partition `p` without running it yet (see [`Executor::enqueue`]); the caller runs the
+    /// queue with [`run_queued`](Self::run_queued) once other connections had their turn to queue theirs.
+    pub fn enqueue(&self, p: usize, job: Job) -> ServerResult<()> {
+        let part = self
+            .parts
+            .get(p)
+            .ok_or_else(|| ServerError::Engine(format!("no partition {p}")))?;
+        part.exec
+            .enqueue(job)
+            .map_err(|_| ServerError::Engine(format!("partition {p} has stopped")))
+    }
+
+    /// Runs partition `p`'s queue on this thread if it is idle (after [`enqueue`](Self::enqueue)).
+    pub fn run_queued(&self, p: usize) {
+        if let Some(part) = self.parts.get(p) {
+            part.exec.run_queued();
+        }
+    }
+
+    /// Whether a job with writes should be queued, left for the other connections' jobs of the moment to
+    /// join, then run (one WAL write for all of them): at durability `flush`, where every commit is a
+    /// `write` call. (At `none` a commit only buffers; at `sync` the partition's thread runs every job and
+    /// groups what queues while it syncs.)
+    pub fn defers_commits(&self) -> bool {
+        self.durability == Durability::Flush
     }
 
     /// Partition `p`'s counters.

@@ -526,7 +526,8 @@ impl Worker {
     }
 }
 
-fn writes(op: &Op) -> bool {
+/// True if `op` may write to its partition.
+pub(crate) fn writes(op: &Op) -> bool {
     matches!(
         op,
         Op::Set { .. }
