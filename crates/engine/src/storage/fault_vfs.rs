@@ -225,6 +225,10 @@ impl VfsFile for FaultFile {
         }
         self.inner.sync_data()
     }
+
+    fn start_writeback(&self, offset: u64, len: u64) {
+        self.inner.start_writeback(offset, len);
+    }
 }
 
 #[cfg(test)]

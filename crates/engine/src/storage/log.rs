@@ -177,7 +177,15 @@ pub struct LogWriter {
     buf: Vec<u8>,
     /// File offset where the next flush writes.
     written: u64,
+    /// File offset up to which the written records were synced or handed to the device's writeback.
+    handed_back: u64,
 }
+
+/// Written but unsynced log bytes past which a flush starts their writeback without waiting
+/// ([`VfsFile::start_writeback`]): a log written without syncs (durability `none`) then never holds more
+/// than about this much for the next `sync` to write, so that sync (a checkpoint's, on the writer's path)
+/// stays short.
+pub const WRITEBACK_STEP: u64 = 4 << 20;
 
 impl LogWriter {
     /// Creates (or truncates) the log at `path`: both header slots and [`LOG_GROWTH`] bytes of zeros, synced.
@@ -224,6 +232,7 @@ impl LogWriter {
             },
             buf: Vec::new(),
             written: LOG_DATA_START,
+            handed_back: LOG_DATA_START,
         })
     }
 
@@ -293,6 +302,11 @@ impl LogWriter {
         self.stats.record_write(FileKind::Wal, self.buf.len());
         self.written = end;
         self.buf.clear();
+        if self.written - self.handed_back >= WRITEBACK_STEP {
+            self.file
+                .start_writeback(self.handed_back, self.written - self.handed_back);
+            self.handed_back = self.written;
+        }
         Ok(())
     }
 
@@ -301,6 +315,7 @@ impl LogWriter {
         self.flush()?;
         self.file.sync_data()?;
         self.stats.record_sync(FileKind::Wal);
+        self.handed_back = self.written;
         Ok(())
     }
 }

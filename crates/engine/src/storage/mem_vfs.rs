@@ -41,6 +41,8 @@ struct InodeData {
     /// Byte interval `[lo, hi)` of `current` that may differ from `durable` (after resizing `durable` to the
     /// current length, which truncates or zero-extends it). `None`: nothing changed since the last sync.
     dirty: Option<(usize, usize)>,
+    /// Bytes handed to [`VfsFile::start_writeback`] (memory has no device: only counted, for tests).
+    writeback_hinted: u64,
 }
 
 impl InodeData {
@@ -49,6 +51,7 @@ impl InodeData {
             durable: Some(bytes.clone()),
             current: bytes,
             dirty: None,
+            writeback_hinted: 0,
         }
     }
 
@@ -219,6 +222,15 @@ impl MemVfs {
             };
             ns.files.insert(path.to_path_buf(), Arc::new(inode));
         }
+    }
+
+    /// Bytes handed to the file's writeback hints ([`VfsFile::start_writeback`]) so far, or `None` if it
+    /// does not exist.
+    pub fn writeback_hinted(&self, path: impl AsRef<Path>) -> Option<u64> {
+        let ns = self.ns.lock();
+        ns.files
+            .get(path.as_ref())
+            .map(|i| i.data.lock().writeback_hinted)
     }
 
     /// Paths of every file, sorted.
@@ -418,6 +430,12 @@ impl VfsFile for MemFile {
         }
         self.inode.data.lock().sync();
         Ok(())
+    }
+
+    fn start_writeback(&self, _offset: u64, len: u64) {
+        if !self.read_only {
+            self.inode.data.lock().writeback_hinted += len;
+        }
     }
 }
 

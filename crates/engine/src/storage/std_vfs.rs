@@ -215,6 +215,28 @@ impl VfsFile for StdFile {
         }
         self.file.sync_data().map_err(|e| Error::io(&self.path, e))
     }
+
+    #[cfg(target_os = "linux")]
+    fn start_writeback(&self, offset: u64, len: u64) {
+        use std::os::fd::AsRawFd;
+        if self.read_only {
+            return;
+        }
+        let (Ok(offset), Ok(len)) = (i64::try_from(offset), i64::try_from(len)) else {
+            return;
+        };
+        // SAFETY: `sync_file_range` only reads its integer arguments; the descriptor is this open file's,
+        // alive for the call. A failure (e.g. a file system without it) only loses the hint, so the result
+        // is ignored.
+        unsafe {
+            libc::sync_file_range(
+                self.file.as_raw_fd(),
+                offset,
+                len,
+                libc::SYNC_FILE_RANGE_WRITE,
+            );
+        }
+    }
 }
 
 #[cfg(test)]

@@ -127,6 +127,11 @@ pub trait VfsFile: Send + Sync + Debug {
     fn set_len(&self, len: u64) -> Result<()>;
     /// Makes the data (and the length) durable: `fdatasync`.
     fn sync_data(&self) -> Result<()>;
+    /// A hint: start writing `len` bytes at `offset` back to the device without waiting for them, so a
+    /// later [`sync_data`](Self::sync_data) finds less to write (Linux `sync_file_range` with
+    /// `SYNC_FILE_RANGE_WRITE`). Nothing is promised durable by it; file systems without such a call ignore
+    /// it (the default).
+    fn start_writeback(&self, _offset: u64, _len: u64) {}
 }
 
 /// A lock on a path (exclusive or shared); released on drop.

@@ -421,3 +421,41 @@ fn failed_write_keeps_the_buffer() {
     );
     assert_eq!((r.torn, r.salvaged), (None, None));
 }
+
+/// A log written without syncs hands its written bytes to the device's writeback in steps of about
+/// `WRITEBACK_STEP` (so a later sync has at most that much left to write), never bytes already synced, and
+/// the records are unchanged by it.
+#[test]
+fn unsynced_writes_are_handed_to_writeback_in_steps() {
+    let (mem, vfs, path, stats) = setup();
+    let mut w = LogWriter::create(&vfs, &path, HEADER, stats).unwrap();
+    let record = vec![7u8; 64 << 10];
+    let mut flushed = 0u64;
+    let mut max_pending = 0u64;
+    for _ in 0..200 {
+        w.append(&record).unwrap();
+        w.flush().unwrap();
+        flushed += (record.len() + LOG_FRAME_OVERHEAD) as u64;
+        let hinted = mem.writeback_hinted(&path).unwrap();
+        assert!(
+            hinted <= flushed,
+            "hinted {hinted} of {flushed} written bytes"
+        );
+        max_pending = max_pending.max(flushed - hinted);
+    }
+    assert!(
+        max_pending < WRITEBACK_STEP + (64 << 10) + LOG_FRAME_OVERHEAD as u64,
+        "{max_pending} written bytes were left for the next sync"
+    );
+    assert!(mem.writeback_hinted(&path).unwrap() >= flushed - WRITEBACK_STEP);
+    // After a sync nothing already synced is handed back again.
+    w.sync().unwrap();
+    let at_sync = mem.writeback_hinted(&path).unwrap();
+    w.append(&record).unwrap();
+    w.flush().unwrap();
+    assert_eq!(mem.writeback_hinted(&path).unwrap(), at_sync);
+    drop(w);
+    let (got, _) = recover_all(&vfs, &path);
+    assert_eq!(got.len(), 201);
+    assert!(got.iter().all(|(p, _)| *p == record));
+}
