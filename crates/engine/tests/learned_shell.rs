@@ -11,6 +11,7 @@ use rand::{Rng, SeedableRng};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use strata::vfs::{MemVfs, Vfs};
 use strata::{
     Config, Db, Durability, Error, IndexKind, KeyRange, Options, RawDb, TypeKind, WriteOp,
@@ -148,42 +149,81 @@ fn byte_values_survive_reopen_and_crash_and_damage_is_corruption() {
     }
 }
 
+/// A thread writing `batch(round)` for round 0, 1, … until stopped, counting the rounds it completed.
+struct BatchWriter {
+    stop: Arc<AtomicBool>,
+    rounds: Arc<AtomicU64>,
+    thread: std::thread::JoinHandle<u64>,
+}
+
+impl BatchWriter {
+    fn start(db: &Arc<RawDb>, batch: impl Fn(u64) -> Vec<WriteOp> + Send + 'static) -> BatchWriter {
+        let stop = Arc::new(AtomicBool::new(false));
+        let rounds = Arc::new(AtomicU64::new(0));
+        let thread = {
+            let (db, stop, rounds) = (db.clone(), stop.clone(), rounds.clone());
+            std::thread::spawn(move || {
+                let mut round = 0u64;
+                while !stop.load(Ordering::Acquire) {
+                    db.write(&batch(round), None).unwrap();
+                    round += 1;
+                    rounds.store(round, Ordering::Release);
+                }
+                round
+            })
+        };
+        BatchWriter {
+            stop,
+            rounds,
+            thread,
+        }
+    }
+
+    /// Rounds completed so far.
+    fn rounds(&self) -> u64 {
+        self.rounds.load(Ordering::Acquire)
+    }
+
+    /// Waits until `n` rounds are complete (the writer thread may start late on a loaded machine); the
+    /// deadline only turns a starved writer into a failure.
+    fn wait_rounds(&self, n: u64) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+        while self.rounds() < n {
+            assert!(std::time::Instant::now() < deadline, "the writer stalled");
+            std::thread::yield_now();
+        }
+    }
+
+    /// Stops the writer; the rounds it completed.
+    fn stop(self) -> u64 {
+        self.stop.store(true, Ordering::Release);
+        self.thread.join().unwrap()
+    }
+}
+
 #[test]
 fn shell_scans_see_whole_batches_while_a_writer_runs() {
     let vfs: Arc<dyn Vfs> = Arc::new(MemVfs::new());
     let db = Arc::new(RawDb::create("/s", &config(TypeKind::U64), &mem_options(vfs)).unwrap());
-    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let rounds = Arc::new(std::sync::atomic::AtomicU64::new(0));
-    let writer = {
-        let (db, stop, rounds) = (db.clone(), stop.clone(), rounds.clone());
-        std::thread::spawn(move || {
-            let mut round = 0u64;
-            while !stop.load(std::sync::atomic::Ordering::Acquire) {
-                // Every batch writes the same value under 50 keys.
-                let ops: Vec<WriteOp> = (0..50u64)
-                    .map(|k| WriteOp::Put {
-                        key: key(k * 7919),
-                        value: round.to_be_bytes().to_vec(),
-                    })
-                    .collect();
-                db.write(&ops, None).unwrap();
-                round += 1;
-                rounds.store(round, std::sync::atomic::Ordering::Release);
-            }
-            round
-        })
-    };
+    // Every batch writes the same value under 50 keys.
+    let writer = BatchWriter::start(&db, |round| {
+        (0..50u64)
+            .map(|k| WriteOp::Put {
+                key: key(k * 7919),
+                value: round.to_be_bytes().to_vec(),
+            })
+            .collect()
+    });
     // Scan until both sides have done enough work: the writer thread may
     // start late on a loaded machine, and scans of an empty index prove
     // nothing. The deadline only turns a starved writer into a failure.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
     let (mut scans, mut full_scans) = (0u32, 0u32);
-    while scans < 300 || full_scans < 100 || rounds.load(std::sync::atomic::Ordering::Acquire) < 20
-    {
+    while scans < 300 || full_scans < 100 || writer.rounds() < 20 {
         assert!(
             std::time::Instant::now() < deadline,
             "the writer made {} rounds in 120 s of scans",
-            rounds.load(std::sync::atomic::Ordering::Acquire)
+            writer.rounds()
         );
         let values: Vec<Vec<u8>> = db
             .range(KeyRange::all(), strata::Direction::Forward)
@@ -200,8 +240,7 @@ fn shell_scans_see_whole_batches_while_a_writer_runs() {
             assert!(values.is_empty(), "a scan saw {} of 50 keys", values.len());
         }
     }
-    stop.store(true, std::sync::atomic::Ordering::Release);
-    assert!(writer.join().unwrap() >= 20);
+    assert!(writer.stop() >= 20);
 }
 
 /// A `Db` snapshot reads one point in time while a writer goes on: its whole-range iteration (several
@@ -214,50 +253,33 @@ fn db_snapshots_stay_put_while_a_writer_runs() {
     let db = Arc::new(
         RawDb::create("/snap", &config(TypeKind::U64), &mem_options(vfs.clone())).unwrap(),
     );
-    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let rounds = Arc::new(std::sync::atomic::AtomicU64::new(0));
-    let writer = {
-        let (db, stop, rounds) = (db.clone(), stop.clone(), rounds.clone());
-        std::thread::spawn(move || {
-            let mut round = 0u64;
-            while !stop.load(std::sync::atomic::Ordering::Acquire) {
-                // Every batch writes its round under every key, and deletes or brings back key KEYS + 1
-                // (present in even rounds).
-                let mut ops: Vec<WriteOp> = (0..KEYS)
-                    .map(|k| WriteOp::Put {
-                        key: key(k * 13),
-                        value: round.to_be_bytes().to_vec(),
-                    })
-                    .collect();
-                ops.push(if round.is_multiple_of(2) {
-                    WriteOp::Put {
-                        key: key(u64::MAX - 1),
-                        value: round.to_be_bytes().to_vec(),
-                    }
-                } else {
-                    WriteOp::Delete {
-                        key: key(u64::MAX - 1),
-                    }
-                });
-                db.write(&ops, None).unwrap();
-                round += 1;
-                rounds.store(round, std::sync::atomic::Ordering::Release);
+    // Every batch writes its round under every key, and deletes or brings back key KEYS + 1 (present in
+    // even rounds).
+    let writer = BatchWriter::start(&db, |round| {
+        let mut ops: Vec<WriteOp> = (0..KEYS)
+            .map(|k| WriteOp::Put {
+                key: key(k * 13),
+                value: round.to_be_bytes().to_vec(),
+            })
+            .collect();
+        ops.push(if round.is_multiple_of(2) {
+            WriteOp::Put {
+                key: key(u64::MAX - 1),
+                value: round.to_be_bytes().to_vec(),
             }
-        })
-    };
-    let wait_rounds = |n: u64| {
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
-        while rounds.load(std::sync::atomic::Ordering::Acquire) < n {
-            assert!(std::time::Instant::now() < deadline, "the writer stalled");
-            std::thread::yield_now();
-        }
-    };
+        } else {
+            WriteOp::Delete {
+                key: key(u64::MAX - 1),
+            }
+        });
+        ops
+    });
     let read_all = |s: &strata::RawSnapshot| -> Vec<(Vec<u8>, Vec<u8>)> {
         s.range(KeyRange::all(), strata::Direction::Forward)
             .map(|r| r.unwrap())
             .collect()
     };
-    wait_rounds(1);
+    writer.wait_rounds(1);
     for _ in 0..20 {
         let snap = db.snapshot().unwrap();
         let first = read_all(&snap);
@@ -269,8 +291,7 @@ fn db_snapshots_stay_put_while_a_writer_runs() {
             first.iter().all(|(_, v)| *v == round.to_be_bytes()),
             "a snapshot saw two batches"
         );
-        let seen = rounds.load(std::sync::atomic::Ordering::Acquire);
-        wait_rounds(seen + 3);
+        writer.wait_rounds(writer.rounds() + 3);
         assert_eq!(read_all(&snap), first, "a snapshot changed under writes");
         let reverse: Vec<_> = snap
             .range(KeyRange::all(), strata::Direction::Reverse)
@@ -293,8 +314,7 @@ fn db_snapshots_stay_put_while_a_writer_runs() {
         let live = db.get(&key(0)).unwrap().unwrap();
         assert!(u64::from_be_bytes(live.try_into().unwrap()) > round);
     }
-    stop.store(true, std::sync::atomic::Ordering::Release);
-    writer.join().unwrap();
+    writer.stop();
 
     let btree = RawDb::create(
         "/btree",

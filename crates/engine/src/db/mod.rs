@@ -131,6 +131,17 @@ impl std::fmt::Debug for RawDb {
     }
 }
 
+/// The names of the index families whose default configuration has a capability, comma-separated (for
+/// errors that say where to turn).
+fn families_with(has: impl Fn(&crate::index::Capabilities) -> bool) -> String {
+    IndexKind::ALL
+        .iter()
+        .filter(|k| has(&k.default_config().capabilities()))
+        .map(|k| k.name())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 impl RawDb {
     /// Fails with `Error::Incompatible` unless the database has this index kind and these types.
     pub fn expect_types(&self, index: IndexKind, key: TypeKind, value: TypeKind) -> Result<()> {
@@ -342,15 +353,10 @@ impl RawDb {
         if self.capabilities().ordered {
             return Ok(());
         }
-        let ordered: Vec<&str> = IndexKind::ALL
-            .iter()
-            .filter(|k| k.default_config().capabilities().ordered)
-            .map(|k| k.name())
-            .collect();
         Err(Error::invalid(format!(
             "the {} index has no key order: scans, ranges, counts and samples need an ordered index ({})",
             self.inner.manifest.index.kind().name(),
-            ordered.join(", ")
+            families_with(|c| c.ordered)
         )))
     }
 
@@ -395,18 +401,11 @@ impl RawDb {
         self.check_poison()?;
         match self.inner.index.snapshot() {
             Some(view) => Ok(RawSnapshot::new(self.clone(), view)),
-            None => {
-                let with: Vec<&str> = IndexKind::ALL
-                    .iter()
-                    .filter(|k| k.default_config().capabilities().snapshots)
-                    .map(|k| k.name())
-                    .collect();
-                Err(Error::invalid(format!(
-                    "the {} index has no snapshots (families with them: {})",
-                    self.inner.manifest.index.kind().name(),
-                    with.join(", ")
-                )))
-            }
+            None => Err(Error::invalid(format!(
+                "the {} index has no snapshots (families with them: {})",
+                self.inner.manifest.index.kind().name(),
+                families_with(|c| c.snapshots)
+            ))),
         }
     }
 

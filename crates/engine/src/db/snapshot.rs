@@ -12,7 +12,7 @@
 
 use super::{RawDb, RawIter};
 use crate::error::Result;
-use crate::index::{Direction, IndexSnapshot, KeyRange, RecordVisitor};
+use crate::index::{Direction, IndexSnapshot, KeyRange, RecordVisitor, collect_into};
 use std::sync::Arc;
 
 /// A point-in-time view of an untyped database (see the module doc). Clones share the view.
@@ -56,11 +56,8 @@ impl RawSnapshot {
         max: usize,
         out: &mut Vec<(Vec<u8>, Vec<u8>)>,
     ) -> Result<()> {
-        self.scan_visit(range, dir, max, &mut |k, v| {
-            out.push((k.to_vec(), v.to_vec()));
-            Ok(true)
-        })
-        .map(|_| ())
+        self.scan_visit(range, dir, max, &mut collect_into(out))
+            .map(drop)
     }
 
     /// Calls `visit(key, value)` for up to `max` records of `range` as of the snapshot, in `dir` order,

@@ -147,6 +147,16 @@ pub struct CheckReport {
     pub notes: Vec<String>,
 }
 
+/// A visitor that appends every record it is given to `out` (owned copies) and asks for more.
+pub(crate) fn collect_into(
+    out: &mut Vec<(Vec<u8>, Vec<u8>)>,
+) -> impl FnMut(&[u8], &[u8]) -> Result<bool> + '_ {
+    |k, v| {
+        out.push((k.to_vec(), v.to_vec()));
+        Ok(true)
+    }
+}
+
 /// A point-in-time view of an index (families with `Capabilities::snapshots`): reads through it see exactly
 /// the writes applied before it was taken, whatever is written afterwards, and a scan through it never
 /// sees part of a batch. It keeps what it reads alive (old versions are not reclaimed) until dropped.
@@ -203,11 +213,8 @@ pub trait OrderedIndex: Send + Sync {
         max: usize,
         out: &mut Vec<(Vec<u8>, Vec<u8>)>,
     ) -> Result<()> {
-        self.scan_visit(range, dir, max, &mut |k, v| {
-            out.push((k.to_vec(), v.to_vec()));
-            Ok(true)
-        })
-        .map(drop)
+        self.scan_visit(range, dir, max, &mut collect_into(out))
+            .map(drop)
     }
     /// Number of live records.
     fn len(&self) -> u64;

@@ -157,19 +157,16 @@ pub fn analysis(_cfg: &SuiteConfig, rows: &[BenchResult]) -> String {
         "×",
         |v| v <= 0.2,
     );
+    let xplines_read = |phase: &str| media(rows, ELIMDA_MODEL, phase).0.map(|b| b / XPLINE);
     goal(
         "elimda media reads per positive search ≤ 1 XPLine (256 B)",
-        media(rows, ELIMDA_MODEL, "pos-search")
-            .0
-            .map(|b| b / XPLINE),
+        xplines_read("pos-search"),
         " XPLines",
         |v| v <= 1.0,
     );
     goal(
         "elimda media reads per negative search = 0",
-        media(rows, ELIMDA_MODEL, "neg-search")
-            .0
-            .map(|b| b / XPLINE),
+        xplines_read("neg-search"),
         " XPLines",
         |v| v == 0.0,
     );
