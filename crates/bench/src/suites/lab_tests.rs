@@ -621,6 +621,17 @@ fn the_server_suite_runs_and_reports_its_goals() {
     for w in ["set-p16", "get-p1", "ycsb-a", "ycsb-f"] {
         assert!(has(server::STRATA, w), "{w}");
     }
+    let capped = format!("-cap{}k", server::PARTITION_CAPACITY / 1000);
+    for w in [
+        format!("zipf-w50-range-4p{capped}"),
+        format!("zipfs-w50-range-4p{capped}"),
+    ] {
+        assert!(
+            has(server::STRATA, &w) && has(server::STRATA_NOCACHE, &w),
+            "{w}"
+        );
+        assert!(out.analysis.contains(&w), "{w}");
+    }
     for n in [1, 2, 4, 8] {
         let w = format!("zipf-w50-range-{n}p");
         assert!(

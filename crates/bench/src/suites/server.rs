@@ -14,7 +14,10 @@
 //!    and hash partitions 4, each with the hot-key cache (`strata-serve`) and without
 //!    (`strata-serve-nocache`); the hottest keys are the lowest, all in the first range partition.
 //!    `zipfs-w50-range-<n>p` (n = 2, 4, 8): the same with the ranks scattered over the key space by a fixed
-//!    permutation, as YCSB scrambles its zipfian keys. Rows carry the **imbalance ratio** (most ÷ fewest operations a partition ran
+//!    permutation, as YCSB scrambles its zipfian keys. `zipf[s]-w50-range-4p-cap25k`: both shapes at 4
+//!    partitions with each partition emulated as a server of [`PARTITION_CAPACITY`] operations per second
+//!    (`--partition-capacity`, FarReach's setting: one server per partition, so the busiest bounds the
+//!    throughput; on this machine the partitions otherwise share the cores and never become the bound). Rows carry the **imbalance ratio** (most ÷ fewest operations a partition ran
 //!    during the phase) and the **normalized throughput** (total ÷ the busiest partition's, FarReach's
 //!    measure: cache hits count in the total and on no partition).
 //! 3. `ycsb-a`, `ycsb-b`, `ycsb-c`, `ycsb-f`: Zipf 0.99, pipeline 16, both engines.
@@ -106,6 +109,7 @@ fn start_strata(
     partitions: usize,
     partitioning: Partitioning,
     cache: bool,
+    capacity: Option<u64>,
 ) -> Result<Strata> {
     let _ = std::fs::remove_dir_all(dir);
     let server = strata_server::start(ServerConfig {
@@ -121,6 +125,7 @@ fn start_strata(
             durability: cfg.durability,
             cache_bytes: cfg.cache_bytes / partitions.max(1),
             hot_cache: cache.then(CacheConfig::default),
+            partition_capacity: capacity,
         },
         io_threads: 0,
     })
@@ -371,7 +376,7 @@ fn peer_and_ycsb(cfg: &SuiteConfig, groups: &[&str]) -> Result<Vec<BenchResult>>
     let strata_dir = data.join("strata");
     let redis_dir = data.join("redis");
     let parts = strata_server::DEFAULT_PARTITIONS as usize;
-    let strata = start_strata(cfg, &strata_dir, parts, Partitioning::Hash, true)?;
+    let strata = start_strata(cfg, &strata_dir, parts, Partitioning::Hash, true, None)?;
     let redis = start_redis(&redis_dir);
     let mut targets = vec![(
         STRATA,
@@ -461,6 +466,11 @@ fn peer_and_ycsb(cfg: &SuiteConfig, groups: &[&str]) -> Result<Vec<BenchResult>>
     Ok(out)
 }
 
+/// Operations per second of each emulated partition server in the `-cap` skew rows: a quarter of what
+/// this 2-core machine serves with 4 balanced partitions would leave the CPU, not the partitions, as the
+/// bound; at 25,000 a balanced 4-partition server is bound by its partitions (100,000 ops/s).
+pub const PARTITION_CAPACITY: u64 = 25_000;
+
 /// Workload names of the rows measured with `redis-benchmark` start with this.
 pub const RB_PREFIX: &str = "rb-";
 
@@ -513,14 +523,24 @@ fn skew(cfg: &SuiteConfig) -> Result<Vec<BenchResult>> {
             KeyDist::ZipfScattered(0.99),
         )
     }));
-    for (partitioning, kind, n, dist) in layouts {
+    let mut layouts: Vec<_> = layouts.into_iter().map(|l| (l, None)).collect();
+    // The cache goal's layouts again with each partition emulated as a server of fixed capacity (FarReach's
+    // setting: the busiest partition bounds the throughput).
+    for dist in [KeyDist::ZipfScattered(0.99), zipf] {
+        layouts.push((
+            (Partitioning::Range { splits: Vec::new() }, "range", 4, dist),
+            Some(PARTITION_CAPACITY),
+        ));
+    }
+    for ((partitioning, kind, n, dist), capacity) in layouts {
         let name = match dist {
             KeyDist::ZipfScattered(_) => "zipfs",
             _ => "zipf",
         };
+        let capped = capacity.map_or(String::new(), |c| format!("-cap{}k", c / 1000));
         for cache in [false, true] {
-            let dir = data.join(format!("skew-{name}-{kind}-{n}-{cache}"));
-            let s = start_strata(cfg, &dir, n, partitioning.clone(), cache)?;
+            let dir = data.join(format!("skew-{name}-{kind}-{n}{capped}-{cache}"));
+            let s = start_strata(cfg, &dir, n, partitioning.clone(), cache, capacity)?;
             resp_load::preload(s.addr, cfg.records, cfg.codec.size())?;
             let before = partition_ops(s.addr)?;
             let o = load(cfg, s.addr, 16, dist, Mix::ycsb('a').unwrap_or(Mix::READS))?;
@@ -534,7 +554,7 @@ fn skew(cfg: &SuiteConfig) -> Result<Vec<BenchResult>> {
             out.extend(rows(
                 cfg,
                 engine,
-                &format!("{name}-w50-{kind}-{n}p"),
+                &format!("{name}-w50-{kind}-{n}p{capped}"),
                 &o,
                 Some(delta),
                 &dir,
@@ -558,6 +578,7 @@ fn sample(cfg: &SuiteConfig) -> Result<Vec<BenchResult>> {
         4,
         Partitioning::Range { splits: Vec::new() },
         true,
+        None,
     )?;
     resp_load::preload(s.addr, cfg.records, cfg.codec.size())?;
     let quarter = (u64::MAX / 4).to_be_bytes();
@@ -640,7 +661,13 @@ pub fn analysis(_cfg: &SuiteConfig, rows: &[BenchResult]) -> String {
     // The cache goal, with the hot keys scattered over the key space (as YCSB scrambles them) and clustered
     // in the first partition (where no cache of 10,000 entries can even the load out: the first quarter of
     // the key space holds ranks beyond the cache's reach that outweigh any other quarter).
-    for wl in ["zipfs-w50-range-4p", "zipf-w50-range-4p"] {
+    let capped = format!("-cap{}k", PARTITION_CAPACITY / 1000);
+    for wl in [
+        "zipfs-w50-range-4p".to_string(),
+        "zipf-w50-range-4p".to_string(),
+        format!("zipfs-w50-range-4p{capped}"),
+        format!("zipf-w50-range-4p{capped}"),
+    ] {
         let sum = |engine: &str| -> Option<(f64, Option<f64>, Option<f64>)> {
             let rs: Vec<&BenchResult> = rows
                 .iter()
