@@ -466,9 +466,10 @@ fn peer_and_ycsb(cfg: &SuiteConfig, groups: &[&str]) -> Result<Vec<BenchResult>>
     Ok(out)
 }
 
-/// Operations per second of each emulated partition server in the `-cap` skew rows: a quarter of what
-/// this 2-core machine serves with 4 balanced partitions would leave the CPU, not the partitions, as the
-/// bound; at 25,000 a balanced 4-partition server is bound by its partitions (100,000 ops/s).
+/// Operations per second of each emulated partition server in the `-cap` skew rows. Chosen so that the
+/// partitions, not the machine's cores, bound the throughput without the cache: four balanced partitions
+/// serve at most 100,000 ops/s, well under what this 2-core machine serves with unlimited partitions at
+/// pipeline 16 (the uncapped `zipf*-w50-range-4p` rows of the same run show it).
 pub const PARTITION_CAPACITY: u64 = 25_000;
 
 /// Workload names of the rows measured with `redis-benchmark` start with this.
