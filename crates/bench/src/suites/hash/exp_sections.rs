@@ -4,7 +4,7 @@
 use super::analysis::{find_at, fmt, ratio, times};
 use super::limited::{CCEH_LIMITED, DASH_LIMITED, ELIMDA_LIMITED, READ_MISS_NS, WRITE_BANDWIDTH};
 use super::params::{DBUCKET_SLOTS, LOG_LINES, dbucket_workload, log_workload};
-use super::{CCEH, DASH, ELIMDA, PHASES};
+use super::{CCEH, CCEH_MODEL, DASH, DASH_MODEL, ELIMDA, ELIMDA_MODEL, PHASES};
 use crate::result::BenchResult;
 use std::fmt::Write as _;
 
@@ -165,27 +165,28 @@ pub(super) fn limited_section(rows: &[BenchResult]) -> String {
     let _ = writeln!(
         s,
         "### Limited PM bandwidth (Exp 13; one thread, Mops/s)\n\nThe main phases on the Optane traffic model \
-         (eADR) charging real time: {READ_MISS_NS} ns busy-wait per XPBuffer read miss, media writes paced at \
-         {:.1} GB/s (token bucket, 16 KiB burst). `÷ eADR` = this row ÷ the engine's unlimited main row (no \
-         model). Media bytes per operation from the same run.\n\n| engine | insert | pos-search | neg-search | \
-         delete | ÷ eADR ins / pos / neg / del | media read / write B per insert | seed ins / pos / neg / \
-         del |\n|---|---|---|---|---|---|---|---|",
+         (ADR, as the `*-adr-model` rows) charging real time: {READ_MISS_NS} ns busy-wait per XPBuffer read \
+         miss, media writes paced at {:.1} GB/s (token bucket, 16 KiB burst). `÷ untimed` = this row ÷ the \
+         engine's `*-adr-model` row (the same model without the waits): what the emulated latency and \
+         bandwidth cost it. Media bytes per insert from the same run.\n\n| engine | insert | pos-search | \
+         neg-search | delete | ÷ untimed ins / pos / neg / del | media read / write B per insert | seed ins / \
+         pos / neg / del |\n|---|---|---|---|---|---|---|---|",
         WRITE_BANDWIDTH as f64 / 1e9
     );
     let tput = |e: &str, w: &str| find_at(rows, e, w, 1).map(|r| r.ops_per_sec);
     let engines = [
-        (ELIMDA_LIMITED, ELIMDA),
-        (DASH_LIMITED, DASH),
-        (CCEH_LIMITED, CCEH),
+        (ELIMDA_LIMITED, ELIMDA_MODEL, ELIMDA),
+        (DASH_LIMITED, DASH_MODEL, DASH),
+        (CCEH_LIMITED, CCEH_MODEL, CCEH),
     ];
-    for (limited, plain) in engines {
+    for (limited, untimed, plain) in engines {
         let figures: Vec<String> = PHASES
             .iter()
             .map(|(w, _)| fmt(tput(limited, w).map(|v| v / 1e6), 3))
             .collect();
         let drop: Vec<String> = PHASES
             .iter()
-            .map(|(w, _)| times(ratio(tput(limited, w), tput(plain, w))))
+            .map(|(w, _)| times(ratio(tput(limited, w), tput(untimed, w))))
             .collect();
         let ins = find_at(rows, limited, PHASES[0].0, 1);
         let per = |b: Option<u64>| ins.and_then(|r| b.map(|b| b as f64 / r.ops.max(1) as f64));
@@ -214,9 +215,11 @@ pub(super) fn limited_section(rows: &[BenchResult]) -> String {
         .collect();
     let _ = writeln!(
         s,
-        "| **elimda ÷ dash, limited** | {} | | | seed {} |\n| elimda ÷ dash, unlimited (main rows) | {} | | | |\n",
+        "| **elimda ÷ dash, limited** | {} | | | seed {} |\n| elimda ÷ dash, untimed model (`*-adr-model`) | {} \
+         | | | |\n| elimda ÷ dash, eADR main rows (no model) | {} | | | |\n",
         ours(ELIMDA_LIMITED, DASH_LIMITED).join(" | "),
         seed.join(" / "),
+        ours(ELIMDA_MODEL, DASH_MODEL).join(" | "),
         ours(ELIMDA, DASH).join(" | "),
     );
     s

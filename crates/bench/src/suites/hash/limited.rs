@@ -1,14 +1,15 @@
-//! Exp 13, limited PM bandwidth: the main phases (one thread) of `elimda`, `dash` and `cceh` on a
-//! [`CountingPm`](strata::lab::storage::pm::CountingPm) over an anonymous eADR region that charges real
-//! time for the media traffic the Optane model sees ([`limited_config`]): a busy-wait of [`READ_MISS_NS`]
-//! per XPBuffer read miss, and media writes (XPLines leaving the XPBuffer) paced by a token bucket of
-//! [`WRITE_BANDWIDTH`] with a 16 KiB burst.
+//! Exp 13, limited PM bandwidth: the main phases (one thread) of `elimda`, `dash` and `cceh` on the same
+//! traffic model as the `*-adr-model` rows ([`CountingPm`](strata::lab::storage::pm::CountingPm) over an
+//! anonymous region, ADR), which here also charges real time for the media traffic it sees
+//! ([`limited_config`]): a busy-wait of [`READ_MISS_NS`] per XPBuffer read miss, and media writes
+//! (XPLines leaving the XPBuffer) paced by a token bucket of [`WRITE_BANDWIDTH`] with a 16 KiB burst. So a
+//! limited row ÷ its `*-adr-model` row is what the emulated latency and bandwidth cost that engine.
 //!
 //! The setting: 300 ns is Optane's random-read latency (FAST'20, `reference/hashing.md` §1); 2 GB/s is
 //! about one DIMM's write bandwidth (≈ 2.3 GB/s), i.e. scarce next to the 0.1–0.6 GB/s of media writes one
 //! thread of these indexes causes on this machine without pacing. The seed does not state its setting or
-//! thread count. The model's own cost (one mutex and a few hash-map operations per PM call) is paid by
-//! every engine alike; compare the ratios, and each engine with its unlimited main row.
+//! thread count. The model's own cost (one mutex and a few hash-map operations per PM call) is in both the
+//! limited and the `*-adr-model` rows; compare ratios measured in the same run.
 //!
 //! Rows: engines [`ELIMDA_LIMITED`], [`DASH_LIMITED`], [`CCEH_LIMITED`], workloads of the main phases; the
 //! phase's media bytes in `bytes_read` / `bytes_written` (the model drained at each phase boundary; the
@@ -44,13 +45,13 @@ pub fn limited_config() -> TrafficConfig {
 pub(super) fn rows(cfg: &SuiteConfig, k: &Keys) -> Result<Vec<BenchResult>> {
     let bytes = region_bytes(cfg);
     let config = limited_config();
-    let mut out = modelled_with(bytes, PersistMode::Eadr, config, |pm, snap| {
+    let mut out = modelled_with(bytes, PersistMode::Adr, config, |pm, snap| {
         let idx = HashIndex::create(pm, HashConfig::default())?;
         persistent(cfg, ELIMDA_LIMITED, idx, k, Some(snap))
     })?;
     out.extend(modelled_with(
         bytes,
-        PersistMode::Eadr,
+        PersistMode::Adr,
         config,
         |pm, snap| {
             let idx = DashIndex::create(pm, DashConfig::default())?;
@@ -59,7 +60,7 @@ pub(super) fn rows(cfg: &SuiteConfig, k: &Keys) -> Result<Vec<BenchResult>> {
     )?);
     out.extend(modelled_with(
         bytes,
-        PersistMode::Eadr,
+        PersistMode::Adr,
         config,
         |pm, snap| {
             let idx = CcehIndex::create(pm, CcehConfig::default())?;

@@ -33,9 +33,9 @@
 //!   32 / 64 / 128 / 256 B; workloads `dbucket-<bytes>-insert`, `dbucket-<bytes>-pos-search`). The seed's
 //!   512 B D-bucket and P-bucket sweep are not measured (the region's format fixes them).
 //! * **Limited PM bandwidth** (Exp 13, `limited`): the main phases at one thread of `elimda`, `dash` and
-//!   `cceh` (engines `*-limited`) on `CountingPm` in eADR mode with emulated media timing — 300 ns busy-wait
-//!   per XPBuffer read miss, media writes paced by a 2 GB/s token bucket (16 KiB burst) — so that each
-//!   index's throughput is bound by the media traffic it causes; rows carry the phase's media bytes.
+//!   `cceh` (engines `*-limited`) on the `*-adr-model` rows' model with emulated media timing — 300 ns
+//!   busy-wait per XPBuffer read miss, media writes paced by a 2 GB/s token bucket (16 KiB burst) — so that
+//!   each index's throughput is bound by the media traffic it causes; rows carry the phase's media bytes.
 //!
 //! The main phases are repeated on `CountingPm<MmapRegion>` in ADR mode (engines `elimda-adr-model`,
 //! `dash-adr-model`, `cceh-adr-model`): their rows carry the modelled Optane media bytes of the phase in
@@ -435,12 +435,13 @@ pub fn run(cfg: &SuiteConfig, _engines: &[Box<dyn Engine>]) -> Result<Vec<BenchR
         let idx = DashIndex::create(pm, DashConfig::default())?;
         persistent(cfg, DASH_MODEL, idx, &k, Some(snap))
     })?);
+    // Right after the untimed model rows they are compared with.
+    out.extend(limited::rows(cfg, &k)?);
     out.extend(zipf::rows(cfg, &k)?);
     out.extend(ycsb::rows(cfg, &k, &threads)?);
     out.extend(recovery::rows(cfg, &k, &threads)?);
     out.extend(params::log_rows(cfg, &k, &threads)?);
     out.extend(params::dbucket_rows(cfg, &k)?);
-    out.extend(limited::rows(cfg, &k)?);
     Ok(out)
 }
 
