@@ -7,7 +7,9 @@
 //! every phase runs `--ops` seconds (default 3) with 50 connections.
 //!
 //! 1. `set-pP` / `get-pP`: uniform SET then GET, pipeline P = 16 and 1, on `strata-serve` (the server's
-//!    default of 2 hash partitions, the durability of the run, hot-key cache on) and `redis-server`.
+//!    default of 2 hash partitions, the durability of the run, hot-key cache on) and `redis-server`. When
+//!    `redis-benchmark` is installed, the same four phases again with it as the client (`rb-set-pP`,
+//!    `rb-get-pP`; see [`crate::redis_benchmark`] for how its report becomes a row).
 //! 2. `zipf-w50-<hash|range>-<n>p`: Zipf 0.99, 50% GET / 50% SET, pipeline 16, range partitions 1, 2, 4, 8
 //!    and hash partitions 4, each with the hot-key cache (`strata-serve`) and without
 //!    (`strata-serve-nocache`); the hottest keys are the lowest, all in the first range partition.
@@ -27,6 +29,7 @@ use super::SuiteConfig;
 use crate::driver::Engine;
 use crate::error::{BenchError, Result};
 use crate::measure::{Latency, PhaseLabels, RowParts, row};
+use crate::redis_benchmark::{self, RbOutcome, RbSpec};
 use crate::resp_load::{self, KeyDist, LoadOutcome, LoadSpec, Mix};
 use crate::result::BenchResult;
 use std::fmt::Write as _;
@@ -77,6 +80,10 @@ pub fn notes(cfg: &SuiteConfig) -> Vec<String> {
             strata_server::DEFAULT_PARTITIONS,
             cfg.durability.name()
         ),
+        "`rb-*` rows: `redis-benchmark -t set|get -P P -c 50 -d <value size> -r <records>` as the client, \
+         its request count sized by a 20,000-request calibration run to last about one phase; its p99.9 is \
+         its report's 99.902% point."
+            .into(),
         "Imbalance = most ÷ fewest operations run by one partition during the phase (INFO partitions); \
          normalized throughput = total operations ÷ the busiest partition's."
             .into(),
@@ -426,9 +433,64 @@ fn peer_and_ycsb(cfg: &SuiteConfig, groups: &[&str]) -> Result<Vec<BenchResult>>
             out.extend(rows(cfg, engine, workload, &o, None, dir, ticks)?);
         }
     }
+    // 1 again with `redis-benchmark` as the client, when it is installed (the keys it sets are its own,
+    // `key:` and a number below N, so its GETs run after its SETs).
+    if groups.contains(&"peer") && redis_benchmark::available() {
+        for pipeline in [16, 1] {
+            for (test, op) in [("set", "update"), ("get", "read")] {
+                for &(engine, addr, dir, cpu) in &targets {
+                    let spec = RbSpec {
+                        addr,
+                        test,
+                        pipeline,
+                        connections: CONNECTIONS,
+                        value_size: cfg.codec.size(),
+                        keyspace: cfg.records,
+                    };
+                    let before = cpu.ticks();
+                    let o = redis_benchmark::run(&spec, phase(cfg))?;
+                    let ticks = cpu.ticks().zip(before).map(|(a, b)| a.saturating_sub(b));
+                    let workload = format!("{RB_PREFIX}{test}-p{pipeline}");
+                    out.push(rb_row(cfg, engine, &workload, op, &o, dir, ticks));
+                }
+            }
+        }
+    }
     drop(strata);
     drop(redis);
     Ok(out)
+}
+
+/// Workload names of the rows measured with `redis-benchmark` start with this.
+pub const RB_PREFIX: &str = "rb-";
+
+/// A row of a `redis-benchmark` run (its latencies are its report's, in ms; no histogram of ours).
+fn rb_row(
+    cfg: &SuiteConfig,
+    engine: &str,
+    workload: &str,
+    op: &str,
+    o: &RbOutcome,
+    dir: &Path,
+    cpu_ticks: Option<u64>,
+) -> BenchResult {
+    let mut r = row(
+        &labels(cfg, engine, workload),
+        op,
+        &Latency::new(),
+        &row_parts(o.secs, dir),
+    );
+    r.ops = o.requests;
+    r.ops_per_sec = o.ops_per_sec;
+    r.mean_us = o.mean_ms * 1e3;
+    r.p50_us = o.p50_ms * 1e3;
+    r.p99_us = o.p99_ms * 1e3;
+    r.p999_us = o.p999_ms * 1e3;
+    r.max_us = o.max_ms * 1e3;
+    r.server_cpu_us = cpu_ticks
+        .filter(|_| o.requests > 0)
+        .map(|t| t as f64 / TICKS_PER_SEC * 1e6 / o.requests as f64);
+    r
 }
 
 /// Group 2: skew over partitions with and without the cache.
@@ -540,9 +602,12 @@ pub fn analysis(_cfg: &SuiteConfig, rows: &[BenchResult]) -> String {
         (Some(a), Some(b)) if b.ops_per_sec > 0.0 => Some(a.ops_per_sec / b.ops_per_sec),
         _ => None,
     };
-    for p in [16, 1] {
+    for (prefix, p) in [("", 16), ("", 1), (RB_PREFIX, 16), (RB_PREFIX, 1)] {
         for (w, op) in [("set", "update"), ("get", "read")] {
-            let wl = format!("{w}-p{p}");
+            let wl = format!("{prefix}{w}-p{p}");
+            if prefix == RB_PREFIX && find(rows, STRATA, &wl, op).is_none() {
+                continue;
+            }
             let r = ratio(find(rows, STRATA, &wl, op), find(rows, REDIS, &wl, op));
             let tail = match (find(rows, STRATA, &wl, op), find(rows, REDIS, &wl, op)) {
                 (Some(a), Some(b)) if b.p999_us > 0.0 => Some(a.p999_us / b.p999_us),
