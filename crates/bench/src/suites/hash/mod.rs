@@ -146,6 +146,17 @@ pub fn notes(cfg: &SuiteConfig) -> Vec<String> {
          throughput is the model's, not the index's."
             .into(),
         "`hashbrown`: std `HashMap` (SwissTable) with a multiply-xorshift hasher, DRAM only, not durable.".into(),
+        format!(
+            "Exp 11 rows (`log-<lines>`): elimda with every collecting log exactly that many 64 B lines \
+             (`fixed_log`), the preload then the {} inserts at each thread count. Exp 12 rows \
+             (`dbucket-<bytes>-*`): one thread, D-buckets written back at 2 / 4 / 8 / 15 entries. Both carry \
+             the phase's D-bucket flushes in `page_writes` and the log-forced ones in `io_writes`. Exp 13 rows \
+             (`*-limited`): the `*-adr-model` run plus {} ns per XPBuffer read miss and media writes paced at \
+             {} B/s (16 KiB burst), real busy-waits.",
+            n / 2,
+            limited::READ_MISS_NS,
+            limited::WRITE_BANDWIDTH
+        ),
     ]
 }
 
