@@ -755,7 +755,50 @@ fn the_hash_suite_runs_every_experiment_at_a_tiny_size() {
             );
         }
     }
-    assert_eq!(rows.len(), 16 + 5 * 4 + 3 * 4 + 5 * 4 + 3 * (2 + 3));
+    // Exp 11: every log size at 1 and 2 threads; Exp 12: insert and pos-search per D-bucket size, one
+    // thread; both with their flush counts. Exp 13: the main phases of the three limited engines, with
+    // media bytes.
+    for lines in hash::LOG_LINES {
+        for t in [1, 2] {
+            let r = at(ELIMDA, &hash::log_workload(lines), t);
+            assert_eq!(
+                (r.op.as_str(), r.ops),
+                ("insert", 10_000),
+                "log {lines} at {t}"
+            );
+            assert!(r.page_writes.is_some_and(|f| f > 0), "log {lines} at {t}");
+        }
+    }
+    let (small, whole) = (
+        at(ELIMDA, &hash::dbucket_workload(32, "insert"), 1),
+        at(ELIMDA, &hash::dbucket_workload(256, "insert"), 1),
+    );
+    // A 2-entry D-bucket is written back about 7 times as often as a whole chunk (15 entries).
+    assert!(
+        small.page_writes.unwrap() > 5 * whole.page_writes.unwrap(),
+        "{:?} vs {:?}",
+        small.page_writes,
+        whole.page_writes
+    );
+    for (_, bytes) in hash::DBUCKET_SLOTS {
+        let r = at(ELIMDA, &hash::dbucket_workload(bytes, "pos-search"), 1);
+        assert_eq!((r.op.as_str(), r.ops), ("read", 20_000));
+    }
+    for engine in hash::LIMITED_ENGINES {
+        for (workload, op) in PHASES {
+            let r = at(engine, workload, 1);
+            assert_eq!(r.op, op);
+            assert!(r.ops > 0 && r.bytes_read.is_some(), "{engine} {workload}");
+        }
+        assert!(
+            at(engine, "insert", 1).bytes_written.unwrap() > 0,
+            "{engine}"
+        );
+    }
+    assert_eq!(
+        rows.len(),
+        16 + 5 * 4 + 3 * 4 + 5 * 4 + 3 * (2 + 3) + 5 * 2 + 4 * 2 + 3 * 4
+    );
     for needle in [
         "### Thread sweep (Exp 2",
         "### Zipf 0.8 (Exp 1",
@@ -767,6 +810,10 @@ fn the_hash_suite_runs_every_experiment_at_a_tiny_size() {
         "| insert throughput ≥ 2.5× dash | ",
         "| positive search ≥ 0.5× hashbrown | ",
         "### End state",
+        "### Collecting-log size (Exp 11",
+        "### D- and P-bucket sizes (Exp 12",
+        "### Limited PM bandwidth (Exp 13",
+        "| **elimda ÷ dash, limited** | ",
     ] {
         assert!(out.analysis.contains(needle), "{needle}: {}", out.analysis);
     }

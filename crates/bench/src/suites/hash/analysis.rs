@@ -113,6 +113,8 @@ pub fn analysis(_cfg: &SuiteConfig, rows: &[BenchResult]) -> String {
     }
     s.push('\n');
     s.push_str(&super::sections::sections(rows));
+    s.push_str(&super::exp_sections::param_sections(rows));
+    s.push_str(&super::exp_sections::limited_section(rows));
     s.push_str("### Goals (issue 17, one run)\n\n| goal | measured | met |\n|---|---|---|\n");
     let mut goal = |what: &str, v: Option<f64>, unit: &str, ok: fn(f64) -> bool| {
         let met = match v {

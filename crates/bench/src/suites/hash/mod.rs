@@ -27,6 +27,15 @@
 //!   thread count of the sweep (median of 3); `dash` after a crash (dropped without a clean close) at the
 //!   same sizes: the lazy `open`, the first 1,000 lookups (which repair the segments they touch) and
 //!   `repair_all`.
+//! * **Collecting-log size** (Exp 11) and **D-bucket size** (Exp 12, `params`): `elimda` inserts with every
+//!   log exactly 1,024 … 16,384 lines over the thread sweep (workloads `log-<lines>`), and inserts and
+//!   positive searches at one thread with D-buckets written back at 2 / 4 / 8 / 15 entries (the seed's
+//!   32 / 64 / 128 / 256 B; workloads `dbucket-<bytes>-insert`, `dbucket-<bytes>-pos-search`). The seed's
+//!   512 B D-bucket and P-bucket sweep are not measured (the region's format fixes them).
+//! * **Limited PM bandwidth** (Exp 13, `limited`): the main phases at one thread of `elimda`, `dash` and
+//!   `cceh` (engines `*-limited`) on the `*-adr-model` rows' model with emulated media timing — 300 ns
+//!   busy-wait per XPBuffer read miss, media writes paced by a 2 GB/s token bucket (16 KiB burst) — so that
+//!   each index's throughput is bound by the media traffic it causes; rows carry the phase's media bytes.
 //!
 //! The main phases are repeated on `CountingPm<MmapRegion>` in ADR mode (engines `elimda-adr-model`,
 //! `dash-adr-model`, `cceh-adr-model`): their rows carry the modelled Optane media bytes of the phase in
@@ -36,6 +45,9 @@
 //! byte). The report (`analysis`) puts the seed's table (`reference/hashing.md` §5) beside each of ours.
 
 mod analysis;
+mod exp_sections;
+mod limited;
+mod params;
 mod recovery;
 mod sections;
 mod threads;
@@ -46,6 +58,14 @@ mod zipf;
 mod tests;
 
 pub use analysis::analysis;
+pub use params::{DBUCKET_SLOTS, LOG_LINES, dbucket_workload, log_workload};
+
+/// The engines of the limited-bandwidth experiment (Exp 13).
+pub const LIMITED_ENGINES: [&str; 3] = [
+    limited::ELIMDA_LIMITED,
+    limited::DASH_LIMITED,
+    limited::CCEH_LIMITED,
+];
 
 use super::SuiteConfig;
 use crate::driver::Engine;
@@ -62,7 +82,7 @@ use strata::lab::index::hash::PmHashIndex;
 use strata::lab::index::hash::cceh::{CcehConfig, CcehIndex};
 use strata::lab::index::hash::dash::{DashConfig, DashIndex};
 use strata::lab::index::hash::{HashConfig, HashIndex};
-use strata::lab::storage::pm::{CountingPm, MmapRegion, PersistMode, Pm, Traffic};
+use strata::lab::storage::pm::{CountingPm, MmapRegion, PersistMode, Pm, Traffic, TrafficConfig};
 
 pub const NAME: &str = "hash";
 pub const DESCRIPTION: &str = "persistent hash indexes: ElimDA-style (elimda) against Dash-EH-style (dash) and CCEH-style (cceh) on eADR regions and a DRAM hashbrown bound; insert, positive and negative search, delete (uniform, thread sweep, zipf 0.8); YCSB A/B/D/F; recovery time vs items and threads; Optane media bytes per operation from the traffic model (ADR)";
@@ -126,6 +146,17 @@ pub fn notes(cfg: &SuiteConfig) -> Vec<String> {
          throughput is the model's, not the index's."
             .into(),
         "`hashbrown`: std `HashMap` (SwissTable) with a multiply-xorshift hasher, DRAM only, not durable.".into(),
+        format!(
+            "Exp 11 rows (`log-<lines>`): elimda with every collecting log exactly that many 64 B lines \
+             (`fixed_log`), the preload then the {} inserts at each thread count. Exp 12 rows \
+             (`dbucket-<bytes>-*`): one thread, D-buckets written back at 2 / 4 / 8 / 15 entries. Both carry \
+             the phase's D-bucket flushes in `page_writes` and the log-forced ones in `io_writes`. Exp 13 rows \
+             (`*-limited`): the `*-adr-model` run plus {} ns per XPBuffer read miss and media writes paced at \
+             {} B/s (16 KiB burst), real busy-waits.",
+            n / 2,
+            limited::READ_MISS_NS,
+            limited::WRITE_BANDWIDTH
+        ),
     ]
 }
 
@@ -270,16 +301,16 @@ fn main_steps(k: &Keys) -> Vec<Step<'_>> {
     PHASES
         .iter()
         .map(|&(workload, op)| {
-            let (keys, expect): (&[u64], _) = match workload {
-                "insert" => (&k.insert, Expect::Stored),
-                "pos-search" => (&k.pos, Expect::Found),
-                "neg-search" => (&k.neg, Expect::Absent),
-                _ => (&k.delete, Expect::Deleted(None)),
+            let expect = match workload {
+                "insert" => Expect::Stored,
+                "pos-search" => Expect::Found,
+                "neg-search" => Expect::Absent,
+                _ => Expect::Deleted(None),
             };
             Step {
                 workload,
                 op,
-                keys,
+                keys: threads::phase_keys(k, workload),
                 expect,
             }
         })
@@ -415,9 +446,13 @@ pub fn run(cfg: &SuiteConfig, _engines: &[Box<dyn Engine>]) -> Result<Vec<BenchR
         let idx = DashIndex::create(pm, DashConfig::default())?;
         persistent(cfg, DASH_MODEL, idx, &k, Some(snap))
     })?);
+    // Right after the untimed model rows they are compared with.
+    out.extend(limited::rows(cfg, &k)?);
     out.extend(zipf::rows(cfg, &k)?);
     out.extend(ycsb::rows(cfg, &k, &threads)?);
     out.extend(recovery::rows(cfg, &k, &threads)?);
+    out.extend(params::log_rows(cfg, &k, &threads)?);
+    out.extend(params::dbucket_rows(cfg, &k)?);
     Ok(out)
 }
 
@@ -487,7 +522,17 @@ fn modelled(
     bytes: u64,
     run: impl FnOnce(&CountingPm<MmapRegion>, &dyn Fn() -> Traffic) -> Result<Vec<BenchResult>>,
 ) -> Result<Vec<BenchResult>> {
-    let pm = CountingPm::new(MmapRegion::anonymous(bytes, PersistMode::Adr)?);
+    modelled_with(bytes, PersistMode::Adr, TrafficConfig::default(), run)
+}
+
+/// [`modelled`] in persistence mode `mode` with the model `config`.
+pub(super) fn modelled_with(
+    bytes: u64,
+    mode: PersistMode,
+    config: TrafficConfig,
+    run: impl FnOnce(&CountingPm<MmapRegion>, &dyn Fn() -> Traffic) -> Result<Vec<BenchResult>>,
+) -> Result<Vec<BenchResult>> {
+    let pm = CountingPm::with_config(MmapRegion::anonymous(bytes, mode)?, config)?;
     let snap = || {
         pm.drain();
         pm.snapshot()

@@ -132,6 +132,44 @@ pub(super) fn preload(index: &dyn Concurrent, keys: &[u64], threads: usize) -> R
     .map(drop)
 }
 
+/// The keys of main phase `workload` (`insert`, `pos-search`, `neg-search`, `delete`).
+pub(super) fn phase_keys<'a>(k: &'a Keys, workload: &str) -> &'a [u64] {
+    match workload {
+        "insert" => &k.insert,
+        "pos-search" => &k.pos,
+        "neg-search" => &k.neg,
+        _ => &k.delete,
+    }
+}
+
+/// Main phase `workload` on `index` with `threads` threads, every answer checked (a wrong one is an error
+/// naming `engine`).
+pub(super) fn timed_phase(
+    engine: &str,
+    index: &dyn Concurrent,
+    k: &Keys,
+    workload: &str,
+    threads: usize,
+) -> Result<Timed> {
+    let keys = phase_keys(k, workload);
+    let t = parallel(&split(keys, threads), |_, &key| {
+        Ok(match workload {
+            "insert" => index.put(key, value(key)).map(|()| true)?,
+            "pos-search" => index.lookup(key)? == Some(value(key)),
+            "neg-search" => index.lookup(key)?.is_none(),
+            _ => index.del(key)?,
+        })
+    })?;
+    if t.wrong > 0 {
+        return Err(BenchError::Usage(format!(
+            "{engine} at {threads} threads: {} of {} {workload} operations (wrong answer)",
+            t.wrong,
+            keys.len()
+        )));
+    }
+    Ok(t)
+}
+
 /// The four main phases on `index` with `threads` threads, after a preload.
 fn sweep_one(
     cfg: &SuiteConfig,
@@ -143,27 +181,7 @@ fn sweep_one(
     preload(index, &k.preload, threads)?;
     let mut out = Vec::new();
     for (workload, op) in PHASES {
-        let keys: &[u64] = match workload {
-            "insert" => &k.insert,
-            "pos-search" => &k.pos,
-            "neg-search" => &k.neg,
-            _ => &k.delete,
-        };
-        let t = parallel(&split(keys, threads), |_, &key| {
-            Ok(match workload {
-                "insert" => index.put(key, value(key)).map(|()| true)?,
-                "pos-search" => index.lookup(key)? == Some(value(key)),
-                "neg-search" => index.lookup(key)?.is_none(),
-                _ => index.del(key)?,
-            })
-        })?;
-        if t.wrong > 0 {
-            return Err(BenchError::Usage(format!(
-                "{engine} at {threads} threads: {} of {} {workload} operations (wrong answer)",
-                t.wrong,
-                keys.len()
-            )));
-        }
+        let t = timed_phase(engine, index, k, workload, threads)?;
         let shape = Shape {
             engine,
             workload,
@@ -177,10 +195,17 @@ fn sweep_one(
 
 /// A fresh ElimDA-style index with `logs` collecting logs (one per thread of the run).
 pub(super) fn elimda(cfg: &SuiteConfig, logs: usize) -> Result<HashIndex<MmapRegion>> {
-    let config = HashConfig {
-        logs: logs as u64,
-        ..HashConfig::default()
-    };
+    elimda_with(
+        cfg,
+        HashConfig {
+            logs: logs as u64,
+            ..HashConfig::default()
+        },
+    )
+}
+
+/// A fresh ElimDA-style index made with `config` on an eADR region of the suite's size.
+pub(super) fn elimda_with(cfg: &SuiteConfig, config: HashConfig) -> Result<HashIndex<MmapRegion>> {
     let region = MmapRegion::anonymous(region_bytes(cfg), PersistMode::Eadr)?;
     Ok(HashIndex::create(region, config)?)
 }

@@ -122,6 +122,7 @@ impl HashOptions {
             initial_buckets: self.initial_buckets,
             log_lines: self.log_lines,
             logs: 1,
+            ..HashConfig::default()
         }
     }
 
@@ -131,6 +132,7 @@ impl HashOptions {
         let geometry = Geometry {
             logs: self.index_config().logs,
             log_lines: self.log_lines,
+            fixed_log: false,
             nonce: 0,
             region_len: 0,
         };

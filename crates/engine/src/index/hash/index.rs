@@ -10,7 +10,8 @@ use parking_lot::{Mutex, MutexGuard};
 use super::bucket::Bucket;
 use super::generation::Generation;
 use super::layout::{
-    Gen, Geometry, HOME_SLOTS, MAX_LOG2_BUCKETS, SB_ROOT, SUPER_BYTES, fingerprint, hash,
+    CHUNK_SLOTS, Gen, Geometry, HOME_SLOTS, MAX_LOG2_BUCKETS, SB_ROOT, SUPER_BYTES, fingerprint,
+    hash,
 };
 use super::log::{Log, LogStats};
 use super::write::{Applied, Source};
@@ -27,6 +28,14 @@ pub struct HashConfig {
     pub log_lines: u64,
     /// Collecting logs, one per concurrent writer (more writers than logs share them).
     pub logs: u64,
+    /// Every log exactly `log_lines`, not growing with the table (recorded in the superblock; the
+    /// collecting-log experiment). With many buckets per log record, log space then forces D-buckets out
+    /// before they fill.
+    pub fixed_log: bool,
+    /// Staged slots at which a D-bucket is written back (1..=15; 15 = the whole tail chunk, the default).
+    /// A property of this handle, not of the region (`open` uses 15): smaller values flush partly filled
+    /// tail chunks (the D-bucket-size experiment).
+    pub dbucket_slots: usize,
 }
 
 impl Default for HashConfig {
@@ -35,6 +44,8 @@ impl Default for HashConfig {
             initial_buckets: 16,
             log_lines: 8192,
             logs: 1,
+            fixed_log: false,
+            dbucket_slots: CHUNK_SLOTS,
         }
     }
 }
@@ -78,6 +89,8 @@ thread_local! {
 pub struct HashIndex<P: Pm> {
     pub(super) pm: P,
     pub(super) geo: Geometry,
+    /// Staged slots at which a D-bucket is written back ([`HashConfig::dbucket_slots`]).
+    pub(super) dbucket_slots: usize,
     /// The current generation: one of `gens`.
     current: AtomicPtr<Generation>,
     /// Every generation still allocated, the current one last. Older ones stay until `&mut self` access
@@ -110,9 +123,16 @@ impl<P: Pm> HashIndex<P> {
                 "initial bucket count {b} is not a power of two in 1..=2^{MAX_LOG2_BUCKETS}"
             )));
         }
+        if !(1..=CHUNK_SLOTS).contains(&config.dbucket_slots) {
+            return Err(Error::invalid(format!(
+                "D-bucket of {} slots (1..={CHUNK_SLOTS})",
+                config.dbucket_slots
+            )));
+        }
         let geo = Geometry {
             logs: config.logs,
             log_lines: config.log_lines,
+            fixed_log: config.fixed_log,
             nonce: rand::random(),
             region_len: pm.len(),
         };
@@ -132,7 +152,9 @@ impl<P: Pm> HashIndex<P> {
         pm.write_u64(SB_ROOT, layout.off)?;
         geo.write(&pm)?;
         pm.persist(0, SUPER_BYTES)?;
-        Ok(Self::assemble(pm, geo, tbl, 0))
+        let mut index = Self::assemble(pm, geo, tbl, 0);
+        index.dbucket_slots = config.dbucket_slots;
+        Ok(index)
     }
 
     /// An index over `pm` whose current generation is `tbl` and which holds `len` live keys.
@@ -146,6 +168,7 @@ impl<P: Pm> HashIndex<P> {
         HashIndex {
             pm,
             geo,
+            dbucket_slots: CHUNK_SLOTS,
             current: AtomicPtr::new(ptr),
             gens: Mutex::new(vec![tbl]),
             building: AtomicU64::new(number),

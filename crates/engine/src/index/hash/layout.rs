@@ -35,6 +35,9 @@ pub const MAX_LOG2_BUCKETS: u64 = 32;
 /// Smallest and largest configured log, in 64 B lines.
 pub const MIN_LOG_LINES: u64 = 8;
 pub const MAX_LOG_LINES: u64 = 1 << 32;
+/// Bit 63 of the superblock's log-lines word: every log is exactly `log_lines` (no growth with the table).
+/// Regions written before this flag existed have it clear (logs that grow), so they open unchanged.
+pub const FIXED_LOG_FLAG: u64 = 1 << 63;
 /// Log records per bucket, summed over the logs of a generation: the log holds every staged record, so its
 /// size bounds how full a D-bucket gets before log space forces it out (16: most flushes are of full or
 /// nearly full D-buckets; 256 B of log per 4 KiB P-bucket per 8 records).
@@ -94,8 +97,11 @@ fn mix(parts: &[u64], seed: u64) -> u64 {
 pub struct Geometry {
     /// Collecting logs of every generation (one per concurrent writer).
     pub logs: u64,
-    /// Smallest log, in 64 B lines (a generation's logs grow with its bucket count).
+    /// Smallest log, in 64 B lines (a generation's logs grow with its bucket count unless `fixed_log`).
     pub log_lines: u64,
+    /// Every log is exactly `log_lines` whatever the table's size (the collecting-log experiment, Exp 11):
+    /// recorded as [`FIXED_LOG_FLAG`] in the superblock's log-lines word.
+    pub fixed_log: bool,
     pub nonce: u64,
     pub region_len: u64,
 }
@@ -111,7 +117,10 @@ impl Geometry {
                 (SB_VERSION, VERSION),
                 (SB_BUCKET_BYTES, BUCKET_BYTES),
                 (SB_LOGS, self.logs),
-                (SB_LOG_LINES, self.log_lines),
+                (
+                    SB_LOG_LINES,
+                    self.log_lines | if self.fixed_log { FIXED_LOG_FLAG } else { 0 },
+                ),
                 (SB_NONCE, self.nonce),
                 (SB_REGION_LEN, self.region_len),
             ],
@@ -133,7 +142,8 @@ impl Geometry {
         }
         let g = Geometry {
             logs: word(SB_LOGS),
-            log_lines: word(SB_LOG_LINES),
+            log_lines: word(SB_LOG_LINES) & !FIXED_LOG_FLAG,
+            fixed_log: word(SB_LOG_LINES) & FIXED_LOG_FLAG != 0,
             nonce: word(SB_NONCE),
             region_len: word(SB_REGION_LEN),
         };
@@ -185,10 +195,15 @@ pub struct Gen {
 const GEN_HEADER_WORDS: usize = 7;
 
 impl Gen {
-    /// The generation of 2^log2 buckets numbered `number` at `off`, its logs and pool sized for it.
+    /// The generation of 2^log2 buckets numbered `number` at `off`, its logs and pool sized for it (each log
+    /// `log_lines` when `fixed_log`, else at least that and [`LOG_RECORDS_PER_BUCKET`] per bucket in all).
     pub fn plan(geo: &Geometry, off: u64, number: u64, log2: u64) -> Gen {
         let buckets = 1u64 << log2;
-        let per_log = (LOG_RECORDS_PER_BUCKET * buckets).div_ceil(geo.logs);
+        let per_log = if geo.fixed_log {
+            0
+        } else {
+            (LOG_RECORDS_PER_BUCKET * buckets).div_ceil(geo.logs)
+        };
         Gen {
             off,
             number,

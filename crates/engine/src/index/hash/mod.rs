@@ -2,7 +2,8 @@
 //!
 //! A hybrid DRAM/PM hash index of `u64 → u64` over any [`Pm`](crate::storage::pm::Pm) region, after the
 //! design reconstructed in `reference/hashing.md` §2: durable **P-buckets** of 4 KiB in PM, written only in
-//! whole 256 B XPLines; a **D-bucket** per P-bucket in DRAM that stages up to 15 writes; per-thread
+//! whole 256 B XPLines; a **D-bucket** per P-bucket in DRAM that stages up to 15 writes (written back at
+//! `HashConfig::dbucket_slots`, 15 by default, a setting of the open handle); per-thread
 //! **collecting logs** in PM that make each write durable before its D-bucket is flushed; and 16-bit
 //! **fingerprints** per slot in DRAM so that a miss touches no PM. Every key and value is accepted.
 //! Any number of threads write and read through `&self`: lookups take no lock (a per-bucket seqlock),
@@ -22,8 +23,9 @@
 //!   fingerprints) on the same PM layer and API.
 //!
 //! ## PM layout (offsets, never pointers; little-endian; details in [`layout`])
-//! * Superblock (4 KiB): magic `STRHASH1`, version, bucket bytes, logs, log lines, nonce, region length,
-//!   xxh3 checksum; then the **root word** (offset of the current generation, switched by one 8 B store).
+//! * Superblock (4 KiB): magic `STRHASH1`, version, bucket bytes, logs, log lines (bit 63: every log exactly
+//!   that size, `HashConfig::fixed_log`; clear: logs grow with the table), nonce, region length, xxh3
+//!   checksum; then the **root word** (offset of the current generation, switched by one 8 B store).
 //! * A **generation**: header · one tail word per log · one redo area per log · the logs · pool chunks
 //!   (overflow chunks shared by the buckets) · P-buckets. A bucket's **chain** is its 16 home chunks, then
 //!   up to 14 pool chunks. A chunk is one XPLine: commit word (slot count, tombstone bits, the bucket's

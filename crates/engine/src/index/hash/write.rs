@@ -172,7 +172,8 @@ impl<P: Pm> HashIndex<P> {
             }
             bucket.set_shape(Shape::new(shape.chunks(), committed, staged_n, false));
         });
-        if bucket.shape().tail_used() == CHUNK_SLOTS {
+        let shape = bucket.shape();
+        if shape.tail_used() == CHUNK_SLOTS || shape.staged() >= self.dbucket_slots {
             self.flush(g, b, w, src.stats())?;
         }
         Ok(Applied::Done(old))

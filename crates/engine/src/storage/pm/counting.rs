@@ -23,6 +23,13 @@
 //! Counts are complete only after [`CountingPm::drain`] (dirty lines and buffered XPLines still owe their
 //! writes); take the end snapshot after it.
 //!
+//! **Emulated time** (off by default, [`TrafficConfig`]): every call that made the model read XPLines from
+//! the media busy-waits `read_miss_latency_ns` per read miss, and every call that made it write media
+//! bytes charges them to a [`WriteBucket`] at `write_bandwidth` and busy-waits for what it owes (see
+//! [`super::pacing`]). The wait is paid by whichever call caused the media traffic (often a later one: an
+//! eviction), outside the model's lock, and counted in `stall_ns`. [`CountingPm::drain`] charges nothing:
+//! it is bookkeeping between measurements, not an access.
+//!
 //! **Logical bytes** are whatever the caller declares with [`CountingPm::record_logical`] (e.g. 16 B per
 //! inserted 8 B key + 8 B value); amplification is media bytes ÷ logical bytes.
 //!
@@ -38,6 +45,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
+use super::pacing::WriteBucket;
 use super::traffic::{Traffic, TrafficConfig};
 use super::xpbuffer::XpBuffer;
 use super::{CACHE_LINE, PersistMode, Pm, XPLINE, lines_covering};
@@ -54,16 +62,18 @@ struct Model {
     capacity: usize,
     media: XpBuffer,
     counts: Traffic,
+    /// The write-bandwidth token bucket, when the bandwidth is limited.
+    pacer: Option<WriteBucket>,
 }
 
 impl Model {
-    /// A CPU read of `line`; returns true when it missed the XPBuffer.
-    fn read_line(&mut self, line: u64) -> bool {
+    /// A CPU read of `line` (the XPBuffer counts a miss).
+    fn read_line(&mut self, line: u64) {
         if self.dirty.contains_key(&line) {
-            return false;
+            return;
         }
         self.counts.cpu_read_bytes += CACHE_LINE;
-        self.media.read(line * CACHE_LINE)
+        self.media.read(line * CACHE_LINE);
     }
 
     fn dirty_line(&mut self, line: u64) {
@@ -146,6 +156,8 @@ pub struct CountingPm<P> {
     config: TrafficConfig,
     model: Mutex<Model>,
     logical: AtomicU64,
+    /// Zero of the write bucket's clock.
+    epoch: Instant,
 }
 
 impl<P: Pm> CountingPm<P> {
@@ -172,8 +184,11 @@ impl<P: Pm> CountingPm<P> {
                 capacity: config.cpu_dirty_lines,
                 media: XpBuffer::new(config.dimms, config.interleave_bytes, config.xpbuffer_lines),
                 counts: Traffic::default(),
+                pacer: (config.write_bandwidth > 0)
+                    .then(|| WriteBucket::new(config.write_bandwidth, config.write_burst_bytes)),
             }),
             logical: AtomicU64::new(0),
+            epoch: Instant::now(),
         }
     }
 
@@ -216,35 +231,52 @@ impl<P: Pm> CountingPm<P> {
         self.model.lock().dirty.len()
     }
 
-    /// Counts a read of `[off, off + len)` and busy-waits for its emulated miss latency.
-    fn count_read(&self, off: u64, len: u64) {
-        let misses = {
-            let mut m = self.model.lock();
-            m.counts.requested_read_bytes += len;
-            lines_covering(off, len)
-                .filter(|&line| m.read_line(line))
-                .count() as u64
+    /// Runs `f` on the model, then charges the emulated time of the media traffic it caused (read-miss
+    /// latency, write pacing) and busy-waits for it after releasing the lock.
+    fn modelled<R>(&self, f: impl FnOnce(&mut Model) -> R) -> R {
+        let (r, wait) = {
+            let mut guard = self.model.lock();
+            let m = &mut *guard;
+            let before = m.media.counts();
+            let r = f(m);
+            let after = m.media.counts();
+            let misses = after.read_misses - before.read_misses;
+            let mut wait = self.config.read_miss_latency_ns.saturating_mul(misses);
+            let written = after.write_bytes - before.write_bytes;
+            if let Some(bucket) = m.pacer.as_mut().filter(|_| written > 0) {
+                let now = u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX);
+                wait = wait.saturating_add(bucket.charge(now, written));
+                m.counts.write_busy_ns = bucket.busy_ps() / 1000;
+            }
+            m.counts.stall_ns = m.counts.stall_ns.saturating_add(wait);
+            (r, wait)
         };
-        self.stall(misses);
+        if wait > 0 {
+            let until = Instant::now() + Duration::from_nanos(wait);
+            while Instant::now() < until {
+                std::hint::spin_loop();
+            }
+        }
+        r
+    }
+
+    /// Counts a read of `[off, off + len)`.
+    fn count_read(&self, off: u64, len: u64) {
+        self.modelled(|m| {
+            m.counts.requested_read_bytes += len;
+            for line in lines_covering(off, len) {
+                m.read_line(line);
+            }
+        });
     }
 
     fn count_write(&self, off: u64, len: u64) {
-        let mut m = self.model.lock();
-        m.counts.requested_write_bytes += len;
-        for line in lines_covering(off, len) {
-            m.dirty_line(line);
-        }
-    }
-
-    fn stall(&self, misses: u64) {
-        let ns = self.config.read_miss_latency_ns.saturating_mul(misses);
-        if ns == 0 {
-            return;
-        }
-        let until = Instant::now() + Duration::from_nanos(ns);
-        while Instant::now() < until {
-            std::hint::spin_loop();
-        }
+        self.modelled(|m| {
+            m.counts.requested_write_bytes += len;
+            for line in lines_covering(off, len) {
+                m.dirty_line(line);
+            }
+        });
     }
 }
 
@@ -297,11 +329,12 @@ impl<P: Pm> Pm for CountingPm<P> {
 
     fn flush(&self, off: u64, len: u64) -> Result<()> {
         self.inner.flush(off, len)?;
-        let mut m = self.model.lock();
-        m.counts.flushes += 1;
-        for line in lines_covering(off, len) {
-            m.flush_line(line);
-        }
+        self.modelled(|m| {
+            m.counts.flushes += 1;
+            for line in lines_covering(off, len) {
+                m.flush_line(line);
+            }
+        });
         Ok(())
     }
 
@@ -312,9 +345,10 @@ impl<P: Pm> Pm for CountingPm<P> {
 
     fn write_nt(&self, off: u64, data: &[u8]) -> Result<()> {
         self.inner.write_nt(off, data)?;
-        let mut m = self.model.lock();
-        m.counts.requested_write_bytes += data.len() as u64;
-        m.write_nt(off, data.len() as u64);
+        self.modelled(|m| {
+            m.counts.requested_write_bytes += data.len() as u64;
+            m.write_nt(off, data.len() as u64);
+        });
         Ok(())
     }
 }

@@ -258,6 +258,10 @@ fn refused_accesses_and_bad_configs() {
             interleave_bytes: 1000,
             ..TrafficConfig::default()
         },
+        TrafficConfig {
+            write_bandwidth: (1 << 40) + 1,
+            ..TrafficConfig::default()
+        },
     ] {
         let r = CountingPm::with_config(MmapRegion::anonymous(256, PersistMode::Adr).unwrap(), bad);
         assert!(r.is_err());
@@ -282,6 +286,49 @@ fn read_miss_latency_is_emulated() {
     pm.read(0, &mut [0; 1024]).unwrap(); // Hits: no wait.
     assert!(start.elapsed() < four_misses);
     assert_eq!(pm.snapshot().xpbuffer_read_misses, 4);
+}
+
+/// Write pacing: each media write is charged to the token bucket (its transfer time is exact whatever the
+/// clock), and the writer really waits: 60 XPLines at 256 MB/s (1 µs each) beyond a 4-XPLine burst take at
+/// least 56 µs. Writes still buffered and paid by `drain` are not charged; no limit, no charge.
+#[test]
+fn media_writes_are_paced_at_the_write_bandwidth() {
+    let config = TrafficConfig {
+        dimms: 1,
+        xpbuffer_lines: 4,
+        write_bandwidth: 256_000_000,
+        write_burst_bytes: 1024,
+        ..TrafficConfig::default()
+    };
+    let pm = counting(1 << 20, PersistMode::Adr, config);
+    let start = std::time::Instant::now();
+    for i in 0..64u64 {
+        pm.write_nt(i * 256, &[1; 256]).unwrap();
+    }
+    let elapsed = start.elapsed();
+    let t = pm.snapshot();
+    // Four XPLines are still in the XPBuffer: 60 reached the media.
+    assert_eq!(t.media_write_bytes, 60 * 256);
+    assert_eq!(t.write_busy_ns, 60_000);
+    assert!(
+        elapsed >= std::time::Duration::from_micros(56),
+        "{elapsed:?}"
+    );
+    assert!(t.stall_ns <= elapsed.as_nanos() as u64, "{t:?} {elapsed:?}");
+    pm.drain();
+    let t = pm.snapshot();
+    assert_eq!((t.media_write_bytes, t.write_busy_ns), (64 * 256, 60_000));
+
+    let free = counting(1 << 20, PersistMode::Adr, one_dimm());
+    for i in 0..64u64 {
+        free.write_nt(i * 256, &[1; 256]).unwrap();
+    }
+    free.drain();
+    let t = free.snapshot();
+    assert_eq!(
+        (t.media_write_bytes, t.write_busy_ns, t.stall_ns),
+        (64 * 256, 0, 0)
+    );
 }
 
 #[test]

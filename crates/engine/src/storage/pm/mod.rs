@@ -11,7 +11,8 @@
 //! * [`CountingPm`] ([`counting`]): wraps any `Pm` and models the traffic the accesses would cause on Intel
 //!   Optane — 64 B lines between CPU and memory controller, 256 B XPLines through a per-DIMM XPBuffer
 //!   ([`xpbuffer`]) at the media — into [`Traffic`] counters ([`traffic`]) that can be snapshotted and
-//!   subtracted.
+//!   subtracted. Optionally it also charges real time ([`pacing`]): a busy-wait per XPBuffer read miss and
+//!   a token bucket over media write bytes, so that a run is bound by emulated PM latency and bandwidth.
 //! * [`ShadowPm`] ([`shadow`]): the crash model for tests. A working image and a durable image; lines move to
 //!   the durable image only through flush + fence (ADR), or the working image is the durable one (eADR); a
 //!   crash image adds a random subset of not-yet-durable lines, optionally torn at 8 B granularity.
@@ -50,6 +51,7 @@
 pub mod arch;
 pub mod counting;
 pub mod mmap;
+pub mod pacing;
 pub mod shadow;
 pub mod traffic;
 pub mod traits;
@@ -65,6 +67,7 @@ mod shadow_tests;
 
 pub use counting::CountingPm;
 pub use mmap::MmapRegion;
+pub use pacing::WriteBucket;
 pub use shadow::{CrashPlan, ShadowPm};
 pub use traffic::{Traffic, TrafficConfig};
 pub use traits::Pm;

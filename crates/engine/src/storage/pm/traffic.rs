@@ -21,6 +21,13 @@ pub struct TrafficConfig {
     pub cpu_dirty_lines: usize,
     /// Busy-wait per XPBuffer read miss, emulating media latency (0 = off; ≈ 300 ns on Optane).
     pub read_miss_latency_ns: u64,
+    /// Media write bandwidth in bytes per second, enforced by busy-waiting on a token bucket
+    /// ([`WriteBucket`](super::pacing::WriteBucket)) charged with every media write (0 = unlimited, the
+    /// default; ≈ 2.3 GB/s per Optane DIMM).
+    pub write_bandwidth: u64,
+    /// The token bucket's burst: media write bytes an idle medium takes without waiting (16 KiB, one
+    /// XPBuffer; used only with a `write_bandwidth`).
+    pub write_burst_bytes: u64,
 }
 
 impl Default for TrafficConfig {
@@ -31,13 +38,15 @@ impl Default for TrafficConfig {
             xpbuffer_lines: 64,
             cpu_dirty_lines: 8192,
             read_miss_latency_ns: 0,
+            write_bandwidth: 0,
+            write_burst_bytes: 16 << 10,
         }
     }
 }
 
 impl TrafficConfig {
-    /// `InvalidArgument` unless `dimms` and `xpbuffer_lines` are non-zero and `interleave_bytes` is a
-    /// non-zero multiple of 256.
+    /// `InvalidArgument` unless `dimms` and `xpbuffer_lines` are non-zero, `interleave_bytes` is a
+    /// non-zero multiple of 256 and the write bandwidth, if any, is at most 1 TB/s.
     pub fn validate(&self) -> Result<()> {
         if self.dimms == 0 || self.xpbuffer_lines == 0 {
             return Err(Error::invalid(
@@ -48,6 +57,12 @@ impl TrafficConfig {
             return Err(Error::invalid(format!(
                 "interleave of {} bytes is not a non-zero multiple of {XPLINE}",
                 self.interleave_bytes
+            )));
+        }
+        if self.write_bandwidth > 1 << 40 {
+            return Err(Error::invalid(format!(
+                "write bandwidth of {} B/s is above the model's 1 TiB/s",
+                self.write_bandwidth
             )));
         }
         Ok(())
@@ -82,6 +97,12 @@ pub struct Traffic {
     pub flushes: u64,
     /// `fence` calls (persist points).
     pub fences: u64,
+    /// Nanoseconds the media would need, at the configured write bandwidth, for the media writes charged
+    /// so far (every one but those of `drain`; 0 when unlimited): their bytes ÷ bandwidth, whatever the
+    /// clock.
+    pub write_busy_ns: u64,
+    /// Nanoseconds callers were made to wait (read-miss latency and write pacing).
+    pub stall_ns: u64,
 }
 
 impl Sub for Traffic {
@@ -106,6 +127,8 @@ impl Sub for Traffic {
             rmw_xplines: self.rmw_xplines.saturating_sub(o.rmw_xplines),
             flushes: self.flushes.saturating_sub(o.flushes),
             fences: self.fences.saturating_sub(o.fences),
+            write_busy_ns: self.write_busy_ns.saturating_sub(o.write_busy_ns),
+            stall_ns: self.stall_ns.saturating_sub(o.stall_ns),
         }
     }
 }

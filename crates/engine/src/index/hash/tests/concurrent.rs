@@ -324,6 +324,7 @@ fn a_delete_in_another_log_outlives_the_put_it_cancels() {
         initial_buckets: 4,
         log_lines: 16,
         logs: 2,
+        ..HashConfig::default()
     };
     let index = HashIndex::create(&pm, config).unwrap();
     let bucket = |k: u64| crate::index::hash::layout::hash(k) & 3;

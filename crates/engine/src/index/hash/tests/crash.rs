@@ -8,9 +8,9 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use super::tiny_config;
-use crate::index::hash::HashIndex;
 use crate::index::hash::layout::ChunkHead;
 use crate::index::hash::testkit::{self, CrashSpec};
+use crate::index::hash::{HashConfig, HashIndex};
 use crate::storage::pm::{PersistMode, Pm, ShadowPm, XPLINE};
 
 const SPEC: CrashSpec<HashIndex<ShadowPm>> = CrashSpec {
@@ -92,6 +92,42 @@ fn adr_crash_in_repeated_compactions() {
         |index| {
             let s = index.stats();
             assert!(s.compactions >= 3 && s.grows == 0, "{s:?}");
+        },
+    );
+    assert!(images + 3 >= fences, "{images} images for {fences} fences");
+}
+
+/// The experiments' settings: logs of exactly 8 lines (16 records) that never grow with the table, and
+/// D-buckets written back at 5 staged slots (partly filled tail chunks rewritten again and again); the
+/// 16-record ring fills so fast that log space forces D-buckets out too. Every persist point is crashed at
+/// under ADR. (Doublings with a fixed log: `recovery` and the model test.)
+#[test]
+fn adr_crash_with_a_fixed_log_and_small_dbuckets() {
+    let spec = CrashSpec {
+        create: |pm| {
+            HashIndex::create(
+                pm,
+                HashConfig {
+                    initial_buckets: 2,
+                    log_lines: 8,
+                    fixed_log: true,
+                    dbucket_slots: 5,
+                    ..tiny_config()
+                },
+            )
+        },
+        ..SPEC
+    };
+    let (images, fences) = testkit::crash_every_persist_point(
+        &spec,
+        PersistMode::Adr,
+        1200,
+        |_| {},
+        |index| {
+            let s = index.stats();
+            assert!(s.forced_flushes > 0 && s.compactions > 0, "{s:?}");
+            // Flushes at 5 and 10 staged slots go into chunks already holding some (at 15: full).
+            assert!(s.partial_chunk_flushes * 2 > s.flushes, "{s:?}");
         },
     );
     assert!(images + 3 >= fences, "{images} images for {fences} fences");

@@ -19,5 +19,6 @@ pub fn tiny_config() -> HashConfig {
         initial_buckets: 1,
         log_lines: 16,
         logs: 1,
+        ..HashConfig::default()
     }
 }

@@ -19,6 +19,19 @@ proptest! {
         let index = HashIndex::create(pm, tiny_config()).unwrap();
         testkit::model_run(index, ops, HashIndex::recover_with_threads, Some(0.875))?;
     }
+
+    /// The experiments' non-default settings: a log of exactly 8 lines that never grows with the table,
+    /// and D-buckets of `dbucket_slots` slots (a reopened handle goes back to 15).
+    #[test]
+    fn matches_hashmap_with_a_fixed_log_and_small_dbuckets(
+        dbucket_slots in 1usize..15,
+        ops in prop::collection::vec(model_op(320, (1usize..5).prop_map(ModelOp::Reopen)), 1..1200)
+    ) {
+        let pm = MmapRegion::anonymous(1 << 20, PersistMode::Adr).unwrap();
+        let config = HashConfig { log_lines: 8, fixed_log: true, dbucket_slots, ..tiny_config() };
+        let index = HashIndex::create(pm, config).unwrap();
+        testkit::model_run(index, ops, HashIndex::recover_with_threads, Some(0.875))?;
+    }
 }
 
 #[test]

@@ -7,7 +7,7 @@ use rand_chacha::ChaCha8Rng;
 
 use super::{assert_matches, tiny_config};
 use crate::index::hash::layout::{
-    ChunkHead, Gen, Geometry, HOME_CHUNKS, SB_LOG_LINES, SB_ROOT, hash, slot_off,
+    ChunkHead, FIXED_LOG_FLAG, Gen, Geometry, HOME_CHUNKS, SB_LOG_LINES, SB_ROOT, hash, slot_off,
 };
 use crate::index::hash::testkit;
 use crate::index::hash::{HashConfig, HashIndex};
@@ -21,6 +21,7 @@ fn filled(n: u64) -> (MmapRegion, HashMap<u64, u64>) {
             initial_buckets: 4,
             log_lines: 64,
             logs: 2,
+            ..HashConfig::default()
         },
     )
     .unwrap();
@@ -193,6 +194,47 @@ fn random_damage_never_panics() {
     assert!(!model.is_empty());
 }
 
+/// A fixed log keeps its size through doublings, before and after a reopen (the flag is in the
+/// superblock); a growing log (the default, flag clear: regions from before the flag) grows with the table.
+#[test]
+fn a_fixed_log_keeps_its_size_through_doublings_and_reopens() {
+    let make = |fixed_log: bool| {
+        let pm = MmapRegion::anonymous(16 << 20, PersistMode::Eadr).unwrap();
+        let config = HashConfig {
+            initial_buckets: 1,
+            log_lines: 32,
+            fixed_log,
+            ..HashConfig::default()
+        };
+        let mut index = HashIndex::create(&pm, config).unwrap();
+        let model = testkit::fill(&mut index, 6000);
+        assert!(index.stats().grows >= 3, "{:?}", index.stats());
+        drop(index);
+        (pm, model)
+    };
+    let (pm, model) = make(true);
+    let (geo, g) = layout(&pm);
+    assert!(geo.fixed_log && geo.log_lines == 32, "{geo:?}");
+    assert_eq!(pm.read_u64(SB_LOG_LINES).unwrap(), 32 | FIXED_LOG_FLAG);
+    assert_eq!(g.log_records, 64, "{g:?}");
+    let index = HashIndex::open(&pm).unwrap();
+    assert_matches(&index, &model);
+    let grows = index.stats().grows;
+    for k in 0..6000u64 {
+        index.insert(testkit::spread_key(k), k).unwrap();
+    }
+    assert!(index.stats().grows > grows, "{:?}", index.stats());
+    drop(index);
+    assert_eq!(layout(&pm).1.log_records, 64);
+
+    let (pm, model) = make(false);
+    let (geo, g) = layout(&pm);
+    assert!(!geo.fixed_log, "{geo:?}");
+    assert_eq!(pm.read_u64(SB_LOG_LINES).unwrap(), 32);
+    assert_eq!(g.log_records, 16 * g.buckets(), "{g:?}");
+    assert_matches(&HashIndex::open(&pm).unwrap(), &model);
+}
+
 #[test]
 fn tiny_region_and_bad_config_are_invalid_arguments() {
     let pm = MmapRegion::anonymous(8192, PersistMode::Adr).unwrap();
@@ -202,13 +244,25 @@ fn tiny_region_and_bad_config_are_invalid_arguments() {
             .is_invalid_argument()
     );
     let pm = MmapRegion::anonymous(1 << 20, PersistMode::Adr).unwrap();
-    let bad = HashConfig {
-        initial_buckets: 3,
-        ..tiny_config()
-    };
-    assert!(
-        HashIndex::create(&pm, bad)
-            .unwrap_err()
-            .is_invalid_argument()
-    );
+    for bad in [
+        HashConfig {
+            initial_buckets: 3,
+            ..tiny_config()
+        },
+        HashConfig {
+            dbucket_slots: 0,
+            ..tiny_config()
+        },
+        HashConfig {
+            dbucket_slots: 16,
+            ..tiny_config()
+        },
+    ] {
+        assert!(
+            HashIndex::create(&pm, bad)
+                .unwrap_err()
+                .is_invalid_argument(),
+            "{bad:?}"
+        );
+    }
 }
