@@ -10,8 +10,8 @@
 //! * records ([`slot`]): a status word (lock | removed | reference | moved | dead | version) read
 //!   optimistically, and a chain of value versions out of line for snapshots;
 //! * structure changes ([`compact`]): two-phase compaction (references first while writes go on, values
-//!   moved second), group splits with root retraining, all published by pointer swaps and retired through
-//!   `crossbeam-epoch`;
+//!   moved second), group splits with root retraining, merges of small adjacent groups ([`merge`]), all
+//!   published by pointer swaps and retired through `crossbeam-epoch`;
 //! * scans ([`scan`]) and [`Snapshot`]s at one sequence number: a consistent point-in-time view while
 //!   writes go on;
 //! * behind the `Db` shell ([`family`], [`db_index`], [`checkpoint`]): the sorted records written as a
@@ -29,6 +29,7 @@ pub mod core;
 pub mod db_index;
 pub mod family;
 pub mod group;
+pub mod merge;
 pub mod model;
 pub mod rmi;
 pub mod scan;

@@ -103,6 +103,20 @@ impl Slot {
         }
     }
 
+    /// Whether the record (or, for a reference, its target) holds a value now (a racy estimate, for
+    /// sizing groups).
+    pub fn is_live(&self) -> bool {
+        let s = self.status();
+        let s = if s & PTR != 0 {
+            // SAFETY: as in `read`: a reference's target outlives every thread that can reach the
+            // reference (the caller holds the target's group).
+            unsafe { &*self.target.load(Ordering::Acquire) }.status()
+        } else {
+            s
+        };
+        s & (REMOVED | DEAD | MOVED) == 0
+    }
+
     /// The status word (for compactions and checks).
     pub fn status(&self) -> u64 {
         self.status.load(Ordering::Acquire)
