@@ -285,7 +285,7 @@ impl LearnedIndex {
                 match slot.read(at, &guard) {
                     Read::Found(Some(v)) => {
                         out.clear();
-                        out.extend_from_slice(v);
+                        out.extend_from_slice(&v);
                         Some(Some(true))
                     }
                     Read::Found(None) => Some(Some(false)),

@@ -7,8 +7,9 @@
 //! * groups ([`group`]): a sorted key array with inline records, searched by up to four linear models with
 //!   a bounded error, or a B+-tree-like fallback node where the models cannot meet the bound ([`model`]);
 //!   a delta buffer per group for inserts ([`buffer`]);
-//! * records ([`slot`]): a status word (lock | removed | reference | moved | dead | version) read
-//!   optimistically, and a chain of value versions out of line for snapshots;
+//! * records ([`slot`]): a status word (lock | removed | reference | moved | dead | inline | version)
+//!   read optimistically, the newest value of up to 16 bytes inline beside it (a read of the newest value
+//!   chases no pointer), and a chain of value versions out of line for snapshots and longer values;
 //! * structure changes ([`compact`]): two-phase compaction (references first while writes go on, values
 //!   moved second), group splits with root retraining, merges of small adjacent groups ([`merge`]), all
 //!   published by pointer swaps and retired through `crossbeam-epoch`;

@@ -194,7 +194,7 @@ fn scan_group(
         match slot.read(at, guard) {
             Read::Found(Some(v)) => {
                 *count += 1;
-                if !visit(k, v) || *count >= max {
+                if !visit(k, &v) || *count >= max {
                     return Stop::Done;
                 }
             }

@@ -33,7 +33,8 @@ fn key() -> impl Strategy<Value = u64> {
 }
 
 fn op() -> impl Strategy<Value = Op> {
-    let value = proptest::collection::vec(any::<u8>(), 0..12);
+    // Up to 24 bytes: values kept inline in the record (≤ 16) and values only in the version chain.
+    let value = proptest::collection::vec(any::<u8>(), 0..24);
     prop_oneof![
         6 => (key(), value.clone()).prop_map(|(k, v)| Op::Put(k, v)),
         3 => key().prop_map(Op::Del),
