@@ -1,7 +1,9 @@
-//! Multi-thread stress of the learned index against per-writer models while compactions and splits run:
-//! writers own disjoint keys and check read-your-writes after every operation; a reader checks that values
-//! are never torn and never go back in time; a snapshot scanner checks that batches are seen whole and
-//! that scans are sorted; at the end the index must equal the union of the writers' models.
+//! Multi-thread stress of the learned index against per-writer models while compactions, splits and
+//! group merges run: writers own disjoint keys and check read-your-writes after every operation (they
+//! mostly insert in the first half, so groups grow and split, and mostly remove in the second, so groups
+//! shrink and merge); a reader checks that values are never torn and never go back in time; a snapshot
+//! scanner checks that batches are seen whole and that scans are sorted; at the end the index must equal
+//! the union of the writers' models.
 //! `STRATA_LEARNED_STRESS` multiplies the operation count (default 1).
 
 use rand::{Rng, SeedableRng};
@@ -56,6 +58,7 @@ fn writers_readers_and_snapshots_agree_with_models_while_compactions_run() {
         max_group: 128,
         compact_at: 8,
         inline_compact_at: 64,
+        merge_below: 48,
     };
     let ix = Arc::new(LearnedIndex::bulk_load(
         opts,
@@ -81,7 +84,7 @@ fn writers_readers_and_snapshots_agree_with_models_while_compactions_run() {
                 for i in 1..=ops {
                     let counter = i * WRITERS + w;
                     let (k, pair) = owns(w, &mut rng);
-                    let del = rng.random_bool(0.3);
+                    let del = rng.random_bool(if i * 2 <= ops { 0.2 } else { 0.7 });
                     if pair {
                         let (v1, v2) = (value(k, counter), value(k, counter));
                         if del {
@@ -211,5 +214,6 @@ fn writers_readers_and_snapshots_agree_with_models_while_compactions_run() {
     let stats = ix.learned_stats();
     assert!(stats.compactions > 10, "{stats:?}");
     assert!(stats.splits > 0, "{stats:?}");
+    assert!(stats.merges > 0, "{stats:?}");
     eprintln!("reads {reads}, scans {scans}, {stats:?}");
 }

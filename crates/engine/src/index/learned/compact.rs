@@ -1,6 +1,7 @@
-//! Structural changes: the two-phase compaction of a group, group splits and root retraining.
+//! Structural changes: the two-phase compaction of a group, group splits and root retraining, and the
+//! publication every structural change shares (merges of small groups, in `merge.rs`, use it too).
 //!
-//! One compaction at a time (the `structure` mutex). Compacting group `G`:
+//! One structural change at a time (the `structure` mutex). Compacting group `G`:
 //! 1. **Phase 1** (writes go on): give `G` a temporary buffer, close `G`'s buffer (new keys now go to the
 //!    temporary one; updates of existing records go on in place), mark dead the removed records no snapshot
 //!    can read, and merge `G`'s array with its closed buffer into a new sorted array of *references* to the
@@ -14,6 +15,9 @@
 //!    the old record `MOVED`; whoever later reaches the old record through the old group restarts from the
 //!    root and finds the new one. Then retire `G` (and the old root) through the epoch.
 //!
+//! [`LearnedIndex::publish`] is the second half of every structural change: the pointer swap or new root,
+//! phase 2 on the new groups and the retirement of the old ones.
+//!
 //! Cost: O(group records + buffered records) per compaction, one lock per removed record in phase 1 and
 //! two per record in phase 2.
 
@@ -21,13 +25,14 @@ use super::buffer::Buffer;
 use super::core::{LearnedIndex, owned_group};
 use super::group::{Group, Root};
 use super::slot::{DEAD, REMOVED, Slot};
-use crossbeam_epoch::{self as epoch, Atomic, Guard, Owned};
+use crossbeam_epoch::{self as epoch, Atomic, Guard, Owned, Shared};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 impl LearnedIndex {
-    /// Compacts every group whose buffers hold more than `compact_at` records or whose array is over
-    /// `max_group`; returns how many were compacted.
+    /// Compacts every group whose buffers hold more than `compact_at` records, whose array is over
+    /// `max_group` or that saw more than `compact_at` removals (and a quarter of its array), and merges
+    /// adjacent groups that are small together (see `merge.rs`); returns how many changes it made.
     pub fn maintain(&self) -> usize {
         let _s = self.structure.lock();
         let mut done = 0;
@@ -38,8 +43,15 @@ impl LearnedIndex {
             let Some((_, g)) = root.group(i, &guard) else {
                 return done;
             };
-            if g.buffered(&guard) > self.opts.compact_at || g.keys.len() > self.opts.max_group {
+            let removes = g.removes.load(Ordering::Relaxed);
+            if g.buffered(&guard) > self.opts.compact_at
+                || g.keys.len() > self.opts.max_group
+                || removes > self.opts.compact_at.max(g.keys.len() / 4)
+            {
                 i += self.compact_locked(i, &guard);
+                done += 1;
+            } else if self.merge_if_small(i, &guard) {
+                // The merged group may merge again with its new right neighbour.
                 done += 1;
             } else {
                 i += 1;
@@ -90,10 +102,8 @@ impl LearnedIndex {
     /// Compacts group `i` of the current root (the caller holds `structure`); returns how many groups
     /// replaced it.
     fn compact_locked(&self, i: usize, guard: &Guard) -> usize {
-        let root_shared = self.root.load(Ordering::Acquire, guard);
-        // SAFETY: the root is never null.
-        let root = unsafe { root_shared.deref() };
-        let Some((old_shared, g)) = root.group(i, guard) else {
+        let root = self.root(guard);
+        let Some((_, g)) = root.group(i, guard) else {
             return 1;
         };
         let pivot = root.pivots.get(i).copied().unwrap_or(0);
@@ -136,43 +146,67 @@ impl LearnedIndex {
             }
         }
 
-        // Publish.
-        let new_groups: Vec<&Group>;
-        if parts == 1 {
+        if parts > 1 {
+            self.counters.splits.fetch_add(1, Ordering::Relaxed);
+        }
+        self.counters.compactions.fetch_add(1, Ordering::Relaxed);
+        self.publish(i, 1, built, guard)
+    }
+
+    /// Publishes `built` (groups of reference records, from phase 1) in place of the `replaced` groups of
+    /// the current root from `i` on — one pointer swap when one group replaces one, else a new root with
+    /// retrained models — then runs phase 2 on the new groups and retires the old groups (and root) through
+    /// the epoch. The caller holds `structure`. Returns how many groups replaced the old ones.
+    pub(super) fn publish(
+        &self,
+        i: usize,
+        replaced: usize,
+        mut built: Vec<(u64, Group)>,
+        guard: &Guard,
+    ) -> usize {
+        let root_shared = self.root.load(Ordering::Acquire, guard);
+        // SAFETY: the root is never null; it stays alive while we are pinned.
+        let root = unsafe { root_shared.deref() };
+        let count = built.len();
+        let old: Vec<Shared<'_, Group>> = (i..i + replaced)
+            .filter_map(|j| root.group(j, guard).map(|(shared, _)| shared))
+            .collect();
+        let new_groups: Vec<&Group> = if replaced == 1 && count == 1 {
             let Some(((_, group), slot)) = built.pop().zip(root.groups.get(i)) else {
-                return 1;
+                return count;
             };
             let new = Owned::new(group).into_shared(guard);
             slot.store(new, Ordering::Release);
-            // SAFETY: just published, alive until retired by a later compaction under `structure`.
-            new_groups = vec![unsafe { new.deref() }];
+            // SAFETY: just published, alive until retired by a later change under `structure`.
+            vec![unsafe { new.deref() }]
         } else {
-            let mut parts_list: Vec<(u64, Atomic<Group>)> =
-                Vec::with_capacity(root.groups.len() + parts);
+            let mut parts: Vec<(u64, Atomic<Group>)> =
+                Vec::with_capacity(root.groups.len() + count);
             for (j, a) in root.groups.iter().enumerate() {
                 if j == i {
                     for (p, group) in built.drain(..) {
-                        parts_list.push((p, owned_group(group)));
+                        parts.push((p, owned_group(group)));
                     }
-                } else {
-                    let shared = a.load(Ordering::Acquire, guard);
-                    parts_list.push((
-                        root.pivots.get(j).copied().unwrap_or(0),
-                        Atomic::from(shared),
-                    ));
                 }
+                if (i..i + replaced).contains(&j) {
+                    continue;
+                }
+                let shared = a.load(Ordering::Acquire, guard);
+                parts.push((
+                    root.pivots.get(j).copied().unwrap_or(0),
+                    Atomic::from(shared),
+                ));
             }
-            let new_root = Owned::new(Root::new(parts_list)).into_shared(guard);
+            let new_root = Owned::new(Root::new(parts)).into_shared(guard);
             self.root.store(new_root, Ordering::Release);
-            // SAFETY: the new root is alive (published); its groups i..i+parts are the new ones.
-            let nr = unsafe { new_root.deref() };
-            new_groups = (i..i + parts)
-                .filter_map(|j| nr.group(j, guard).map(|(_, g)| g))
-                .collect();
             // SAFETY: the old root is unreachable now; its group pointers are not owned by it.
             unsafe { guard.defer_destroy(root_shared) };
-            self.counters.splits.fetch_add(1, Ordering::Relaxed);
-        }
+            // SAFETY: the new root is alive (published); its groups i..i+count are the new ones.
+            let nr = unsafe { new_root.deref() };
+            (i..i + count)
+                .filter_map(|j| nr.group(j, guard).map(|(_, g)| g))
+                .collect()
+        };
 
         // Phase 2.
         for ng in &new_groups {
@@ -180,23 +214,24 @@ impl LearnedIndex {
                 slot.absorb_target(guard);
             }
         }
-        // SAFETY: `g` is unreachable from the index now; threads still on it are pinned.
-        unsafe { guard.defer_destroy(old_shared) };
-        self.counters.compactions.fetch_add(1, Ordering::Relaxed);
+        for g in old {
+            // SAFETY: `g` is unreachable from the index now; threads still on it are pinned.
+            unsafe { guard.defer_destroy(g) };
+        }
         guard.flush();
-        parts
+        count
     }
 }
 
 /// A reference slot to `target`.
-fn reference(target: *const Slot) -> Slot {
+pub(super) fn reference(target: *const Slot) -> Slot {
     // SAFETY: targets are records of the group being compacted, alive until it is retired after phase 2.
     Slot::reference(unsafe { &*target })
 }
 
 /// Phase 1's merge: the keys and records of `g`'s array and closed buffer that are not dead (marking dead
 /// the removed ones at or below `horizon`), in key order.
-fn merge_live(g: &Group, horizon: u64, guard: &Guard) -> (Vec<u64>, Vec<*const Slot>) {
+pub(super) fn merge_live(g: &Group, horizon: u64, guard: &Guard) -> (Vec<u64>, Vec<*const Slot>) {
     let buffered = &g.buffer.entries(guard).0;
     let mut keys = Vec::with_capacity(g.keys.len() + buffered.len());
     let mut targets: Vec<*const Slot> = Vec::with_capacity(keys.capacity());

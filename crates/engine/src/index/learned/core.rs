@@ -12,7 +12,7 @@
 //! is locked, so every such write is seen whole. Versions a live snapshot may read are never pruned (see
 //! [`LearnedIndex::snapshot`] for the registration order that makes this hold).
 //!
-//! Structure (compactions, splits) lives in `compact.rs`; scans in `scan.rs`.
+//! Structure (compactions, splits) lives in `compact.rs`, group merges in `merge.rs`; scans in `scan.rs`.
 //!
 //! Cost: a get is the root RMI, a group model search, ≤ 2 buffer binary searches and one record read; a
 //! put the same plus a lock, two allocations and, for a new key, a copy of the buffer's entries.
@@ -35,11 +35,15 @@ pub struct LearnedOptions {
     pub group_size: usize,
     /// A compaction splits a group whose array would exceed this many records.
     pub max_group: usize,
-    /// Background maintenance compacts a group with more buffered records than this.
+    /// Background maintenance compacts a group with more buffered records than this, or with more
+    /// removals than this and a quarter of its array (to drop the removed records).
     pub compact_at: usize,
     /// A writer compacts the group itself when its buffer exceeds this (bounds the buffer's copy cost
     /// when no background thread keeps up).
     pub inline_compact_at: usize,
+    /// Background maintenance merges two adjacent groups whose estimated live records together are at
+    /// most this many (at most `group_size` is used, so a merged group never needs a split; 0: never).
+    pub merge_below: usize,
 }
 
 impl Default for LearnedOptions {
@@ -49,6 +53,7 @@ impl Default for LearnedOptions {
             max_group: 8192,
             compact_at: 256,
             inline_compact_at: 2048,
+            merge_below: 1024,
         }
     }
 }
@@ -68,6 +73,11 @@ impl LearnedOptions {
         }
         Ok(())
     }
+
+    /// The merge threshold in force: `merge_below`, at most `group_size`.
+    pub fn merge_threshold(&self) -> usize {
+        self.merge_below.min(self.group_size)
+    }
 }
 
 /// Counters of structural work.
@@ -75,6 +85,7 @@ impl LearnedOptions {
 pub(super) struct Counters {
     pub compactions: AtomicU64,
     pub splits: AtomicU64,
+    pub merges: AtomicU64,
 }
 
 /// The learned index (see the module doc).
@@ -92,10 +103,12 @@ pub struct LearnedIndex {
     pub(super) counters: Counters,
 }
 
-/// A record locked for a write: the slot found and the record it holds locked (itself or its target).
+/// A record locked for a write: the slot found, the record it holds locked (itself or its target) and the
+/// group it was found in.
 pub(super) struct Held<'g> {
     slot: &'g Slot,
     record: &'g Slot,
+    group: &'g Group,
 }
 
 /// A consistent point-in-time view; reads through it see the writes numbered up to its sequence number.
@@ -272,7 +285,7 @@ impl LearnedIndex {
                 match slot.read(at, &guard) {
                     Read::Found(Some(v)) => {
                         out.clear();
-                        out.extend_from_slice(v);
+                        out.extend_from_slice(&v);
                         Some(Some(true))
                     }
                     Read::Found(None) => Some(Some(false)),
@@ -309,7 +322,13 @@ impl LearnedIndex {
             let (_, g) = root.group(root.locate(key), guard)?;
             if let Some(slot) = g.array_slot(key) {
                 match slot.lock() {
-                    Lock::Held(record) => return Some(Held { slot, record }),
+                    Lock::Held(record) => {
+                        return Some(Held {
+                            slot,
+                            record,
+                            group: g,
+                        });
+                    }
                     Lock::Moved => continue,
                     Lock::Dead => {}
                 }
@@ -334,7 +353,13 @@ impl LearnedIndex {
                 // SAFETY: as in `get_at`.
                 let slot = unsafe { &*p };
                 match slot.lock() {
-                    Lock::Held(record) => return Some(Some(Held { slot, record })),
+                    Lock::Held(record) => {
+                        return Some(Some(Held {
+                            slot,
+                            record,
+                            group: g,
+                        }));
+                    }
                     Lock::Moved => return None,
                     Lock::Dead => {}
                 }
@@ -344,7 +369,11 @@ impl LearnedIndex {
             return Some(None);
         }
         let inserted = |ins: Insert<'g>| match ins {
-            Insert::Inserted(slot) => Some(Some(Held { slot, record: slot })),
+            Insert::Inserted(slot) => Some(Some(Held {
+                slot,
+                record: slot,
+                group: g,
+            })),
             Insert::Exists(_) | Insert::Closed => None,
         };
         match g.buffer.insert(key, guard) {
@@ -367,6 +396,12 @@ impl LearnedIndex {
         let delta = i64::from(value.is_some()) - i64::from(had);
         if delta != 0 {
             self.len.fetch_add(delta, Ordering::Relaxed);
+            let counter = if delta > 0 {
+                &held.group.adds
+            } else {
+                &held.group.removes
+            };
+            counter.fetch_add(1, Ordering::Relaxed);
         }
         had
     }

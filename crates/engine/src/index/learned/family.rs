@@ -16,8 +16,13 @@ impl std::fmt::Display for LearnedOptions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "groups of {} (split above {}), compaction above {} buffered ({} inline)",
-            self.group_size, self.max_group, self.compact_at, self.inline_compact_at
+            "groups of {} (split above {}), compaction above {} buffered ({} inline), merges of \
+             neighbours with at most {} live records",
+            self.group_size,
+            self.max_group,
+            self.compact_at,
+            self.inline_compact_at,
+            self.merge_threshold()
         )
     }
 }

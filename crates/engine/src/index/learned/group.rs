@@ -16,7 +16,7 @@ use super::model::GroupSearch;
 use super::rmi::Rmi;
 use super::slot::Slot;
 use crossbeam_epoch::{Atomic, Guard, Owned, Shared};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
 /// A group (see the module doc).
@@ -25,26 +25,55 @@ pub struct Group {
     pub slots: Box<[Slot]>,
     pub search: GroupSearch,
     pub buffer: Arc<Buffer>,
-    /// Set when a compaction of this group begins: inserts go here once `buffer` is closed.
+    /// Set when a compaction or merge of this group begins: inserts go here once `buffer` is closed (a
+    /// merge gives both of its groups the same one).
     pub tmp: OnceLock<Arc<Buffer>>,
+    /// Live records of the array when the group was built (a compaction's references count their old
+    /// records' state then).
+    pub live_at_build: usize,
+    /// Writes since the group was built that gave a key a value it did not have (new keys, re-puts of
+    /// removed ones) and that removed one: with `live_at_build`, the group's size estimate.
+    pub adds: AtomicUsize,
+    pub removes: AtomicUsize,
 }
 
 impl Group {
     /// A group over sorted, distinct `keys` with their records, and `buffer`.
     pub fn new(keys: Vec<u64>, slots: Vec<Slot>, buffer: Arc<Buffer>) -> Group {
         let search = GroupSearch::train(&keys);
+        let live_at_build = slots.iter().filter(|s| s.is_live()).count();
         Group {
+            live_at_build,
             keys: keys.into(),
             slots: slots.into(),
             search,
             buffer,
             tmp: OnceLock::new(),
+            adds: AtomicUsize::new(0),
+            removes: AtomicUsize::new(0),
         }
     }
 
-    /// The array record of `key`, if the array holds it.
+    /// Estimated live records: those of the array when it was built plus the values added since minus
+    /// those removed (writes racing a compaction may count in the old group only).
+    pub fn live_estimate(&self) -> usize {
+        (self.live_at_build + self.adds.load(Ordering::Relaxed))
+            .saturating_sub(self.removes.load(Ordering::Relaxed))
+    }
+
+    /// Records the array would hold if compacted now, at most (array and buffers, live or not).
+    pub fn size_bound(&self, guard: &Guard) -> usize {
+        self.keys.len() + self.buffered(guard)
+    }
+
+    /// The array record of `key`, if the array holds it. The record at the models' prediction is
+    /// prefetched first, so its cache miss overlaps the key search's (a good prediction is within a few
+    /// records of the answer, usually in the same cache line).
     #[inline]
     pub fn array_slot(&self, key: u64) -> Option<&Slot> {
+        if let Some(p) = self.search.predict(key) {
+            self.slots.get(p).map(Slot::prefetch);
+        }
         self.search
             .find(&self.keys, key)
             .and_then(|i| self.slots.get(i))

@@ -7,11 +7,12 @@
 //! * groups ([`group`]): a sorted key array with inline records, searched by up to four linear models with
 //!   a bounded error, or a B+-tree-like fallback node where the models cannot meet the bound ([`model`]);
 //!   a delta buffer per group for inserts ([`buffer`]);
-//! * records ([`slot`]): a status word (lock | removed | reference | moved | dead | version) read
-//!   optimistically, and a chain of value versions out of line for snapshots;
+//! * records ([`slot`]): a status word (lock | removed | reference | moved | dead | inline | version)
+//!   read optimistically, the newest value of up to 16 bytes inline beside it (a read of the newest value
+//!   chases no pointer), and a chain of value versions out of line for snapshots and longer values;
 //! * structure changes ([`compact`]): two-phase compaction (references first while writes go on, values
-//!   moved second), group splits with root retraining, all published by pointer swaps and retired through
-//!   `crossbeam-epoch`;
+//!   moved second), group splits with root retraining, merges of small adjacent groups ([`merge`]), all
+//!   published by pointer swaps and retired through `crossbeam-epoch`;
 //! * scans ([`scan`]) and [`Snapshot`]s at one sequence number: a consistent point-in-time view while
 //!   writes go on;
 //! * behind the `Db` shell ([`family`], [`db_index`], [`checkpoint`]): the sorted records written as a
@@ -29,6 +30,7 @@ pub mod core;
 pub mod db_index;
 pub mod family;
 pub mod group;
+pub mod merge;
 pub mod model;
 pub mod rmi;
 pub mod scan;

@@ -3,8 +3,8 @@
 //! * [`Linear`]: position ≈ slope · (key − origin) + intercept, fitted by least squares; the slope of a fit
 //!   over sorted keys is never negative, so predictions are monotone in the key.
 //! * [`GroupSearch`]: how a group finds a key in its sorted key array: up to [`MAX_MODELS`] linear pieces,
-//!   each with its measured maximum error, whose prediction is followed by a binary search of the window
-//!   `[pred − err, pred + err]`; or, where four pieces cannot meet the error bound (locally hard keys), a
+//!   each with its measured maximum error, whose prediction is followed by an exponential search outward
+//!   from it within the window `[pred − err, pred + err]`; or, where four pieces cannot meet the error bound (locally hard keys), a
 //!   fallback node: every [`FALLBACK_FANOUT`]th key in an upper array searched by binary search, then one
 //!   block — a two-level B+-tree-like node, never much worse than a B+-tree's leaf search.
 //!
@@ -12,8 +12,9 @@
 //! whole range when a window missed (floating-point rounding), so a model can only cost time, never
 //! correctness.
 //!
-//! Cost: a model search is a multiply-add and a binary search of ≤ 2·err + 1 keys (err ≤ [`ERROR_BOUND`]);
-//! the fallback is two binary searches (`n / 16` keys and 16 keys).
+//! Cost: a model search is a multiply-add and an exponential search outward from the prediction within
+//! the ≤ 2·err + 1 keys of its window (err ≤ [`ERROR_BOUND`]): about 2·log2(d) probes for a prediction `d`
+//! positions off; the fallback is two binary searches (`n / 16` keys and 16 keys).
 
 use smallvec::SmallVec;
 
@@ -109,6 +110,46 @@ fn lower_bound_in(keys: &[u64], lo: usize, hi: usize, key: u64) -> usize {
         .map_or(0, |w| w.partition_point(|&k| k < key))
 }
 
+/// As [`lower_bound_in`], searching outward from the predicted position `pred` in steps of 1, 2, 4, …
+/// and then by binary search within the last step (exponential search): a prediction `d` positions off
+/// costs about 2·log2(d) probes, mostly in the cache lines next to `pred`, instead of a binary search
+/// of the whole window.
+#[inline]
+fn lower_bound_near(keys: &[u64], lo: usize, hi: usize, pred: usize, key: u64) -> usize {
+    if lo >= hi {
+        return lo;
+    }
+    let pred = pred.clamp(lo, hi - 1);
+    let mut step = 1;
+    if keys.get(pred).is_some_and(|&k| k < key) {
+        // The answer is in (below, hi].
+        let mut below = pred;
+        loop {
+            let next = below + step;
+            if next >= hi {
+                return lower_bound_in(keys, below + 1, hi, key);
+            }
+            if keys.get(next).is_none_or(|&k| k >= key) {
+                return lower_bound_in(keys, below + 1, next, key);
+            }
+            below = next;
+            step *= 2;
+        }
+    }
+    // The answer is in [lo, above].
+    let mut above = pred;
+    loop {
+        match above.checked_sub(step).filter(|&next| next >= lo) {
+            None => return lower_bound_in(keys, lo, above, key),
+            Some(next) if keys.get(next).is_some_and(|&k| k < key) => {
+                return lower_bound_in(keys, next + 1, above, key);
+            }
+            Some(next) => above = next,
+        }
+        step *= 2;
+    }
+}
+
 impl GroupSearch {
     /// Trains the search of `keys`: one piece, else two, else four equal pieces, else the fallback node.
     pub fn train(keys: &[u64]) -> GroupSearch {
@@ -160,30 +201,45 @@ impl GroupSearch {
     /// The first position of `keys` (the array this search was trained on) whose key is ≥ `key`.
     pub fn lower_bound(&self, keys: &[u64], key: u64) -> usize {
         let n = keys.len();
-        let (lo, hi) = match self {
+        let pos = match self {
             GroupSearch::Models(pieces) => {
                 let i = pieces
                     .partition_point(|p| p.first_key <= key)
                     .saturating_sub(1);
                 let Some(p) = pieces.get(i) else { return 0 };
                 let pred = p.model.predict(key).clamp(p.start, p.end);
-                (
-                    pred.saturating_sub(p.err).max(p.start),
-                    (pred + p.err + 1).min(p.end),
-                )
+                let lo = pred.saturating_sub(p.err).max(p.start);
+                let hi = (pred + p.err + 1).min(p.end);
+                lower_bound_near(keys, lo, hi, pred, key)
             }
             GroupSearch::Fallback(upper) => {
                 let b = upper.partition_point(|&k| k <= key).saturating_sub(1);
-                (b * FALLBACK_FANOUT, ((b + 1) * FALLBACK_FANOUT + 1).min(n))
+                let (lo, hi) = (b * FALLBACK_FANOUT, ((b + 1) * FALLBACK_FANOUT + 1).min(n));
+                lower_bound_in(keys, lo, hi, key)
             }
         };
-        let pos = lower_bound_in(keys, lo, hi, key);
         let below_ok = pos == 0 || keys.get(pos - 1).is_some_and(|&k| k < key);
         let above_ok = pos == n || keys.get(pos).is_some_and(|&k| k >= key);
         if below_ok && above_ok {
             pos
         } else {
             lower_bound_in(keys, 0, n, key)
+        }
+    }
+
+    /// The position the models predict for `key` (`None` on the fallback node, whose blocks are searched
+    /// from their start): callers prefetch the record there while the search runs.
+    #[inline]
+    pub fn predict(&self, key: u64) -> Option<usize> {
+        match self {
+            GroupSearch::Models(pieces) => {
+                let i = pieces
+                    .partition_point(|p| p.first_key <= key)
+                    .saturating_sub(1);
+                let p = pieces.get(i)?;
+                Some(p.model.predict(key).clamp(p.start, p.end))
+            }
+            GroupSearch::Fallback(_) => None,
         }
     }
 
@@ -209,6 +265,25 @@ mod tests {
         }
         assert_eq!(s.lower_bound(keys, 0), 0);
         s
+    }
+
+    #[test]
+    fn exponential_search_agrees_with_binary_search() {
+        let keys: Vec<u64> = (0..40u64).map(|i| 5 + i * 10 + i % 5).collect();
+        let n = keys.len();
+        for lo in (0..=n).step_by(3) {
+            for hi in (lo..=n).step_by(2) {
+                for pred in lo..=hi + 1 {
+                    for key in (0..keys[n - 1] + 3).step_by(3) {
+                        assert_eq!(
+                            lower_bound_near(&keys, lo, hi, pred, key),
+                            lower_bound_in(&keys, lo, hi, key),
+                            "lo {lo} hi {hi} pred {pred} key {key}"
+                        );
+                    }
+                }
+            }
+        }
     }
 
     #[test]

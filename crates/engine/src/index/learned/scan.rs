@@ -1,4 +1,5 @@
-//! Range scans at a snapshot: group by group, merging each group's array with its buffers in key order.
+//! Range scans at a snapshot: group by group, merging each group's array with its buffers in key order,
+//! each group clipped to its own key range (from its pivot to the next group's).
 //!
 //! A scan reads every record at one sequence number, so it sees a consistent point-in-time view however
 //! long it runs and whatever writes go on. When it reaches a record that a compaction moved, it restarts
@@ -57,7 +58,19 @@ impl LearnedIndex {
             let root = self.root(&guard);
             let mut i = root.locate(if dir == Direction::Forward { lo } else { hi });
             while let Some((_, g)) = root.group(i, &guard) {
-                match scan_group(g, lo, hi, dir, at, max, &mut count, visit, &guard) {
+                // Clip to the group's own range: a merge's shared temporary buffer may hold keys of the
+                // neighbour's range (see `merge.rs`).
+                let own_lo = lo.max(root.pivots.get(i).copied().unwrap_or(0));
+                let own_hi = root
+                    .pivots
+                    .get(i + 1)
+                    .map_or(hi, |&p| hi.min(p.saturating_sub(1)));
+                let stop = if own_lo <= own_hi {
+                    scan_group(g, own_lo, own_hi, dir, at, max, &mut count, visit, &guard)
+                } else {
+                    Stop::Next
+                };
+                match stop {
                     Stop::Done => return count,
                     Stop::Restart(k) => {
                         if dir == Direction::Forward {
@@ -181,7 +194,7 @@ fn scan_group(
         match slot.read(at, guard) {
             Read::Found(Some(v)) => {
                 *count += 1;
-                if !visit(k, v) || *count >= max {
+                if !visit(k, &v) || *count >= max {
                     return Stop::Done;
                 }
             }

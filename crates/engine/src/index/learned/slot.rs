@@ -1,9 +1,15 @@
-//! Records: a status word and a chain of value versions, read optimistically.
+//! Records: a status word, the newest small value inline and a chain of value versions, read
+//! optimistically.
 //!
 //! A [`Slot`] holds one key's record (the key lives beside it, in the group's key array or buffer entry):
-//! * `status`: `LOCK | REMOVED | PTR | MOVED | DEAD` bits and a version counter above them. Writers take
-//!   `LOCK` by compare-and-swap and bump the counter when they release it; readers read the status, then the
-//!   data, then the status again, and retry while it changed or was locked (they never take a lock).
+//! * `status`: `LOCK | REMOVED | PTR | MOVED | DEAD | INLINE` bits, the inline value's length and a version
+//!   counter above them. Writers take `LOCK` by compare-and-swap and bump the counter when they release it;
+//!   readers read the status, then the data, then the status again, and retry while it changed or was
+//!   locked (they never take a lock).
+//! * `inline`: with `INLINE` set, a copy of the newest version's value (at most [`INLINE_BYTES`] bytes),
+//!   written under the lock next to the status word, so a read of the newest value touches the slot alone
+//!   (a seqlock read: status, words, acquire fence, status). The version chain stays complete: snapshots,
+//!   long values and removals read it as before.
 //! * `head`: the newest [`Version`] (sequence number, value bytes out of line or `None` for a removal, older
 //!   version). Versions are immutable once published; a writer links a new one in front and prunes the
 //!   versions no snapshot can read any more, retiring them through the epoch.
@@ -16,20 +22,32 @@
 //!
 //! Invariant: a group holds at most one record per key that is not `DEAD`.
 //!
-//! Cost: a read is three loads of the status/head plus a walk of the chain to the first version at or
-//! below the snapshot (one step without snapshots); a write is two allocations (version, bytes).
+//! Cost: a read of the newest value of at most 16 bytes is two status loads and two word loads in the
+//! slot (no pointer chased); other reads are three loads of the status/head plus a walk of the chain to
+//! the first version at or below the snapshot; a write is one allocation (a version, its value inline in it
+//! up to 16 bytes) plus the inline copy.
 
 use crossbeam_epoch::{self as epoch, Atomic, Guard, Owned, Shared};
 use smallvec::SmallVec;
-use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering, fence};
 
 pub const LOCK: u64 = 1;
 pub const REMOVED: u64 = 2;
 pub const PTR: u64 = 4;
 pub const MOVED: u64 = 8;
 pub const DEAD: u64 = 16;
-const FLAGS: u64 = 31;
-const VERSION_ONE: u64 = 32;
+/// The newest version's value is copied in `inline`; its length is in the `LEN` bits.
+pub const INLINE: u64 = 32;
+const LEN_SHIFT: u32 = 6;
+const LEN: u64 = 31 << LEN_SHIFT;
+/// Every bit below the version counter.
+const FLAGS: u64 = INLINE | LEN | 31;
+const VERSION_ONE: u64 = 1 << 11;
+/// Longest value kept inline in a slot.
+pub const INLINE_BYTES: usize = 16;
+const INLINE_WORDS: usize = INLINE_BYTES / 8;
+/// The bits that describe the newest value (moved with it by phase 2).
+const VALUE_BITS: u64 = REMOVED | INLINE | LEN;
 
 /// One version of a record's value.
 pub struct Version {
@@ -39,17 +57,37 @@ pub struct Version {
     older: Atomic<Version>,
 }
 
-/// A record (see the module doc).
+/// A record (see the module doc). The status word and the inline value come first: a read of the newest
+/// small value touches those 24 bytes only.
+#[repr(C)]
 pub struct Slot {
     status: AtomicU64,
+    inline: [AtomicU64; INLINE_WORDS],
     head: Atomic<Version>,
     target: AtomicPtr<Slot>,
+}
+
+/// A value read from a slot: borrowed from a version, or copied out of the slot's inline words.
+pub enum Value<'g> {
+    Shared(&'g [u8]),
+    Inline([u8; INLINE_BYTES], usize),
+}
+
+impl std::ops::Deref for Value<'_> {
+    type Target = [u8];
+    #[inline]
+    fn deref(&self) -> &[u8] {
+        match self {
+            Value::Shared(v) => v,
+            Value::Inline(bytes, len) => bytes.get(..*len).unwrap_or(bytes),
+        }
+    }
 }
 
 /// What a read of a slot found.
 pub enum Read<'g> {
     /// The record answers: the version visible at the snapshot, or `None` (absent or removed).
-    Found(Option<&'g [u8]>),
+    Found(Option<Value<'g>>),
     /// The record is dead: look for the key elsewhere in the group.
     Dead,
     /// The record was copied to a newer group: restart from the root.
@@ -76,6 +114,7 @@ impl Slot {
     pub fn empty(locked: bool) -> Slot {
         Slot {
             status: AtomicU64::new(REMOVED | if locked { LOCK } else { 0 }),
+            inline: Default::default(),
             head: Atomic::null(),
             target: AtomicPtr::new(std::ptr::null_mut()),
         }
@@ -83,8 +122,10 @@ impl Slot {
 
     /// A record holding `value` written with `seq` (bulk loads).
     pub fn with_value(seq: u64, value: &[u8]) -> Slot {
+        let (bits, words) = inline_words(Some(value));
         Slot {
-            status: AtomicU64::new(0),
+            status: AtomicU64::new(bits),
+            inline: words.map(AtomicU64::new),
             head: Atomic::new(Version {
                 seq,
                 value: Some(SmallVec::from_slice(value)),
@@ -98,8 +139,41 @@ impl Slot {
     pub fn reference(target: &Slot) -> Slot {
         Slot {
             status: AtomicU64::new(PTR),
+            inline: Default::default(),
             head: Atomic::null(),
             target: AtomicPtr::new(target as *const Slot as *mut Slot),
+        }
+    }
+
+    /// Whether the record (or, for a reference, its target) holds a value now (a racy estimate, for
+    /// sizing groups).
+    pub fn is_live(&self) -> bool {
+        let s = self.status();
+        let s = if s & PTR != 0 {
+            // SAFETY: as in `read`: a reference's target outlives every thread that can reach the
+            // reference (the caller holds the target's group).
+            unsafe { &*self.target.load(Ordering::Acquire) }.status()
+        } else {
+            s
+        };
+        s & (REMOVED | DEAD | MOVED) == 0
+    }
+
+    /// Hints the CPU to load the slot's status word and inline value (a no-op off x86-64).
+    #[inline(always)]
+    pub fn prefetch(&self) {
+        #[cfg(target_arch = "x86_64")]
+        {
+            use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+            let start = (self as *const Slot).cast::<i8>();
+            // The status word and inline words are the slot's first 24 bytes (`repr(C)`), which may
+            // straddle two cache lines: touch both ends.
+            let end = start.wrapping_add(8 + 8 * INLINE_WORDS - 1);
+            // SAFETY: a prefetch is a hint: it neither faults nor changes memory, whatever the address.
+            unsafe {
+                _mm_prefetch::<_MM_HINT_T0>(start);
+                _mm_prefetch::<_MM_HINT_T0>(end);
+            }
         }
     }
 
@@ -123,6 +197,16 @@ impl Slot {
             if s1 & MOVED != 0 {
                 return Read::Moved;
             }
+            if at == u64::MAX && s1 & (INLINE | PTR) == INLINE {
+                let words = self.inline.each_ref().map(|w| w.load(Ordering::Relaxed));
+                // Orders the word loads before the status check: if they saw any store of a writer that
+                // locked after `s1`, the check sees its lock or a later version (see `store_inline`).
+                fence(Ordering::Acquire);
+                if self.status.load(Ordering::Relaxed) == s1 {
+                    return Read::Found(Some(inline_value(s1, words)));
+                }
+                continue;
+            }
             let found = if s1 & PTR != 0 {
                 // SAFETY: PTR is set only while the target's group is alive (it is retired after phase 2,
                 // through the epoch we are pinned in), and phase 2 leaves `target` in place, so even if it
@@ -136,7 +220,9 @@ impl Slot {
             } else if s1 & REMOVED != 0 && at == u64::MAX {
                 Read::Found(None)
             } else {
-                Read::Found(visible(self.head.load(Ordering::Acquire, guard), at, guard))
+                Read::Found(
+                    visible(self.head.load(Ordering::Acquire, guard), at, guard).map(Value::Shared),
+                )
             };
             if self.status.load(Ordering::Acquire) == s1 {
                 return found;
@@ -208,8 +294,10 @@ impl Slot {
     /// record held a value before.
     pub fn install(&self, seq: u64, value: Option<&[u8]>, oldest: u64, guard: &Guard) -> bool {
         let old = self.head.load(Ordering::Relaxed, guard);
-        // SAFETY: versions are freed only through the epoch we are pinned in.
-        let had = unsafe { old.as_ref() }.is_some_and(|v| v.value.is_some());
+        let s = self.status.load(Ordering::Relaxed);
+        // `REMOVED` is set exactly when the head is a removal or absent (never on a reference: we hold
+        // the record itself, not a reference to it).
+        let had = s & REMOVED == 0;
         let new = Owned::new(Version {
             seq,
             value: value.map(SmallVec::from_slice),
@@ -219,10 +307,19 @@ impl Slot {
         let new = new.into_shared(guard);
         prune(new, oldest, guard);
         self.head.store(new, Ordering::Release);
-        let s = self.status.load(Ordering::Relaxed);
-        let flags = if value.is_none() { REMOVED } else { 0 };
-        self.status.store((s & !REMOVED) | flags, Ordering::Relaxed);
+        let (bits, words) = inline_words(value);
+        self.store_inline(words);
+        self.status
+            .store((s & !VALUE_BITS) | bits, Ordering::Relaxed);
         had
+    }
+
+    /// With the record locked: stores the inline words. Release stores: a reader whose word loads see
+    /// them also sees our lock (taken before) in its status check after its acquire fence.
+    fn store_inline(&self, words: [u64; 2]) {
+        for (w, v) in self.inline.iter().zip(words) {
+            w.store(v, Ordering::Release);
+        }
     }
 
     /// With the slot locked by a compaction: the sequence number of its removal if it holds none of the
@@ -263,19 +360,44 @@ impl Slot {
         let ts = t.lock_raw();
         let chain = t.head.swap(Shared::null(), Ordering::AcqRel, guard);
         self.head.store(chain, Ordering::Release);
+        self.store_inline(t.inline.each_ref().map(|w| w.load(Ordering::Relaxed)));
         t.unlock_raw((ts & FLAGS) | MOVED);
         // `target` keeps pointing at the old record: a reader that loaded our status while `PTR` was still
         // set may load it after this, and must find the (now moved) target, not a null pointer.
-        self.unlock_raw(ts & REMOVED);
+        self.unlock_raw(ts & VALUE_BITS);
     }
+}
 
-    /// The newest value (for checkpoints and checks), ignoring locks; `None` when absent or removed.
-    pub fn newest<'g>(&self, at: u64, guard: &'g Guard) -> Option<&'g [u8]> {
-        match self.read(at, guard) {
-            Read::Found(v) => v,
-            _ => None,
+/// The status bits and inline words describing `value` as the newest version (`None`: a removal).
+fn inline_words(value: Option<&[u8]>) -> (u64, [u64; 2]) {
+    match value {
+        None => (REMOVED, [0; 2]),
+        Some(v) if v.len() <= INLINE_BYTES => {
+            let mut bytes = [0u8; INLINE_BYTES];
+            if let Some(dst) = bytes.get_mut(..v.len()) {
+                dst.copy_from_slice(v);
+            }
+            let (lo, hi) = bytes.split_at(8);
+            let word = |b: &[u8]| u64::from_ne_bytes(b.try_into().unwrap_or([0; 8]));
+            (
+                INLINE | ((v.len() as u64) << LEN_SHIFT),
+                [word(lo), word(hi)],
+            )
         }
+        Some(_) => (0, [0; 2]),
     }
+}
+
+/// The value held by inline `words` under status `s`.
+#[inline]
+fn inline_value<'g>(s: u64, words: [u64; 2]) -> Value<'g> {
+    let [w0, w1] = words;
+    let mut bytes = [0u8; INLINE_BYTES];
+    let (lo, hi) = bytes.split_at_mut(8);
+    lo.copy_from_slice(&w0.to_ne_bytes());
+    hi.copy_from_slice(&w1.to_ne_bytes());
+    let len = ((s & LEN) >> LEN_SHIFT) as usize;
+    Value::Inline(bytes, len.min(INLINE_BYTES))
 }
 
 /// The first version of the chain at `head` with a sequence number ≤ `at`, as its value.

@@ -26,6 +26,7 @@ pub struct LearnedStats {
     pub data_bytes: usize,
     pub compactions: u64,
     pub splits: u64,
+    pub merges: u64,
     pub live_snapshots: usize,
 }
 
@@ -39,6 +40,7 @@ impl LearnedIndex {
             index_bytes: root.memory(),
             compactions: self.counters.compactions.load(Ordering::Relaxed),
             splits: self.counters.splits.load(Ordering::Relaxed),
+            merges: self.counters.merges.load(Ordering::Relaxed),
             live_snapshots: self.snapshots.lock().values().sum(),
             ..LearnedStats::default()
         };

@@ -13,6 +13,7 @@ pub(crate) fn tiny() -> LearnedOptions {
         max_group: 16,
         compact_at: 4,
         inline_compact_at: 8,
+        merge_below: 4,
     }
 }
 
@@ -32,7 +33,8 @@ fn key() -> impl Strategy<Value = u64> {
 }
 
 fn op() -> impl Strategy<Value = Op> {
-    let value = proptest::collection::vec(any::<u8>(), 0..12);
+    // Up to 24 bytes: values kept inline in the record (≤ 16) and values only in the version chain.
+    let value = proptest::collection::vec(any::<u8>(), 0..24);
     prop_oneof![
         6 => (key(), value.clone()).prop_map(|(k, v)| Op::Put(k, v)),
         3 => key().prop_map(Op::Del),
@@ -153,4 +155,55 @@ fn snapshot_sees_the_state_when_it_was_taken() {
     // Without snapshots, compaction drops every removed record.
     ix.compact_all();
     assert_eq!(ix.learned_stats().array_records, 150);
+}
+
+#[test]
+fn small_groups_merge_and_a_snapshot_taken_before_still_reads_its_state() {
+    let ix = LearnedIndex::bulk_load(tiny(), (0..200u64).map(|k| (k, vec![k as u8; 20])));
+    let groups_before = ix.learned_stats().groups;
+    let snap = ix.snapshot();
+    for k in (0..200u64).filter(|k| k % 10 != 0) {
+        assert!(ix.remove(k));
+    }
+    ix.put(5, &[7]);
+    while ix.maintain() > 0 {}
+    let s = ix.learned_stats();
+    assert!(s.merges > 0, "{s:?}");
+    assert!(
+        s.groups < groups_before,
+        "{s:?} (from {groups_before} groups)"
+    );
+    let want: Vec<(u64, Vec<u8>)> = (0..200u64)
+        .filter(|k| k % 10 == 0)
+        .map(|k| (k, vec![k as u8; 20]))
+        .chain([(5, vec![7])])
+        .collect::<BTreeMap<_, _>>()
+        .into_iter()
+        .collect();
+    assert_eq!(scan_index(&ix, 0, u64::MAX, false, usize::MAX), want);
+    assert_eq!(
+        scan_index(&ix, 0, u64::MAX, true, usize::MAX).len(),
+        want.len()
+    );
+    let mut seen = Vec::new();
+    snap.scan(0, u64::MAX, Direction::Forward, usize::MAX, &mut |k, v| {
+        seen.push((k, v.to_vec()));
+        true
+    });
+    assert_eq!(
+        seen,
+        (0..200u64)
+            .map(|k| (k, vec![k as u8; 20]))
+            .collect::<Vec<_>>()
+    );
+    drop(snap);
+    // With the snapshot gone the removed records are dropped and the groups merge further.
+    while ix.maintain() > 0 {}
+    ix.compact_all();
+    while ix.maintain() > 0 {}
+    let s = ix.learned_stats();
+    assert_eq!(s.array_records as u64, s.records);
+    // Every two adjacent groups hold more than the threshold (4) together.
+    assert!(s.groups <= 2 * want.len() / 5 + 1, "{s:?}");
+    assert_eq!(scan_index(&ix, 0, u64::MAX, false, usize::MAX), want);
 }
