@@ -29,6 +29,10 @@ use crossbeam_epoch::{self as epoch, Atomic, Guard, Owned, Shared};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
+/// Rounds of [`LearnedIndex::reclaim`]: each frees up to 8 bags of 64 objects once the epoch allows, so
+/// 8,192 rounds reach about 4 million objects (a few milliseconds when there is nothing left).
+const RECLAIM_ROUNDS: usize = 8192;
+
 impl LearnedIndex {
     /// Compacts every group whose buffers hold more than `compact_at` records, whose array is over
     /// `max_group` or that saw more than `compact_at` removals (and a quarter of its array), and merges
@@ -56,6 +60,16 @@ impl LearnedIndex {
             } else {
                 i += 1;
             }
+        }
+    }
+
+    /// Frees what earlier writes and compactions retired and no pinned thread can still read (replaced
+    /// buffers, groups, roots, versions), as far as the epoch allows, so that later operations do not pay
+    /// for it: crossbeam-epoch frees retired objects a few bags at a time from whichever thread pins next.
+    /// Each round moves this thread's retired objects to the global queue and frees up to a few bags.
+    pub fn reclaim(&self) {
+        for _ in 0..RECLAIM_ROUNDS {
+            epoch::pin().flush();
         }
     }
 

@@ -283,6 +283,7 @@ impl OrderedIndex for LearnedDbIndex {
 
     fn settle(&self) -> Result<()> {
         self.core.maintain();
+        self.core.reclaim();
         Ok(())
     }
 
