@@ -481,6 +481,10 @@ impl Shard for DiskShard {
         true
     }
 
+    fn records_per_read(&self) -> usize {
+        self.per_page
+    }
+
     /// The tombstone pages of all `keys` are read as one batch (each distinct page once, checked once).
     fn has_tombstones(&self, keys: &[u64], out: &mut Vec<bool>) -> Result<()> {
         if keys.len() < 2 || !batched_reads() {
