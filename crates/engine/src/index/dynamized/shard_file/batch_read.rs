@@ -130,6 +130,21 @@ impl PageBatch {
     }
 }
 
+/// [`INLINE`] on for this thread until dropped (then as before, also when unwinding).
+struct InlineReads(bool);
+
+impl InlineReads {
+    fn on() -> InlineReads {
+        InlineReads(INLINE.with(|i| i.replace(true)))
+    }
+}
+
+impl Drop for InlineReads {
+    fn drop(&mut self) {
+        INLINE.with(|i| i.set(self.0));
+    }
+}
+
 /// A unit of work for [`run_jobs`].
 pub type Task = Box<dyn FnOnce() -> Result<()> + Send + 'static>;
 
@@ -158,9 +173,10 @@ pub fn run_jobs(mut tasks: Vec<Task>) -> Result<()> {
         }
     }
     drop(done);
-    let inline_before = INLINE.with(|i| i.replace(true));
-    let first = first();
-    INLINE.with(|i| i.set(inline_before));
+    let first = {
+        let _inline = InlineReads::on();
+        first()
+    };
     let mut failed: Option<(usize, Error)> = first.err().map(|e| (0, e));
     let mut answered = 0;
     for (g, r) in answers.iter() {
