@@ -26,6 +26,7 @@ pub mod driver;
 mod error;
 pub mod measure;
 pub mod plot;
+pub mod redis_benchmark;
 pub mod report;
 pub mod resp_load;
 pub mod result;

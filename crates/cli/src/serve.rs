@@ -69,6 +69,12 @@ pub struct ServeArgs {
     /// Milliseconds between cache snapshots (dirty cached values written back to their partitions).
     #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(10..))]
     snapshot_ms: u64,
+    /// For benchmarks: emulate each partition as a server that serves at most this many operations per
+    /// second (0: no limit), as FarReach's evaluation emulates one server per partition. Every operation
+    /// then runs on the partition's own thread, and a group's answers wait until the partition would have
+    /// served it.
+    #[arg(long, default_value_t = 0)]
+    partition_capacity: u64,
     /// Cluster mode: the hash slots this node owns, as A-B ranges (comma-separated). Other nodes are named
     /// by --cluster-peer; clients are redirected to them with -MOVED.
     #[arg(long, value_delimiter = ',', value_name = "A-B,...")]
@@ -184,6 +190,7 @@ pub fn run(dir: &Path, cache: usize, args: ServeArgs) -> CliResult {
                 hot_threshold: args.hot_threshold,
                 snapshot_interval: Duration::from_millis(args.snapshot_ms),
             }),
+            partition_capacity: (args.partition_capacity > 0).then_some(args.partition_capacity),
         },
         io_threads: args.io_threads,
     };

@@ -9,8 +9,9 @@
 //! queues work at. At durability `flush` a job with writes is queued, the task yields once (tokio runs
 //! yielded tasks after the ready ones and an I/O poll), and only then runs the queue: the connections
 //! served in the same turn of the event loop have queued theirs by then, and one group commit — one WAL
-//! write — answers them all. Reads never wait for that turn (point reads go to the database directly), and a
-//! write is still acknowledged only after its WAL bytes reached the OS.
+//! write — answers them all. Reads never wait for that turn (point reads go to the database directly and
+//! count for their partition, unless partitions are emulated servers of fixed capacity, whose queues serve
+//! every operation), and a write is still acknowledged only after its WAL bytes reached the OS.
 
 use crate::cache::Served;
 use crate::command::{self, Plan, Session, Shared};
@@ -143,7 +144,7 @@ fn direct_read(shared: &Shared, p: usize, op: &Op) -> Option<OpResult> {
         Op::Exists(k) => (k, true),
         _ => return None,
     };
-    let db = shared.store.db(p)?;
+    let db = shared.store.direct_reader(p)?;
     Some(match db.get(key) {
         Ok(v) if exists => OpResult::Bool(v.is_some()),
         Ok(v) => OpResult::Value(v),

@@ -111,17 +111,6 @@ impl RunningServer {
         self.stop_and_join()
     }
 
-    /// Waits until the server stops by itself (it does not, except on an error).
-    pub fn wait(mut self) -> ServerResult<()> {
-        self.stop.take();
-        match self.thread.take() {
-            Some(t) => t
-                .join()
-                .map_err(|_| ServerError::Engine("the server thread panicked".into()))?,
-            None => Ok(()),
-        }
-    }
-
     fn stop_and_join(&mut self) -> ServerResult<()> {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());

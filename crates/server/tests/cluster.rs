@@ -44,6 +44,7 @@ fn start(dir: &std::path::Path, port: u16, myself: &str, nodes: &[NodeConfig]) -
             durability: Durability::Flush,
             cache_bytes: 4 << 20,
             hot_cache: None,
+            partition_capacity: None,
         },
         io_threads: 1,
     })

@@ -36,23 +36,36 @@ fn start_with(
     kind: IndexKind,
     edit: impl FnOnce(&mut ServerSettings),
 ) -> TestServer {
+    start_configured(partitions, partitioning, kind, edit, |_| {})
+}
+
+fn start_configured(
+    partitions: usize,
+    partitioning: Partitioning,
+    kind: IndexKind,
+    edit: impl FnOnce(&mut ServerSettings),
+    edit_store: impl FnOnce(&mut StoreConfig),
+) -> TestServer {
     let dir = tempfile::tempdir().unwrap();
     let mut settings = ServerSettings {
         port: 0,
         ..ServerSettings::default()
     };
     edit(&mut settings);
+    let mut store = StoreConfig {
+        dir: dir.path().join("srv"),
+        partitions,
+        partitioning,
+        index: kind.default_config(),
+        durability: Durability::Flush,
+        cache_bytes: 8 << 20,
+        hot_cache: None,
+        partition_capacity: None,
+    };
+    edit_store(&mut store);
     let server = strata_server::start(ServerConfig {
         settings,
-        store: StoreConfig {
-            dir: dir.path().join("srv"),
-            partitions,
-            partitioning,
-            index: kind.default_config(),
-            durability: Durability::Flush,
-            cache_bytes: 8 << 20,
-            hot_cache: None,
-        },
+        store,
         io_threads: 2,
     })
     .unwrap();
@@ -169,6 +182,65 @@ fn binary_keys_and_values_round_trip() {
     // A value over the engine's limit is refused, the connection stays usable.
     let huge = vec![0u8; strata::MAX_VALUE_LEN + 1];
     assert!(c.set::<_, _, ()>("huge", &huge).is_err());
+}
+
+/// Partitions emulated as servers of fixed capacity: every operation (point reads too) is served and
+/// counted by its partition, and a partition never serves faster than its capacity.
+#[test]
+fn emulated_partition_servers_keep_their_capacity() {
+    let capacity = 2_000; // operations per second per partition
+    let srv = start_configured(
+        2,
+        range(),
+        IndexKind::BTree,
+        |_| {},
+        |s| s.partition_capacity = Some(capacity),
+    );
+    let mut c = srv.client();
+    // 200 SETs and 200 GETs, all in partition 0 (keys below the split at 0x80...).
+    let ops = 400;
+    let began = std::time::Instant::now();
+    let mut pipe = redis::pipe();
+    for i in 0..ops / 2 {
+        pipe.cmd("SET").arg(format!("k{i:04}")).arg(i).ignore();
+    }
+    for i in 0..ops / 2 {
+        pipe.cmd("GET").arg(format!("k{i:04}"));
+    }
+    let got: Vec<u64> = pipe.query(&mut c).unwrap();
+    let elapsed = began.elapsed();
+    assert_eq!(got, (0..ops as u64 / 2).collect::<Vec<_>>());
+    // 400 operations at 2,000/s take at least 200 ms.
+    assert!(
+        elapsed >= Duration::from_millis(200),
+        "served in {elapsed:?}"
+    );
+    assert!(partition_ops(&mut c, 0) >= ops as u64);
+    // Without emulation, point reads run on the connection's thread and still count for their partition
+    // (the imbalance figures of INFO partitions include them).
+    let free = start(2, range());
+    let mut c = free.client();
+    let _: () = c.set("k0000", 1).unwrap();
+    for _ in 0..100 {
+        assert_eq!(c.get::<_, u64>("k0000").unwrap(), 1);
+    }
+    assert!(partition_ops(&mut c, 0) >= 101);
+}
+
+/// Operations partition `p` ran, from INFO partitions.
+fn partition_ops(c: &mut redis::Connection, p: usize) -> u64 {
+    let info: String = redis::cmd("INFO").arg("partitions").query(c).unwrap();
+    info.lines()
+        .find(|l| l.starts_with(&format!("p{p}:")))
+        .and_then(|l| {
+            l.split("ops=")
+                .nth(1)?
+                .split(',')
+                .next()?
+                .parse::<u64>()
+                .ok()
+        })
+        .unwrap_or_else(|| panic!("{info}"))
 }
 
 /// RANGE, COUNT and SCAN against a model, over hash and range partitions.
@@ -516,6 +588,7 @@ fn data_survives_a_restart_and_the_layout_is_enforced() -> RedisResult<()> {
             durability: Durability::Flush,
             cache_bytes: 8 << 20,
             hot_cache: None,
+            partition_capacity: None,
         },
         io_threads: 1,
     };
@@ -601,6 +674,7 @@ fn start_cached(
                 hot_threshold: 2,
                 snapshot_interval: Duration::from_millis(50),
             }),
+            partition_capacity: None,
         },
         io_threads: 2,
     })

@@ -621,6 +621,17 @@ fn the_server_suite_runs_and_reports_its_goals() {
     for w in ["set-p16", "get-p1", "ycsb-a", "ycsb-f"] {
         assert!(has(server::STRATA, w), "{w}");
     }
+    let capped = format!("-cap{}k", server::PARTITION_CAPACITY / 1000);
+    for w in [
+        format!("zipf-w50-range-4p{capped}"),
+        format!("zipfs-w50-range-4p{capped}"),
+    ] {
+        assert!(
+            has(server::STRATA, &w) && has(server::STRATA_NOCACHE, &w),
+            "{w}"
+        );
+        assert!(out.analysis.contains(&w), "{w}");
+    }
     for n in [1, 2, 4, 8] {
         let w = format!("zipf-w50-range-{n}p");
         assert!(
@@ -637,6 +648,22 @@ fn the_server_suite_runs_and_reports_its_goals() {
     assert!(skew.normalized.is_some_and(|n| n >= 1.0));
     assert!(has(server::STRATA, "sample-all") && has(server::STRATA, "sample-one"));
     assert!(out.analysis.contains("### Goals"), "{}", out.analysis);
+    // With redis-benchmark installed (not in CI), its rows come too, with figures from its report.
+    if crate::redis_benchmark::available() {
+        for w in ["rb-set-p16", "rb-get-p16", "rb-set-p1", "rb-get-p1"] {
+            let r = out
+                .results
+                .iter()
+                .find(|r| r.engine == server::STRATA && r.workload == w)
+                .unwrap_or_else(|| panic!("{w}"));
+            assert!(r.ops >= crate::redis_benchmark::CALIBRATION_REQUESTS, "{w}");
+            assert!(
+                r.p50_us > 0.0 && r.p50_us <= r.p999_us && r.p999_us <= r.max_us,
+                "{w}"
+            );
+            assert!(out.analysis.contains(w), "{w}");
+        }
+    }
 }
 
 /// The `hash` suite at a tiny size with `--threads 1,2`: every experiment's rows exist (main phases, thread

@@ -7,12 +7,17 @@
 //! every phase runs `--ops` seconds (default 3) with 50 connections.
 //!
 //! 1. `set-pP` / `get-pP`: uniform SET then GET, pipeline P = 16 and 1, on `strata-serve` (the server's
-//!    default of 2 hash partitions, the durability of the run, hot-key cache on) and `redis-server`.
+//!    default of 2 hash partitions, the durability of the run, hot-key cache on) and `redis-server`. When
+//!    `redis-benchmark` is installed, the same four phases again with it as the client (`rb-set-pP`,
+//!    `rb-get-pP`; see [`crate::redis_benchmark`] for how its report becomes a row).
 //! 2. `zipf-w50-<hash|range>-<n>p`: Zipf 0.99, 50% GET / 50% SET, pipeline 16, range partitions 1, 2, 4, 8
 //!    and hash partitions 4, each with the hot-key cache (`strata-serve`) and without
 //!    (`strata-serve-nocache`); the hottest keys are the lowest, all in the first range partition.
 //!    `zipfs-w50-range-<n>p` (n = 2, 4, 8): the same with the ranks scattered over the key space by a fixed
-//!    permutation, as YCSB scrambles its zipfian keys. Rows carry the **imbalance ratio** (most ÷ fewest operations a partition ran
+//!    permutation, as YCSB scrambles its zipfian keys. `zipf[s]-w50-range-4p-cap25k`: both shapes at 4
+//!    partitions with each partition emulated as a server of [`PARTITION_CAPACITY`] operations per second
+//!    (`--partition-capacity`, FarReach's setting: one server per partition, so the busiest bounds the
+//!    throughput; on this machine the partitions otherwise share the cores and never become the bound). Rows carry the **imbalance ratio** (most ÷ fewest operations a partition ran
 //!    during the phase) and the **normalized throughput** (total ÷ the busiest partition's, FarReach's
 //!    measure: cache hits count in the total and on no partition).
 //! 3. `ycsb-a`, `ycsb-b`, `ycsb-c`, `ycsb-f`: Zipf 0.99, pipeline 16, both engines.
@@ -27,6 +32,7 @@ use super::SuiteConfig;
 use crate::driver::Engine;
 use crate::error::{BenchError, Result};
 use crate::measure::{Latency, PhaseLabels, RowParts, row};
+use crate::redis_benchmark::{self, RbOutcome, RbSpec};
 use crate::resp_load::{self, KeyDist, LoadOutcome, LoadSpec, Mix};
 use crate::result::BenchResult;
 use std::fmt::Write as _;
@@ -77,6 +83,10 @@ pub fn notes(cfg: &SuiteConfig) -> Vec<String> {
             strata_server::DEFAULT_PARTITIONS,
             cfg.durability.name()
         ),
+        "`rb-*` rows: `redis-benchmark -t set|get -P P -c 50 -d <value size> -r <records>` as the client, \
+         its request count sized by a 20,000-request calibration run to last about one phase; its p99.9 is \
+         its report's 99.902% point."
+            .into(),
         "Imbalance = most ÷ fewest operations run by one partition during the phase (INFO partitions); \
          normalized throughput = total operations ÷ the busiest partition's."
             .into(),
@@ -99,6 +109,7 @@ fn start_strata(
     partitions: usize,
     partitioning: Partitioning,
     cache: bool,
+    capacity: Option<u64>,
 ) -> Result<Strata> {
     let _ = std::fs::remove_dir_all(dir);
     let server = strata_server::start(ServerConfig {
@@ -114,6 +125,7 @@ fn start_strata(
             durability: cfg.durability,
             cache_bytes: cfg.cache_bytes / partitions.max(1),
             hot_cache: cache.then(CacheConfig::default),
+            partition_capacity: capacity,
         },
         io_threads: 0,
     })
@@ -364,7 +376,7 @@ fn peer_and_ycsb(cfg: &SuiteConfig, groups: &[&str]) -> Result<Vec<BenchResult>>
     let strata_dir = data.join("strata");
     let redis_dir = data.join("redis");
     let parts = strata_server::DEFAULT_PARTITIONS as usize;
-    let strata = start_strata(cfg, &strata_dir, parts, Partitioning::Hash, true)?;
+    let strata = start_strata(cfg, &strata_dir, parts, Partitioning::Hash, true, None)?;
     let redis = start_redis(&redis_dir);
     let mut targets = vec![(
         STRATA,
@@ -426,9 +438,70 @@ fn peer_and_ycsb(cfg: &SuiteConfig, groups: &[&str]) -> Result<Vec<BenchResult>>
             out.extend(rows(cfg, engine, workload, &o, None, dir, ticks)?);
         }
     }
+    // 1 again with `redis-benchmark` as the client, when it is installed (the keys it sets are its own,
+    // `key:` and a number below N, so its GETs run after its SETs).
+    if groups.contains(&"peer") && redis_benchmark::available() {
+        for pipeline in [16, 1] {
+            for (test, op) in [("set", "update"), ("get", "read")] {
+                for &(engine, addr, dir, cpu) in &targets {
+                    let spec = RbSpec {
+                        addr,
+                        test,
+                        pipeline,
+                        connections: CONNECTIONS,
+                        value_size: cfg.codec.size(),
+                        keyspace: cfg.records,
+                    };
+                    let before = cpu.ticks();
+                    let o = redis_benchmark::run(&spec, phase(cfg))?;
+                    let ticks = cpu.ticks().zip(before).map(|(a, b)| a.saturating_sub(b));
+                    let workload = format!("{RB_PREFIX}{test}-p{pipeline}");
+                    out.push(rb_row(cfg, engine, &workload, op, &o, dir, ticks));
+                }
+            }
+        }
+    }
     drop(strata);
     drop(redis);
     Ok(out)
+}
+
+/// Operations per second of each emulated partition server in the `-cap` skew rows. Chosen so that the
+/// partitions, not the machine's cores, bound the throughput without the cache: four balanced partitions
+/// serve at most 100,000 ops/s, well under what this 2-core machine serves with unlimited partitions at
+/// pipeline 16 (the uncapped `zipf*-w50-range-4p` rows of the same run show it).
+pub const PARTITION_CAPACITY: u64 = 25_000;
+
+/// Workload names of the rows measured with `redis-benchmark` start with this.
+pub const RB_PREFIX: &str = "rb-";
+
+/// A row of a `redis-benchmark` run (its latencies are its report's, in ms; no histogram of ours).
+fn rb_row(
+    cfg: &SuiteConfig,
+    engine: &str,
+    workload: &str,
+    op: &str,
+    o: &RbOutcome,
+    dir: &Path,
+    cpu_ticks: Option<u64>,
+) -> BenchResult {
+    let mut r = row(
+        &labels(cfg, engine, workload),
+        op,
+        &Latency::new(),
+        &row_parts(o.secs, dir),
+    );
+    r.ops = o.requests;
+    r.ops_per_sec = o.ops_per_sec;
+    r.mean_us = o.mean_ms * 1e3;
+    r.p50_us = o.p50_ms * 1e3;
+    r.p99_us = o.p99_ms * 1e3;
+    r.p999_us = o.p999_ms * 1e3;
+    r.max_us = o.max_ms * 1e3;
+    r.server_cpu_us = cpu_ticks
+        .filter(|_| o.requests > 0)
+        .map(|t| t as f64 / TICKS_PER_SEC * 1e6 / o.requests as f64);
+    r
 }
 
 /// Group 2: skew over partitions with and without the cache.
@@ -451,14 +524,24 @@ fn skew(cfg: &SuiteConfig) -> Result<Vec<BenchResult>> {
             KeyDist::ZipfScattered(0.99),
         )
     }));
-    for (partitioning, kind, n, dist) in layouts {
+    let mut layouts: Vec<_> = layouts.into_iter().map(|l| (l, None)).collect();
+    // The cache goal's layouts again with each partition emulated as a server of fixed capacity (FarReach's
+    // setting: the busiest partition bounds the throughput).
+    for dist in [KeyDist::ZipfScattered(0.99), zipf] {
+        layouts.push((
+            (Partitioning::Range { splits: Vec::new() }, "range", 4, dist),
+            Some(PARTITION_CAPACITY),
+        ));
+    }
+    for ((partitioning, kind, n, dist), capacity) in layouts {
         let name = match dist {
             KeyDist::ZipfScattered(_) => "zipfs",
             _ => "zipf",
         };
+        let capped = capacity.map_or(String::new(), |c| format!("-cap{}k", c / 1000));
         for cache in [false, true] {
-            let dir = data.join(format!("skew-{name}-{kind}-{n}-{cache}"));
-            let s = start_strata(cfg, &dir, n, partitioning.clone(), cache)?;
+            let dir = data.join(format!("skew-{name}-{kind}-{n}{capped}-{cache}"));
+            let s = start_strata(cfg, &dir, n, partitioning.clone(), cache, capacity)?;
             resp_load::preload(s.addr, cfg.records, cfg.codec.size())?;
             let before = partition_ops(s.addr)?;
             let o = load(cfg, s.addr, 16, dist, Mix::ycsb('a').unwrap_or(Mix::READS))?;
@@ -472,7 +555,7 @@ fn skew(cfg: &SuiteConfig) -> Result<Vec<BenchResult>> {
             out.extend(rows(
                 cfg,
                 engine,
-                &format!("{name}-w50-{kind}-{n}p"),
+                &format!("{name}-w50-{kind}-{n}p{capped}"),
                 &o,
                 Some(delta),
                 &dir,
@@ -496,6 +579,7 @@ fn sample(cfg: &SuiteConfig) -> Result<Vec<BenchResult>> {
         4,
         Partitioning::Range { splits: Vec::new() },
         true,
+        None,
     )?;
     resp_load::preload(s.addr, cfg.records, cfg.codec.size())?;
     let quarter = (u64::MAX / 4).to_be_bytes();
@@ -540,9 +624,12 @@ pub fn analysis(_cfg: &SuiteConfig, rows: &[BenchResult]) -> String {
         (Some(a), Some(b)) if b.ops_per_sec > 0.0 => Some(a.ops_per_sec / b.ops_per_sec),
         _ => None,
     };
-    for p in [16, 1] {
+    for (prefix, p) in [("", 16), ("", 1), (RB_PREFIX, 16), (RB_PREFIX, 1)] {
         for (w, op) in [("set", "update"), ("get", "read")] {
-            let wl = format!("{w}-p{p}");
+            let wl = format!("{prefix}{w}-p{p}");
+            if prefix == RB_PREFIX && find(rows, STRATA, &wl, op).is_none() {
+                continue;
+            }
             let r = ratio(find(rows, STRATA, &wl, op), find(rows, REDIS, &wl, op));
             let tail = match (find(rows, STRATA, &wl, op), find(rows, REDIS, &wl, op)) {
                 (Some(a), Some(b)) if b.p999_us > 0.0 => Some(a.p999_us / b.p999_us),
@@ -575,7 +662,13 @@ pub fn analysis(_cfg: &SuiteConfig, rows: &[BenchResult]) -> String {
     // The cache goal, with the hot keys scattered over the key space (as YCSB scrambles them) and clustered
     // in the first partition (where no cache of 10,000 entries can even the load out: the first quarter of
     // the key space holds ranks beyond the cache's reach that outweigh any other quarter).
-    for wl in ["zipfs-w50-range-4p", "zipf-w50-range-4p"] {
+    let capped = format!("-cap{}k", PARTITION_CAPACITY / 1000);
+    for wl in [
+        "zipfs-w50-range-4p".to_string(),
+        "zipf-w50-range-4p".to_string(),
+        format!("zipfs-w50-range-4p{capped}"),
+        format!("zipf-w50-range-4p{capped}"),
+    ] {
         let sum = |engine: &str| -> Option<(f64, Option<f64>, Option<f64>)> {
             let rs: Vec<&BenchResult> = rows
                 .iter()

@@ -21,7 +21,9 @@
 //!
 //! ## Preallocation and what recovery can tell apart
 //! The file is created [`LOG_GROWTH`] (4 KiB) bytes long and grows in multiples of it (`set_len`, then the header
-//! slot, then the frames; one `fdatasync` covers all three). Because the file is never shorter than its header
+//! slot, then the frames; one `fdatasync` covers all three). A growth at least doubles the file, by at most
+//! [`LOG_MAX_GROWTH_STEP`] (1 MiB): a 64 MiB log grows about 70 times, not 16,000 (each growth is a `set_len`,
+//! a header write, and at `sync` a metadata update in the file system's journal). Because the file is never shorter than its header
 //! says and its unused space is zeros:
 //! * a file shorter than the current header's length was **truncated**: `Error::Corruption`;
 //! * a **torn tail** — the last frame(s) written but not made durable before a power loss — shows as a frame
@@ -40,7 +42,7 @@
 //!   replaces it with a new log after recovery).
 //!
 //! Cost: `append` copies the payload once and hashes it; `flush` is one write (plus a `set_len` and a 512-byte
-//! header write once per [`LOG_GROWTH`] bytes); `sync` one write plus one `fdatasync`. Recovery reads the file
+//! header write at each growth); `sync` one write plus one `fdatasync`. Recovery reads the file
 //! once sequentially in 1 MiB chunks (a larger record in one piece), plus the zero tail backwards once.
 //! Counters: `FileKind::Wal` (one write per flush, one read per chunk, one sync per `fdatasync`).
 
@@ -63,6 +65,8 @@ pub const LOG_FRAME_OVERHEAD: usize = 12;
 pub const LOG_DATA_START: u64 = 1024;
 /// The file is preallocated and grows in multiples of this many bytes.
 pub const LOG_GROWTH: u64 = 4 << 10;
+/// Largest step of one growth: the file doubles up to it, then grows by it.
+pub const LOG_MAX_GROWTH_STEP: u64 = 1 << 20;
 /// Size of the chunks recovery reads.
 const RECOVERY_CHUNK: usize = 1 << 20;
 /// Sector size assumed for torn writes: a write interrupted by a power loss leaves whole sectors unwritten.
@@ -289,7 +293,7 @@ impl LogWriter {
         if end > self.slot.length {
             let grown = Slot {
                 generation: self.slot.generation + 1,
-                length: end.div_ceil(LOG_GROWTH) * LOG_GROWTH,
+                length: grown_length(self.slot.length, end),
                 ..self.slot
             };
             self.file.set_len(grown.length)?;
@@ -318,6 +322,14 @@ impl LogWriter {
         self.handed_back = self.written;
         Ok(())
     }
+}
+
+/// The file length after a growth from `length` that must hold `end` bytes: at least double the length (by at
+/// most [`LOG_MAX_GROWTH_STEP`]), so a log of L bytes grew O(log L + L / step) times, rounded up to a
+/// multiple of [`LOG_GROWTH`].
+fn grown_length(length: u64, end: u64) -> u64 {
+    let doubled = length + length.min(LOG_MAX_GROWTH_STEP);
+    end.max(doubled).div_ceil(LOG_GROWTH) * LOG_GROWTH
 }
 
 /// How [`recover_log`] treats damage that is not a torn tail.

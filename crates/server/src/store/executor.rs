@@ -258,7 +258,14 @@ mod tests {
             partitions: Arc::default(),
         };
         let counters = Arc::new(PartitionCounters::default());
-        let worker = Worker::new(0, db.clone(), Durability::Flush, counters.clone(), peers);
+        let worker = Worker::new(
+            0,
+            db.clone(),
+            Durability::Flush,
+            counters.clone(),
+            peers,
+            None,
+        );
         let (exec, woken) = Executor::new(worker, true);
         (Arc::new(exec), woken, db, counters)
     }

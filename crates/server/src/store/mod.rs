@@ -26,6 +26,7 @@
 
 mod executor;
 mod layout;
+mod pacer;
 mod snapshot;
 mod worker;
 
@@ -62,6 +63,10 @@ pub struct StoreConfig {
     pub cache_bytes: usize,
     /// The hot-key write-back cache (`None`: off).
     pub hot_cache: Option<CacheConfig>,
+    /// Emulate each partition as a server that serves at most this many operations per second (for
+    /// benchmarks: see `store::pacer`). Every job then runs on the partition's own thread and point reads
+    /// go through the partition too. `None`: no limit.
+    pub partition_capacity: Option<u64>,
 }
 
 /// Per-partition counters (read by INFO and the benchmark's imbalance figures).
@@ -96,6 +101,8 @@ pub struct Store {
     max_key: usize,
     dir: PathBuf,
     durability: Durability,
+    /// Partitions emulate servers of fixed capacity (every operation goes through their queues).
+    paced: bool,
 }
 
 impl std::fmt::Debug for Store {
@@ -155,7 +162,9 @@ impl Store {
         };
         // A connection's thread runs an idle partition's point jobs itself, except at `sync`, where every
         // commit waits for an fsync that must not stall a network thread.
-        let inline = config.durability != Durability::Sync;
+        // An emulated partition server paces its own thread, never a network thread.
+        let paced = config.partition_capacity.is_some();
+        let inline = config.durability != Durability::Sync && !paced;
         let mut parts = Vec::with_capacity(layout.partitions);
         for (i, db) in dbs.into_iter().enumerate() {
             let counters = Arc::new(PartitionCounters::default());
@@ -165,6 +174,7 @@ impl Store {
                 config.durability,
                 counters.clone(),
                 peers.clone(),
+                config.partition_capacity.map(pacer::Pacer::new),
             );
             let (exec, woken) = Executor::new(state, inline);
             let exec = Arc::new(exec);
@@ -207,6 +217,7 @@ impl Store {
             max_key,
             dir: config.dir.clone(),
             durability: config.durability,
+            paced,
         })
     }
 
@@ -288,6 +299,17 @@ impl Store {
     /// groups what queues while it syncs.)
     pub fn defers_commits(&self) -> bool {
         self.durability == Durability::Flush
+    }
+
+    /// Partition `p`'s database for a point read on the calling thread, counted as an operation of the
+    /// partition; `None` when reads must go through the partition's queue (emulated partition servers).
+    pub fn direct_reader(&self, p: usize) -> Option<&RawDb> {
+        if self.paced {
+            return None;
+        }
+        let part = self.parts.get(p)?;
+        part.counters.ops.fetch_add(1, Ordering::Relaxed);
+        Some(&part.db)
     }
 
     /// Partition `p`'s counters.

@@ -3,6 +3,7 @@
 
 use super::PartitionCounters;
 use super::executor::Executor;
+use super::pacer::Pacer;
 use crate::cache::{HotCache, Served};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
@@ -132,6 +133,8 @@ pub(super) struct Peers {
 pub(crate) struct Worker {
     partition: usize,
     peers: Peers,
+    /// The emulated capacity of this partition (`--partition-capacity`), if any.
+    pacer: Option<Pacer>,
     /// Highest cache-log ticket of the current job.
     ticket: u64,
     db: RawDb,
@@ -154,9 +157,11 @@ impl Worker {
         durability: Durability,
         counters: Arc<PartitionCounters>,
         peers: Peers,
+        pacer: Option<Pacer>,
     ) -> Worker {
         Worker {
             partition,
+            pacer,
             peers,
             ticket: 0,
             db,
@@ -172,6 +177,7 @@ impl Worker {
     /// Runs a group of jobs: every operation in order, then one commit of their writes, then the answers
     /// (every answer of the group becomes the commit's error if it failed). Leaves `group` empty.
     pub(super) fn run_group(&mut self, group: &mut Vec<(Job, Vec<OpResult>)>) {
+        let start = self.pacer.is_some().then(Instant::now);
         let mut commit_error = None;
         let mut tickets = Vec::with_capacity(group.len());
         let mut n_ops = 0;
@@ -187,6 +193,9 @@ impl Worker {
             commit_error.get_or_insert(e);
         }
         self.counters.ops.fetch_add(n_ops as u64, Ordering::Relaxed);
+        if let (Some(pacer), Some(start)) = (&mut self.pacer, start) {
+            pacer.serve(start, n_ops);
+        }
         for ((job, mut results), ticket) in group.drain(..).zip(tickets) {
             if let Some(e) = &commit_error {
                 // Nothing of this group is known to be durable: every answer becomes the error.

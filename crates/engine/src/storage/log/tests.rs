@@ -148,7 +148,9 @@ fn the_file_grows_in_steps_and_a_large_record_is_recovered() {
     let file_len = mem.file_bytes(&path).unwrap().len() as u64;
     assert_eq!(file_len % LOG_GROWTH, 0);
     assert!(file_len >= LOG_DATA_START + w.len());
-    assert!(file_len < LOG_DATA_START + w.len() + LOG_GROWTH);
+    // The last growth at most doubled the file, by at most one step.
+    assert!(file_len < LOG_DATA_START + w.len() + LOG_MAX_GROWTH_STEP);
+    assert!(file_len < 2 * (LOG_DATA_START + w.len()) + LOG_GROWTH);
     let before = stats.snapshot().kind(FileKind::Wal).reads;
     let mut n = 0;
     let r = recover_log(
@@ -458,4 +460,34 @@ fn unsynced_writes_are_handed_to_writeback_in_steps() {
     let (got, _) = recover_all(&vfs, &path);
     assert_eq!(got.len(), 201);
     assert!(got.iter().all(|(p, _)| *p == record));
+}
+
+/// Growth is geometric up to a step: 8 MiB written in 4 KiB flushes grows the file 15 times (4 KiB doubling
+/// to 1 MiB, then 1 MiB steps), not once per 4 KiB — and every record comes back.
+#[test]
+fn the_file_grows_geometrically_up_to_a_step() {
+    let (mem, vfs, path, stats) = setup();
+    let mut w = LogWriter::create(&vfs, &path, HEADER, stats.clone()).unwrap();
+    let before = stats.snapshot().kind(FileKind::Wal).writes;
+    let record = vec![7u8; 4096 - LOG_FRAME_OVERHEAD];
+    let flushes = 2048;
+    for _ in 0..flushes {
+        w.append(&record).unwrap();
+        w.flush().unwrap();
+    }
+    let writes = stats.snapshot().kind(FileKind::Wal).writes - before;
+    // Each flush is one write; each growth adds one header write.
+    let growths = writes - flushes;
+    assert!((8..=16).contains(&growths), "{growths} growths");
+    let len = mem.file_bytes(&path).unwrap().len() as u64;
+    assert_eq!(len % LOG_GROWTH, 0);
+    assert!(
+        len >= LOG_DATA_START + w.len() && len <= LOG_DATA_START + w.len() + LOG_MAX_GROWTH_STEP
+    );
+    w.sync().unwrap();
+    drop(w);
+    let (got, r) = recover_all(&vfs, &path);
+    assert_eq!(got.len(), flushes as usize);
+    assert!(got.iter().all(|(p, _)| *p == record));
+    assert_eq!((r.torn, r.salvaged), (None, None));
 }
