@@ -210,7 +210,7 @@ fn batched_and_single_page_reads_sample_the_same_records() {
         let mut got: [Vec<(u64, u64)>; 2] = Default::default();
         for (n, batched) in [true, false].into_iter().enumerate() {
             let mut rng = ChaCha8Rng::seed_from_u64(77);
-            let before = shard_reads(&db);
+            let before = db.io().kind(FileKind::Shards).bytes_read;
             with_batched_reads(batched, || {
                 for (lo, hi) in [
                     (0u64, 49_999u64),
@@ -221,7 +221,7 @@ fn batched_and_single_page_reads_sample_the_same_records() {
                     got[n].extend(db.sample_range(&lo, &hi, 2_000, &mut rng).unwrap());
                 }
             });
-            reads[n] = shard_reads(&db) - before;
+            reads[n] = db.io().kind(FileKind::Shards).bytes_read - before;
         }
         assert_eq!(got[0].len(), 8_000);
         assert_eq!(got[0], got[1], "{policy:?}");
@@ -236,6 +236,69 @@ fn batched_and_single_page_reads_sample_the_same_records() {
         assert!(
             reads[0] > 0 && reads[0] <= reads[1],
             "{policy:?}: {reads:?}"
+        );
+    }
+}
+
+/// A query reads each disk-shard page it needs once: at most the record pages and tombstone pages its range
+/// spans in every shard, plus the pages before them its bound searches may read, however the pages lie in the shards' page
+/// caches. The ranges hold fewer tombstones than the per-query killer table takes, so the table is filled
+/// from the shards' tombstone pages in order. (A page cache that dropped a read-ahead extent overlapping a
+/// cached page read the whole read-ahead again for each tombstone of such a page: thousands of pages per
+/// query here.) With batched reads (the default): reading one page at a time reads ahead and evicts.
+#[test]
+fn a_query_reads_no_more_pages_than_its_range_spans() {
+    const PAGE: u64 = 4096;
+    let vfs: Arc<dyn Vfs> = Arc::new(MemVfs::new());
+    let o = DynOptions {
+        max_rejection_rate: 1.0,
+        ..opts(Layout::Tiering, DeletePolicy::Tombstone)
+    };
+    let db = Db::<u64, u64>::create("/p", &config(o), &options(vfs.clone())).unwrap();
+    let mut keys: Vec<u64> = (0..40_000).collect();
+    keys.shuffle(&mut ChaCha8Rng::seed_from_u64(3));
+    for &k in &keys {
+        db.insert(&k, &(k * 3)).unwrap();
+    }
+    // Every fourth key deleted, in key order: long runs of tombstones in few shards.
+    for k in (0..40_000u64).step_by(4) {
+        db.delete(&k).unwrap();
+    }
+    db.checkpoint().unwrap();
+    db.raw().settle().unwrap();
+    let stats = db.stats().unwrap();
+    let d = stats.family_stats::<DynStats>().unwrap();
+    let shards = d.shards as u64;
+    assert!(d.tombstones >= 3_000, "{} tombstones", d.tombstones);
+    // Records of 16 bytes and tombstones of 8 in 4 KiB pages with an 8-byte trailer.
+    let (per_page, tombs_per_page) = ((PAGE - 8) / 16, (PAGE - 8) / 8);
+    let mut rng = ChaCha8Rng::seed_from_u64(9);
+    for (lo, hi) in [
+        (0u64, 14_999u64),
+        (10_000, 25_999),
+        (30_000, 39_999),
+        (500, 1_500),
+    ] {
+        // Each key of the range has one record version and at most one tombstone in the shards; a shard's
+        // share of them spans at most one page more than it fills, in each region, and each bound search
+        // may read the page before.
+        let (records, tombs) = (hi - lo + 1, (hi - lo) / 4 + 1);
+        let needed = records.div_ceil(per_page) + tombs.div_ceil(tombs_per_page) + 6 * shards;
+        let before = db.io().kind(FileKind::Shards);
+        let got = db.sample_range(&lo, &hi, 1_000, &mut rng).unwrap();
+        let read = db.io().kind(FileKind::Shards) - before;
+        assert_eq!(got.len(), 1_000);
+        for (k, v) in got {
+            assert!(
+                (lo..=hi).contains(&k) && k % 4 != 0 && v == k * 3,
+                "sampled {k} = {v}"
+            );
+        }
+        let pages = read.bytes_read / PAGE;
+        assert!(
+            pages <= needed,
+            "[{lo}, {hi}]: {pages} pages in {} reads, the range spans at most {needed} ({shards} shards)",
+            read.reads
         );
     }
 }

@@ -6,6 +6,9 @@
 //! closure sees the cached bytes under the cache's mutex. A miss loads without holding the mutex, so
 //! concurrent misses overlap; two threads missing the same page both read it and the second copy is dropped.
 //!
+//! Read-ahead never reaches a cached extent (it stops before the next one), so a loaded extent never
+//! overlaps a cached one and is always cached: a page just read is a hit next time, whatever is around it.
+//!
 //! Invariants: at most `budget_pages` pages are cached (more only for a single extent larger than the budget,
 //! which is never asked for: read-ahead is clipped to the budget); extents never overlap; only pages the
 //! caller's loader accepted are cached, so a damaged page is never served from the cache.
@@ -103,7 +106,7 @@ impl ExtentCache {
         f: impl FnOnce(&[u8]) -> T,
     ) -> Result<T> {
         let ps = self.page_size;
-        let sequential = {
+        let (sequential, next_cached) = {
             let mut c = self.inner.lock();
             c.tick += 1;
             let tick = c.tick;
@@ -112,11 +115,24 @@ impl ExtentCache {
                 let at = (page_no - e.first) as usize * ps;
                 return Ok(f(&e.buf[at..at + ps]));
             }
-            c.extents.iter().any(|e| e.first + e.pages == page_no)
+            let next_cached = c
+                .extents
+                .iter()
+                .map(|e| e.first)
+                .filter(|&first| first > page_no)
+                .min()
+                .unwrap_or(u64::MAX);
+            (
+                c.extents.iter().any(|e| e.first + e.pages == page_no),
+                next_cached,
+            )
         };
+        // Read-ahead stops before the next cached extent: an extent overlapping a cached one would not be
+        // cached, so every later access to its first page would miss and read it all again.
         let n = if sequential {
             self.readahead_pages
                 .min(limit.saturating_sub(page_no))
+                .min(next_cached - page_no)
                 .max(1)
         } else {
             1
@@ -185,6 +201,28 @@ mod tests {
         }
         assert_eq!(log.borrow().len(), 4, "hits load nothing");
         assert_eq!(cache.cached_bytes(), 10 * PS);
+    }
+
+    /// A sequential miss just below a cached extent reads only up to it, and what it read is cached: the
+    /// page is a hit next time. (Read-ahead over the cached extent used to be dropped as overlapping, so
+    /// each access to the page read the whole read-ahead again.)
+    #[test]
+    fn read_ahead_stops_before_a_cached_extent_and_is_cached() {
+        let cache = ExtentCache::new(PS, 16 * PS, 8 * PS);
+        let log = RefCell::new(Vec::new());
+        for p in [10u64, 13, 11] {
+            cache.with_page(p, 100, loader(&log), |_| ()).unwrap();
+        }
+        // 11 continues 10's extent: read ahead 11..13 only, since 13 is cached.
+        assert_eq!(*log.borrow(), vec![(10, 1), (13, 1), (11, 2)]);
+        for _ in 0..5 {
+            for p in 10..14u64 {
+                let got = cache.with_page(p, 100, loader(&log), |b| b[0]).unwrap();
+                assert_eq!(got, p as u8);
+            }
+        }
+        assert_eq!(log.borrow().len(), 3, "every page is cached after one read");
+        assert_eq!(cache.cached_bytes(), 4 * PS);
     }
 
     #[test]

@@ -25,8 +25,10 @@
 //!
 //! ## Cache
 //! A `storage::extent_cache::ExtentCache`: extents of consecutive pages, least recently used out, at most [`cache_limit_bytes`] in all. A miss reads one
-//! page, or — when it continues an extent already cached, as merges and scans do — a read-ahead extent of
-//! [`READAHEAD_BYTES`] (clipped to the region), so sequential passes read 32 KiB per call. A hit copies the
+//! page, or — when a sequential accessor (`key_at`, `record_at`, `tombstone_at`) continues an extent
+//! already cached, as merges, scans and the sampler's killer table do — a read-ahead extent of
+//! [`READAHEAD_BYTES`] (clipped to the region and to the next cached extent), so sequential passes read
+//! 32 KiB per call. Point accesses (bound searches, lookups, weighted picks) read only their page. A hit copies the
 //! wanted bytes out under a mutex; a miss reads without holding it.
 //!
 //! ## Cost (in page reads; p = records per page)
@@ -156,8 +158,26 @@ impl DiskShard {
         ))
     }
 
-    /// Calls `f` with the payload of page `r` of `region` (0-based in the region), reading it if needed.
+    /// Calls `f` with the payload of page `r` of `region` (0-based in the region), reading it if needed —
+    /// with read-ahead when the miss continues a cached extent (a sequential pass: `key_at`, `record_at`,
+    /// `tombstone_at`).
     fn with_page<T>(&self, region: Region, r: u64, f: impl FnOnce(&[u8]) -> T) -> Result<T> {
+        self.with_page_ahead(region, r, true, f)
+    }
+
+    /// [`with_page`](Self::with_page) for a point access (a bound search, a lookup, a weighted pick): a
+    /// miss reads that one page, never a read-ahead its neighbours in the cache would suggest.
+    fn point_page<T>(&self, region: Region, r: u64, f: impl FnOnce(&[u8]) -> T) -> Result<T> {
+        self.with_page_ahead(region, r, false, f)
+    }
+
+    fn with_page_ahead<T>(
+        &self,
+        region: Region,
+        r: u64,
+        ahead: bool,
+        f: impl FnOnce(&[u8]) -> T,
+    ) -> Result<T> {
         let h = &self.file.header;
         let (base, count) = match region {
             Region::Records => (h.first_record_page(), h.record_pages),
@@ -178,8 +198,9 @@ impl DiskShard {
             }
             Ok(())
         };
+        let limit = if ahead { base + count } else { page_no + 1 };
         self.cache
-            .with_page(page_no, base + count, load, |page| f(&page[..payload]))
+            .with_page(page_no, limit, load, |page| f(&page[..payload]))
     }
 
     /// The first page of `region` (file page number).
@@ -294,7 +315,7 @@ impl DiskShard {
         let r = j - 1;
         let n = self.records_in_page(r);
         let w = self.weighted;
-        let pos = self.with_page(Region::Records, r as u64, |p| {
+        let pos = self.point_page(Region::Records, r as u64, |p| {
             let (mut lo, mut hi) = (0usize, n);
             while lo < hi {
                 let mid = (lo + hi) / 2;
@@ -326,7 +347,7 @@ impl DiskShard {
         if from == 0 && to == self.records_in_page(r) {
             return Ok(self.summary.page_weights[r]);
         }
-        self.with_page(Region::Records, r as u64, |p| {
+        self.point_page(Region::Records, r as u64, |p| {
             (from..to).map(|s| record_in(p, true, s).weight).sum()
         })
     }
@@ -357,7 +378,7 @@ impl DiskShard {
     /// The first slot of `from..to` in page `r` where the running weight passes `t`, or (rounding) the last
     /// slot there with a positive weight; `None` if no slot there has weight.
     fn pick_in_page(&self, r: usize, from: usize, to: usize, t: f64) -> Result<Option<usize>> {
-        self.with_page(Region::Records, r as u64, |p| {
+        self.point_page(Region::Records, r as u64, |p| {
             let mut acc = 0.0;
             let mut last_positive = None;
             for s in from..to {
@@ -462,7 +483,7 @@ impl Shard for DiskShard {
     /// would only push out the two end pages its bounds cached). With batched reads off on this thread
     /// (`shard_file::with_batched_reads`), one `record_at` after another.
     fn records_at(&self, indexes: &[usize], out: &mut Vec<Record>) -> Result<()> {
-        if indexes.len() < 2 || !batched_reads() {
+        if indexes.is_empty() || !batched_reads() {
             out.reserve(indexes.len());
             for &i in indexes {
                 out.push(self.record_at(i)?);
@@ -481,9 +502,13 @@ impl Shard for DiskShard {
         true
     }
 
+    fn records_per_read(&self) -> usize {
+        self.per_page
+    }
+
     /// The tombstone pages of all `keys` are read as one batch (each distinct page once, checked once).
     fn has_tombstones(&self, keys: &[u64], out: &mut Vec<bool>) -> Result<()> {
-        if keys.len() < 2 || !batched_reads() {
+        if keys.is_empty() || !batched_reads() {
             for &k in keys {
                 out.push(self.has_tombstone(k)?);
             }
@@ -520,7 +545,7 @@ impl Shard for DiskShard {
         }
         let t = j - 1;
         let n = self.tombs_in_page(t);
-        let pos = self.with_page(Region::Tombstones, t as u64, |p| {
+        let pos = self.point_page(Region::Tombstones, t as u64, |p| {
             let (mut lo, mut hi) = (0usize, n);
             while lo < hi {
                 let mid = (lo + hi) / 2;
@@ -577,7 +602,7 @@ impl Shard for DiskShard {
         }
         let n = self.records_in_page(r);
         let w = self.weighted;
-        let slot = self.with_page(Region::Records, r as u64, |p| {
+        let slot = self.point_page(Region::Records, r as u64, |p| {
             let (mut lo, mut hi) = (0usize, n);
             while lo < hi {
                 let mid = (lo + hi) / 2;
@@ -598,7 +623,7 @@ impl Shard for DiskShard {
             return Ok(false);
         }
         let t = j - 1;
-        self.with_page(Region::Tombstones, t as u64, |p| {
+        self.point_page(Region::Tombstones, t as u64, |p| {
             self.tomb_page_holds(t, p, key)
         })
     }

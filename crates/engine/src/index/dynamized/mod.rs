@@ -23,6 +23,7 @@
 //! | `layout` | where flushed shards go; compaction under the delete bound δ |
 //! | `core` | [`Dynamized`]: writes, the flusher and the merger, throttling |
 //! | `read` | point lookup, count, scan, and sampling through the [`SamplingQuery`] trait |
+//! | `sample_io` | a sampling query's disk-shard reads spread over the shard I/O pool (bounds, records, tombstones) |
 //! | `shard_file` | the page-aligned, checksummed shard file: streaming writer, summary-only and whole reads |
 //! | `disk_shard` | the on-disk ISAM shard: fences in memory, record and tombstone pages read on demand |
 //! | `tiered` | larger than memory: [`Tiered`] shards, the [`MemoryPlan`] behind `memory_budget`, the factory |
@@ -69,9 +70,11 @@
 //!   each) and one `fdatasync`, so O(s · (D − L) / p) page reads and writes per record amortised under
 //!   leveling, O((D − L) / p) under tiering. The flush-time probe reads one page of a disk shard only when its
 //!   Bloom filter reports the key (the key is there, or a 1 % false positive).
-//! * IRS of k samples: two page reads per disk shard to find the candidate interval, then per draw that lands
-//!   in a disk shard one page read (none if that page is cached), plus one tombstone page read per newer
-//!   shard whose tombstone filter reports the key. A uniform index i is record slot i mod p of page
+//! * IRS of k samples: two page reads per disk shard to find the candidate interval (plus its tombstone
+//!   bounds and, with few tombstones in range, the tombstone pages between them for the killer table), then
+//!   one read per distinct page the round's draws land on in disk shards (none if cached), plus one
+//!   tombstone page read per distinct page of a newer shard whose tombstone filter reports a drawn key; each
+//!   step's reads of all shards are spread over the shard I/O pool together (`sample_io`). A uniform index i is record slot i mod p of page
 //!   1 + ⌊i / p⌋, so draws stay exactly uniform. Weighted draws read at most one page besides the two end
 //!   pages of the interval, which the preprocessing cached.
 //! * Deletes: tags of disk-resident records are bits in memory like any other tags (saved in the state
@@ -92,6 +95,7 @@ pub mod persist;
 pub mod read;
 pub mod run;
 pub mod sample;
+mod sample_io;
 pub mod shard;
 pub mod shard_file;
 pub mod tags;

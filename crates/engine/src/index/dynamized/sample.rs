@@ -31,8 +31,8 @@ use super::buffer::BufferEntry;
 use super::core::Dynamized;
 use super::read::{tombstone_lower_bound, tombstone_upper_bound};
 use super::run::Record;
+use super::sample_io::{BatchedFetch, TombstoneAnswers, warm_disk_bounds};
 use super::shard::{DrawStep, Drawer, PendingDraw, Shard, Words, uniform_below, unit_f64};
-use super::shard_file::batch_read::{Task, batched_reads, run_jobs};
 use super::version::{ShardSlot, Version};
 use crate::algo::alias::AliasTable;
 use crate::algo::bloom::{BloomFilter, KeyHash};
@@ -586,6 +586,19 @@ impl<S: Shard> Dynamized<S> {
             .map(|s| s.shard.fetches_in_batches())
             .collect();
         let any_batched = in_batches.contains(&true);
+        // The share of the candidates expected dead: a tombstone in range kills at most one of them, and a
+        // shard's tags are spread over its records.
+        let dead_share = {
+            let candidates = end as f64;
+            let tagged_in_range: f64 = shards
+                .iter()
+                .zip(&intervals)
+                .map(|(s, &(a, b))| {
+                    s.tags.count() as f64 * b.saturating_sub(a) as f64 / s.shard.len().max(1) as f64
+                })
+                .sum();
+            (tombs_in_range as f64 + tagged_in_range) / candidates.max(1.0)
+        };
         let mut batched = BatchedFetch::new(&in_batches);
         let rng = &mut Words::new(rng);
         let limit = 64 * (k as u64 + 64);
@@ -596,6 +609,8 @@ impl<S: Shard> Dynamized<S> {
         let mut positions: Vec<(usize, usize)> = Vec::with_capacity(k);
         let mut fetched: Vec<(usize, usize, Record, KeyHash)> = Vec::with_capacity(k);
         let mut pending: Vec<(usize, PendingDraw)> = Vec::new();
+        // The round's buffer draws, each with the number of shard draws before it (draw order).
+        let mut from_buffers: Vec<(usize, Option<Record>)> = Vec::new();
         while accepted < k {
             if rejected > limit {
                 // Nearly everything drawn is dead: enumerate the live candidates instead.
@@ -609,16 +624,18 @@ impl<S: Shard> Dynamized<S> {
             }
             positions.clear();
             pending.clear();
-            for _ in 0..k - accepted {
+            from_buffers.clear();
+            let round = if any_batched {
+                disk_round_draws(k - accepted, dead_share)
+            } else {
+                k - accepted
+            };
+            for _ in 0..round {
                 draws += 1;
                 match distribute.draw(&intervals, &buffers, (&v, query), rng)? {
-                    (0, DrawStep::Done(c)) => match buffered_draw(&v, &buffers, c) {
-                        Some(rec) => {
-                            out.push(rec);
-                            accepted += 1;
-                        }
-                        None => rejected += 1,
-                    },
+                    (0, DrawStep::Done(c)) => {
+                        from_buffers.push((positions.len(), buffered_draw(&v, &buffers, c)));
+                    }
                     (src, DrawStep::Done(i)) => {
                         shards[src - 1].shard.prefetch(i);
                         positions.push((src - 1, i));
@@ -677,7 +694,28 @@ impl<S: Shard> Dynamized<S> {
             if wide_tombs && any_batched {
                 known.batch(&shards, &in_batches, &tomb_intervals, &fetched)?;
             }
-            for &(p, i, rec, hash) in &fetched {
+            // The round's draws in draw order; once k are accepted the rest of the round is dropped
+            // unexamined (the first k accepted of independent draws are independent draws of the live
+            // candidates).
+            let mut buffered = from_buffers.iter().peekable();
+            for j in 0..=fetched.len() {
+                while let Some(&(_, rec)) = buffered.next_if(|&&(before, _)| before == j) {
+                    if accepted == k {
+                        draws -= 1;
+                    } else if let Some(rec) = rec {
+                        out.push(rec);
+                        accepted += 1;
+                    } else {
+                        rejected += 1;
+                    }
+                }
+                let Some(&(p, i, rec, hash)) = fetched.get(j) else {
+                    break;
+                };
+                if accepted == k {
+                    draws -= 1;
+                    continue;
+                }
                 let slot = shards[p];
                 let live = query.accept(&rec)
                     && (!tagged[p] || !slot.tags.get(i))
@@ -726,134 +764,16 @@ impl<S: Shard> Dynamized<S> {
     }
 }
 
-/// With batched reads on (`shard_file::batched_reads`) and two or more shards that fetch in batches (on
-/// disk), reads the pages their bound searches will need — about four per shard, known from the in-memory
-/// fences — on the shard I/O pool, one task per shard, so the query's preprocessing then finds them cached
-/// instead of reading them one shard after another.
-fn warm_disk_bounds<S: Shard>(shards: &[&Arc<ShardSlot<S>>], lo: u64, hi: u64) -> Result<()> {
-    if !batched_reads()
-        || shards
-            .iter()
-            .filter(|s| s.shard.fetches_in_batches())
-            .count()
-            < 2
-    {
-        return Ok(());
-    }
-    let tasks: Vec<Task> = shards
-        .iter()
-        .filter(|s| s.shard.fetches_in_batches())
-        .map(|&s| {
-            let slot = s.clone();
-            Box::new(move || slot.shard.warm_bounds(lo, hi)) as Task
-        })
-        .collect();
-    run_jobs(tasks)
-}
-
-/// A round's tombstone checks against shards that fetch in batches (on disk), answered in one batch per
-/// shard: for shard position `q`, the sorted keys of the round's fetched records of older shards that its
-/// tombstone filter lets through, and whether `q` holds a tombstone for each. A key its filter rejects is not
-/// listed, and is not tombstoned there.
-#[derive(Default)]
-struct TombstoneAnswers {
-    /// Per shard position: `Some((keys, dead))` when answered this round.
-    by_shard: Vec<Option<(Vec<u64>, Vec<bool>)>>,
-}
-
-impl TombstoneAnswers {
-    fn batch<S: Shard>(
-        &mut self,
-        shards: &[&Arc<ShardSlot<S>>],
-        in_batches: &[bool],
-        tomb_intervals: &[(usize, usize, usize)],
-        fetched: &[(usize, usize, Record, KeyHash)],
-    ) -> Result<()> {
-        self.by_shard.clear();
-        self.by_shard.resize_with(shards.len(), || None);
-        for &(q, _, _) in tomb_intervals {
-            if !in_batches[q] {
-                continue;
-            }
-            let slot = shards[q];
-            let mut keys: Vec<u64> = fetched
-                .iter()
-                .filter(|&&(p, _, _, hash)| q < p && slot.may_have_tombstone(hash))
-                .map(|&(_, _, rec, _)| rec.key)
-                .collect();
-            keys.sort_unstable();
-            keys.dedup();
-            let mut dead = Vec::with_capacity(keys.len());
-            slot.shard.has_tombstones(&keys, &mut dead)?;
-            self.by_shard[q] = Some((keys, dead));
-        }
-        Ok(())
-    }
-
-    /// Whether shard position `q` holds a tombstone for `key`, if this round answered for `q`.
-    #[inline]
-    fn answer(&self, q: usize, key: u64) -> Option<bool> {
-        let (keys, dead) = self.by_shard.get(q)?.as_ref()?;
-        Some(keys.binary_search(&key).is_ok_and(|j| dead[j]))
-    }
-}
-
-/// A round's records of the shards that fetch in batches ([`Shard::fetches_in_batches`]): each such shard
-/// gets the indexes of its draws in one [`Shard::records_at`] call; `records[j]` is then the record of the
-/// round's draw `j` (draws of other shards leave a placeholder). Draw order, and so the rng's use and the
-/// output, is the same as fetching one by one.
-struct BatchedFetch {
-    in_batches: Vec<bool>,
-    /// Per shard position: the indexes drawn from it and the draws (positions in the round) they belong to.
-    indexes: Vec<Vec<usize>>,
-    draws: Vec<Vec<usize>>,
-    got: Vec<Record>,
-    records: Vec<Record>,
-}
-
-impl BatchedFetch {
-    fn new(in_batches: &[bool]) -> Self {
-        BatchedFetch {
-            in_batches: in_batches.to_vec(),
-            indexes: vec![Vec::new(); in_batches.len()],
-            draws: vec![Vec::new(); in_batches.len()],
-            got: Vec::new(),
-            records: Vec::new(),
-        }
-    }
-
-    fn fetch<S: Shard>(
-        &mut self,
-        shards: &[&Arc<ShardSlot<S>>],
-        positions: &[(usize, usize)],
-    ) -> Result<()> {
-        const PLACEHOLDER: Record = Record {
-            key: 0,
-            value: 0,
-            weight: 0.0,
-        };
-        self.records.clear();
-        self.records.resize(positions.len(), PLACEHOLDER);
-        for (j, &(p, i)) in positions.iter().enumerate() {
-            if self.in_batches[p] {
-                self.indexes[p].push(i);
-                self.draws[p].push(j);
-            }
-        }
-        for (p, slot) in shards.iter().enumerate() {
-            if self.indexes[p].is_empty() {
-                continue;
-            }
-            self.got.clear();
-            slot.shard.records_at(&self.indexes[p], &mut self.got)?;
-            for (&j, &rec) in self.draws[p].iter().zip(&self.got) {
-                self.records[j] = rec;
-            }
-            self.indexes[p].clear();
-            self.draws[p].clear();
-        }
-        Ok(())
-    }
+/// Draws of a round that has `missing` samples to find when some shards are on disk: enough that the
+/// round very likely finds them all despite rejections — `missing / (1 − r)` at the expected share of dead
+/// candidates `r` (taken at most ½), plus two standard deviations and 4 — since a further round would wait
+/// for another batch of page reads (and re-read pages the first one read, which are not cached). A function
+/// of the query and the version only, so a seeded query draws the same whatever ran before. Rounds in
+/// memory draw exactly `missing`.
+fn disk_round_draws(missing: usize, dead_share: f64) -> usize {
+    let rate = dead_share.clamp(0.0, 0.5);
+    let expected = missing as f64 / (1.0 - rate);
+    (expected + 2.0 * expected.sqrt()).ceil() as usize + 4
 }
 
 /// The record of buffer candidate `c` if it is live: the newest operation on its key in its buffer, a put,

@@ -129,6 +129,12 @@ pub trait Shard: Send + Sync + Sized + 'static {
     fn fetches_in_batches(&self) -> bool {
         false
     }
+    /// Records per unit of [`records_at`](Self::records_at)'s reads: records `i` and `j` share a read when
+    /// `i / n == j / n` (a disk shard: records per page). A sampler splitting a round's fetches into parallel
+    /// tasks cuts them between such units, so no page is read twice. 1 by default.
+    fn records_per_read(&self) -> usize {
+        1
+    }
     /// Appends the weights of records `lo..hi` (`hi ≤ len()`) to `out`.
     fn extend_weights(&self, lo: usize, hi: usize, out: &mut Vec<f64>) -> Result<()> {
         for i in lo..hi {

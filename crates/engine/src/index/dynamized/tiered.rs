@@ -138,6 +138,9 @@ impl<M: Shard> Shard for Tiered<M> {
     fn fetches_in_batches(&self) -> bool {
         each!(self, s => s.fetches_in_batches())
     }
+    fn records_per_read(&self) -> usize {
+        each!(self, s => s.records_per_read())
+    }
     #[inline]
     fn prefetch(&self, i: usize) {
         each!(self, s => s.prefetch(i))

@@ -7,7 +7,9 @@
 //! it takes from one shared queue. A batch of n pages is split into w = min(IO_THREADS + 1,
 //! ⌈n / [`PAGES_PER_GROUP`]⌉) striped groups (group g holds the g-th, (g + w)-th, … page of the sorted list):
 //! the caller reads group 0 itself and waits for the pool's answers for the others. With one group (a small
-//! batch, or a pool whose threads could not start) the caller reads every page itself.
+//! batch, or a pool whose threads could not start) the caller reads every page itself, and so does a batch
+//! read on a pool thread or inside the caller's own task of [`run_jobs`] (which spreads several shards'
+//! batches over the pool): no pool thread ever waits for the pool.
 //!
 //! ## Invariants
 //! * Every page of the batch is read exactly once and its checksum verified once (by
@@ -50,6 +52,8 @@ fn pool() -> Option<&'static Pool> {
         for i in 0..IO_THREADS {
             let queue = queue.clone();
             let worker = move || {
+                // A pool thread reads a batch it is given itself (see `INLINE`).
+                INLINE.with(|i| i.set(true));
                 loop {
                     // One thread waits in `recv`, the others for the lock: a job goes to one of them.
                     let job = match queue.lock().recv() {
@@ -71,6 +75,11 @@ fn pool() -> Option<&'static Pool> {
 
 thread_local! {
     static BATCHED: Cell<bool> = const { Cell::new(true) };
+    /// Set on the pool's threads, and on a caller while it runs its own share of [`run_jobs`]: a batch read
+    /// there reads every page on the thread itself instead of queueing groups for the pool. So no pool
+    /// thread ever waits for the pool (which could deadlock when every thread waited), and tasks that
+    /// [`run_jobs`] already spread over the pool do not queue again behind each other.
+    static INLINE: Cell<bool> = const { Cell::new(false) };
 }
 
 /// Whether disk shards read a query's pages as one batch on this thread (the default), or one page at a
@@ -121,6 +130,21 @@ impl PageBatch {
     }
 }
 
+/// [`INLINE`] on for this thread until dropped (then as before, also when unwinding).
+struct InlineReads(bool);
+
+impl InlineReads {
+    fn on() -> InlineReads {
+        InlineReads(INLINE.with(|i| i.replace(true)))
+    }
+}
+
+impl Drop for InlineReads {
+    fn drop(&mut self) {
+        INLINE.with(|i| i.set(self.0));
+    }
+}
+
 /// A unit of work for [`run_jobs`].
 pub type Task = Box<dyn FnOnce() -> Result<()> + Send + 'static>;
 
@@ -149,7 +173,11 @@ pub fn run_jobs(mut tasks: Vec<Task>) -> Result<()> {
         }
     }
     drop(done);
-    let mut failed: Option<(usize, Error)> = first().err().map(|e| (0, e));
+    let first = {
+        let _inline = InlineReads::on();
+        first()
+    };
+    let mut failed: Option<(usize, Error)> = first.err().map(|e| (0, e));
     let mut answered = 0;
     for (g, r) in answers.iter() {
         answered += 1;
@@ -190,7 +218,7 @@ pub fn read_batch(
 ) -> Result<PageBatch> {
     debug_assert!(pages.windows(2).all(|w| w[0] < w[1]));
     let n = pages.len();
-    let pool = pool();
+    let pool = pool().filter(|_| !INLINE.with(Cell::get));
     let w = match pool {
         Some(_) => n.div_ceil(PAGES_PER_GROUP).clamp(1, IO_THREADS + 1),
         None => 1,
