@@ -163,7 +163,9 @@ pub fn run_jobs(mut tasks: Vec<Task>) -> Result<()> {
         let job: Job = Box::new(move || {
             let _ = done.send((g + 1, task()));
         });
-        match pool() {
+        // On a pool thread, or inside the caller's own share of an outer `run_jobs`, the tasks run here:
+        // a pool thread that queued work and waited for it could wait on work queued behind its own kind.
+        match pool().filter(|_| !INLINE.with(Cell::get)) {
             Some(pool) => {
                 if let Err(mpsc::SendError(job)) = pool.jobs.send(job) {
                     job();
@@ -264,4 +266,46 @@ pub fn read_batch(
         groups,
         page_size,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::time::Duration;
+
+    /// Tasks that themselves spread work with `run_jobs` (more of them than the pool has threads) finish:
+    /// no pool thread waits for work queued behind the tasks it is running.
+    #[test]
+    fn nested_jobs_never_wait_on_the_pool() {
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let ran = Arc::new(AtomicUsize::new(0));
+            let outer: Vec<Task> = (0..4 * (IO_THREADS + 1))
+                .map(|_| {
+                    let ran = ran.clone();
+                    Box::new(move || {
+                        let inner: Vec<Task> = (0..IO_THREADS + 1)
+                            .map(|_| {
+                                let ran = ran.clone();
+                                Box::new(move || {
+                                    ran.fetch_add(1, Ordering::Relaxed);
+                                    std::thread::sleep(Duration::from_millis(1));
+                                    Ok(())
+                                }) as Task
+                            })
+                            .collect();
+                        run_jobs(inner)
+                    }) as Task
+                })
+                .collect();
+            let r = run_jobs(outer);
+            let _ = tx.send((r.is_ok(), ran.load(Ordering::Relaxed)));
+        });
+        let (ok, ran) = rx
+            .recv_timeout(Duration::from_secs(60))
+            .expect("nested run_jobs did not finish: pool threads wait on the pool");
+        assert!(ok);
+        assert_eq!(ran, 4 * (IO_THREADS + 1) * (IO_THREADS + 1));
+    }
 }
