@@ -472,13 +472,6 @@ fn clap_exit(e: &clap::Error) -> ExitCode {
     }
 }
 
-/// The binary's allocator: mimalloc. `strata serve` allocates per request (frames, jobs, replies) and the
-/// engines per write; against glibc's malloc it cut the server's user CPU per SET at pipeline 16 by about a
-/// fifth (redis-server, the peer, ships jemalloc for the same reason). Every engine the lab runs in this
-/// process, peers included, uses it alike. The `strata` library leaves the allocator to its user.
-#[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 fn main() -> ExitCode {
     let parsed = Cli::command()
         .try_get_matches()
