@@ -11,7 +11,10 @@
 //!
 //! So, in [`Placement::FollowLoad`] (the default), connections start on the loops already serving and move
 //! between loops as the load changes, decided by [`decide`] every [`TICK`] from each loop's busy share of
-//! wall time. Redis makes the same trade with its I/O threads, which it switches off while few clients have
+//! wall time. Busy shares do not add up across placements (a loop serving alone also runs the partition
+//! jobs that other loops' connections would have handed to partition threads), so the controller remembers
+//! the command rate at which a loop serving alone saturated, and gathers connections on one loop again only
+//! while the rate is well below it ([`GATHER_BELOW_SATURATED_RATE`]). Redis makes the same trade with its I/O threads, which it switches off while few clients have
 //! replies pending. [`Placement::RoundRobin`] deals connections out once at accept and never moves them.
 //!
 //! Invariants:
@@ -52,6 +55,12 @@ pub const ROOM: f64 = 0.3;
 /// When the loops serving are together at most this busy, one loop can serve them all (with room: its
 /// busy share stays well under [`SATURATED`]), and the least busy loop's connections move to the busiest.
 pub const CONSOLIDATE_BELOW: f64 = 0.5;
+/// Connections gather on one loop only while the command rate is at most this share of the rate at which a
+/// loop serving alone last saturated.
+pub const GATHER_BELOW_SATURATED_RATE: f64 = 0.6;
+/// Consecutive light ticks before connections gather (a split's own disturbance, or a dip, is not a lighter
+/// load).
+pub const GATHER_AFTER_TICKS: u32 = 5;
 
 /// One loop's counters, shared with its runtime's park hooks.
 #[derive(Debug, Default)]
@@ -61,6 +70,8 @@ pub struct LoopCounters {
     busy_ns: AtomicU64,
     /// When it last woke (nanoseconds since the epoch of its [`NetLoops`], plus 1); 0 while parked.
     running_since: AtomicU64,
+    /// Commands served.
+    commands: AtomicU64,
     /// Connections asked to move away, and where to.
     leave: AtomicUsize,
     leave_to: AtomicUsize,
@@ -96,9 +107,10 @@ pub struct Move {
 /// above):
 /// - the busiest loop is saturated and has at least two connections, and another loop has room: move the
 ///   share of its connections that evens the two loops' busy shares out (half of them onto an idle loop);
-/// - else two or more loops serve connections and are together at most [`CONSOLIDATE_BELOW`] busy: the
+/// - else, if `may_gather`, two or more loops serve connections and are together at most
+///   [`CONSOLIDATE_BELOW`] busy: the
 ///   least busy one's connections all move to the busiest one.
-pub fn decide(samples: &[LoopSample]) -> Option<Move> {
+pub fn decide(samples: &[LoopSample], may_gather: bool) -> Option<Move> {
     let by_busy = |a: &(usize, &LoopSample), b: &(usize, &LoopSample)| {
         a.1.busy
             .total_cmp(&b.1.busy)
@@ -129,7 +141,7 @@ pub fn decide(samples: &[LoopSample]) -> Option<Move> {
         .filter(|(_, s)| s.connections > 0)
         .collect();
     let total: f64 = serving.iter().map(|(_, s)| s.busy).sum();
-    if serving.len() < 2 || total > CONSOLIDATE_BELOW {
+    if !may_gather || serving.len() < 2 || total > CONSOLIDATE_BELOW {
         return None;
     }
     let (from, from_sample) = serving.iter().copied().min_by(by_busy)?;
@@ -143,6 +155,46 @@ pub fn decide(samples: &[LoopSample]) -> Option<Move> {
         to,
         count: from_sample.connections,
     })
+}
+
+/// [`decide`] over time: a cooldown after each move, and the command rate at which a loop serving alone
+/// last saturated (connections gather on one loop only well below it).
+#[derive(Debug, Default)]
+pub struct Controller {
+    cooldown: u32,
+    saturated_rate: Option<f64>,
+    light_ticks: u32,
+}
+
+impl Controller {
+    /// The move a tick's samples and command rate (per second) call for, if any.
+    pub fn step(&mut self, samples: &[LoopSample], rate: f64) -> Option<Move> {
+        if self.cooldown > 0 {
+            self.cooldown -= 1;
+            return None;
+        }
+        let may_gather = self
+            .saturated_rate
+            .is_none_or(|r| rate <= GATHER_BELOW_SATURATED_RATE * r);
+        let Some(m) = decide(samples, may_gather) else {
+            self.light_ticks = 0;
+            return None;
+        };
+        if samples[m.from].busy >= SATURATED {
+            self.light_ticks = 0;
+            if samples.iter().filter(|s| s.connections > 0).count() == 1 {
+                self.saturated_rate = Some(rate);
+            }
+        } else {
+            self.light_ticks += 1;
+            if self.light_ticks < GATHER_AFTER_TICKS {
+                return None;
+            }
+            self.light_ticks = 0;
+        }
+        self.cooldown = COOLDOWN_TICKS;
+        Some(m)
+    }
 }
 
 impl NetLoops {
@@ -227,6 +279,20 @@ impl NetLoops {
         i
     }
 
+    /// Loop `i` served `n` commands.
+    pub fn served(&self, i: usize, n: usize) {
+        self.counters[i]
+            .commands
+            .fetch_add(n as u64, Ordering::Relaxed);
+    }
+
+    fn commands(&self) -> u64 {
+        self.counters
+            .iter()
+            .map(|c| c.commands.load(Ordering::Relaxed))
+            .sum()
+    }
+
     /// A connection of loop `i` closed.
     pub fn closed(&self, i: usize) {
         self.counters[i].connections.fetch_sub(1, Ordering::Relaxed);
@@ -307,11 +373,11 @@ impl NetLoops {
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         // An interval's first tick is at once: the first samples are taken a whole tick later.
         tick.tick().await;
-        let mut last = (Instant::now(), self.busy_totals());
-        let mut cooldown = 0u32;
+        let mut last = (Instant::now(), self.busy_totals(), self.commands());
+        let mut controller = Controller::default();
         loop {
             tick.tick().await;
-            let now = (Instant::now(), self.busy_totals());
+            let now = (Instant::now(), self.busy_totals(), self.commands());
             let wall = now.0.duration_since(last.0).as_nanos() as f64;
             if wall < TICK.as_nanos() as f64 / 2.0 {
                 // Too short to tell a busy loop from one that is merely running this controller.
@@ -326,14 +392,10 @@ impl NetLoops {
                     busy: (b.saturating_sub(*a) as f64 / wall).clamp(0.0, 1.0),
                 })
                 .collect();
+            let rate = now.2.saturating_sub(last.2) as f64 / (wall / 1e9);
             last = now;
-            if cooldown > 0 {
-                cooldown -= 1;
-                continue;
-            }
-            if let Some(m) = decide(&samples) {
+            if let Some(m) = controller.step(&samples, rate) {
                 self.request(m);
-                cooldown = COOLDOWN_TICKS;
             }
         }
     }
@@ -350,7 +412,7 @@ mod tests {
     #[test]
     fn a_saturated_loop_gives_half_its_connections_to_an_idle_one() {
         assert_eq!(
-            decide(&[s(50, 0.97), s(0, 0.0)]),
+            decide(&[s(50, 0.97), s(0, 0.0)], true),
             Some(Move {
                 from: 0,
                 to: 1,
@@ -359,7 +421,7 @@ mod tests {
         );
         // Onto the idlest loop, whichever it is.
         assert_eq!(
-            decide(&[s(0, 0.0), s(1, 0.4), s(40, 1.0), s(0, 0.01)]),
+            decide(&[s(0, 0.0), s(1, 0.4), s(40, 1.0), s(0, 0.01)], true),
             Some(Move {
                 from: 2,
                 to: 0,
@@ -372,7 +434,7 @@ mod tests {
     fn a_saturated_loop_evens_out_with_a_busy_one() {
         // (0.9 - 0.5) / 1.8 of 36 connections = 8.
         assert_eq!(
-            decide(&[s(36, 0.9), s(10, 0.5)]),
+            decide(&[s(36, 0.9), s(10, 0.5)], true),
             Some(Move {
                 from: 0,
                 to: 1,
@@ -383,17 +445,17 @@ mod tests {
 
     #[test]
     fn no_move_without_room_or_with_one_connection() {
-        assert_eq!(decide(&[s(30, 0.95), s(30, 0.8)]), None);
-        assert_eq!(decide(&[s(1, 1.0), s(0, 0.0)]), None);
-        assert_eq!(decide(&[s(10, 0.7), s(10, 0.6)]), None);
-        assert_eq!(decide(&[s(10, 0.6)]), None);
-        assert_eq!(decide(&[]), None);
+        assert_eq!(decide(&[s(30, 0.95), s(30, 0.8)], true), None);
+        assert_eq!(decide(&[s(1, 1.0), s(0, 0.0)], true), None);
+        assert_eq!(decide(&[s(10, 0.7), s(10, 0.6)], true), None);
+        assert_eq!(decide(&[s(10, 0.6)], true), None);
+        assert_eq!(decide(&[], true), None);
     }
 
     #[test]
     fn light_loops_consolidate_onto_the_busiest() {
         assert_eq!(
-            decide(&[s(25, 0.2), s(25, 0.25)]),
+            decide(&[s(25, 0.2), s(25, 0.25)], true),
             Some(Move {
                 from: 0,
                 to: 1,
@@ -402,16 +464,65 @@ mod tests {
         );
         // Loops without connections take no part.
         assert_eq!(
-            decide(&[s(0, 0.0), s(3, 0.1), s(4, 0.05)]),
+            decide(&[s(0, 0.0), s(3, 0.1), s(4, 0.05)], true),
             Some(Move {
                 from: 2,
                 to: 1,
                 count: 4
             })
         );
+        // Not while the rate is near one where a loop serving alone saturated.
+        assert_eq!(decide(&[s(25, 0.2), s(25, 0.25)], false), None);
         // One loop serving: nothing to consolidate.
-        assert_eq!(decide(&[s(50, 0.4), s(0, 0.0)]), None);
-        assert_eq!(decide(&[s(25, 0.3), s(25, 0.3)]), None);
+        assert_eq!(decide(&[s(50, 0.4), s(0, 0.0)], true), None);
+        assert_eq!(decide(&[s(25, 0.3), s(25, 0.3)], true), None);
+    }
+
+    /// Split because one loop saturated at 100,000 commands/s, the loops look light (each runs less than
+    /// its share); they gather again only once the rate falls well below that.
+    #[test]
+    fn loops_split_by_saturation_gather_only_when_the_rate_falls() {
+        let mut c = Controller::default();
+        let split = c.step(&[s(50, 0.95), s(0, 0.0)], 100_000.0);
+        assert_eq!(
+            split,
+            Some(Move {
+                from: 0,
+                to: 1,
+                count: 25
+            })
+        );
+        for _ in 0..COOLDOWN_TICKS {
+            assert_eq!(c.step(&[s(25, 0.1), s(25, 0.1)], 100_000.0), None);
+        }
+        assert_eq!(c.step(&[s(25, 0.2), s(25, 0.2)], 95_000.0), None);
+        let light = [s(25, 0.1), s(25, 0.12)];
+        for _ in 1..GATHER_AFTER_TICKS {
+            assert_eq!(
+                c.step(&light, 50_000.0),
+                None,
+                "gathers only after a streak"
+            );
+        }
+        assert_eq!(
+            c.step(&light, 50_000.0),
+            Some(Move {
+                from: 0,
+                to: 1,
+                count: 25
+            })
+        );
+        // Without a saturation seen, light loops gather at any rate, after the streak; a tick that is not
+        // light starts the streak again.
+        let mut fresh = Controller::default();
+        for _ in 1..GATHER_AFTER_TICKS {
+            assert_eq!(fresh.step(&light, 1e9), None);
+        }
+        assert_eq!(fresh.step(&[s(25, 0.4), s(25, 0.4)], 1e9), None);
+        for _ in 1..GATHER_AFTER_TICKS {
+            assert_eq!(fresh.step(&light, 1e9), None);
+        }
+        assert!(fresh.step(&light, 1e9).is_some());
     }
 
     #[test]
