@@ -80,6 +80,8 @@ pub struct Log {
     /// Bucket of the record at each ring position (for freeing space).
     pub ring: Vec<u32>,
     pub stats: LogStats,
+    /// Keys added through this log since its writer last checked the table's fullness (`HashIndex::write`).
+    pub added_since_check: u64,
 }
 
 impl Log {
@@ -95,6 +97,7 @@ impl Log {
             durable_tail: 0,
             ring: vec![0; g.log_records as usize],
             stats: LogStats::default(),
+            added_since_check: 0,
         }
     }
 

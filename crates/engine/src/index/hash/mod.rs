@@ -42,7 +42,9 @@
 //!   durable tail; a log's tail passes a record only after the record's D-bucket was flushed. A staged
 //!   slot pins its record; a delete that cancels a staged put stages a tombstone, so that the put's record
 //!   (possibly in another log) is never replayed without it.
-//! * After every write the load factor (live keys ÷ home slots) is at most 7/8.
+//! * After every write the load factor (live keys ÷ home slots) is at most 7/8 (with several logs a writer
+//!   sums their counts only every few added keys, and grows early by a margin that covers the keys added
+//!   unseen meanwhile: `HashIndex::fullness_margin`).
 //!
 //! ## Crash-consistency protocol (persist = flush + fence under ADR, fence only under eADR)
 //! 1. **Write**: append `key, value, seq, op, checksum` to the thread's log and persist it (the
