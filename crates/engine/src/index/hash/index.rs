@@ -11,7 +11,7 @@ use super::bucket::Bucket;
 use super::generation::Generation;
 use super::layout::{
     CHUNK_SLOTS, Gen, Geometry, HOME_SLOTS, MAX_LOG2_BUCKETS, SB_ROOT, SUPER_BYTES, fingerprint,
-    hash,
+    hash, slot_off,
 };
 use super::log::{Log, LogStats};
 use super::write::{Applied, Source};
@@ -64,6 +64,8 @@ pub struct HashStats {
     pub grows: u64,
     /// Buckets compacted in place (superseded versions and tombstones dropped).
     pub compactions: u64,
+    /// Deletes of committed keys done in place (the slot's tombstone bit set in its commit word).
+    pub in_place_deletes: u64,
     /// Pool chunks linked to a full bucket.
     pub overflow_chunks: u64,
     /// Log records appended, and persisted log-tail advances.
@@ -295,6 +297,11 @@ impl<P: Pm> HashIndex<P> {
             let g = self.current();
             let b = h & g.layout.mask();
             g.buckets[b as usize].prefetch(Bucket::LINES);
+            if value.is_none() {
+                // A delete reads the key's slot (to confirm it): start that PM miss now, so it overlaps
+                // taking the locks instead of following them.
+                self.prefetch_matches(g, b, fingerprint(h));
+            }
             let mut log = self.lock_log(g);
             let result = self.write_in(g, b, &mut log, key, value);
             let (added, old) = match result {
@@ -329,6 +336,22 @@ impl<P: Pm> HashIndex<P> {
             }
             return Ok(old);
         }
+    }
+
+    /// Asks the PM lines of bucket `b`'s committed live slots with fingerprint `fp` into the cache, without
+    /// locks: a hint, which a racing writer can only make useless (a torn shape or link gives an offset
+    /// the region ignores), never wrong.
+    fn prefetch_matches(&self, g: &Generation, b: u64, fp: u16) {
+        let bucket = &g.buckets[b as usize];
+        let shape = bucket.shape();
+        let start = shape.tail_start();
+        bucket.find_live(&g.pool, shape, fp, |p| {
+            if p < start {
+                let chunk = g.chunk_off(b, bucket, p / CHUNK_SLOTS);
+                self.pm.prefetch(slot_off(chunk, p % CHUNK_SLOTS));
+            }
+            None::<()>
+        });
     }
 
     /// A write through log `log` of the current generation (tests place records in chosen logs).
@@ -513,6 +536,7 @@ impl<P: Pm> HashIndex<P> {
             rebuilds: grows,
             grows,
             compactions: s.compactions,
+            in_place_deletes: s.in_place_deletes,
             overflow_chunks: s.overflow_chunks,
             appends: s.appends,
             tail_persists: s.tail_persists,

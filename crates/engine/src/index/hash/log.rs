@@ -50,6 +50,8 @@ pub struct LogStats {
     pub compactions: u64,
     pub overflow_chunks: u64,
     pub tail_persists: u64,
+    /// Deletes done in place (a tombstone bit in a commit word, no record).
+    pub in_place_deletes: u64,
 }
 
 impl LogStats {
@@ -62,6 +64,7 @@ impl LogStats {
         self.compactions += o.compactions;
         self.overflow_chunks += o.overflow_chunks;
         self.tail_persists += o.tail_persists;
+        self.in_place_deletes += o.in_place_deletes;
     }
 }
 
