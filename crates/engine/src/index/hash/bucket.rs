@@ -145,15 +145,17 @@ pub struct Writer {
 #[derive(Debug)]
 #[repr(C, align(64))]
 pub struct Bucket {
+    // What a lookup reads comes first and packed — seqlock, shape, live bits, fingerprints: 528 B, 9 lines
+    // (`HEAD_LINES`) — then the D-bucket and the pool links, then what only writers use.
     version: AtomicU64,
     shape: AtomicU64,
-    /// The writers' lock, and what only writers use.
-    pub writer: Mutex<Writer>,
     live: [AtomicU64; 4],
     fps: [AtomicU64; FP_WORDS],
     tail_keys: [AtomicU64; CHUNK_SLOTS],
     tail_vals: [AtomicU64; CHUNK_SLOTS],
     overflow: [AtomicU32; MAX_OVERFLOW],
+    /// The writers' lock, and what only writers use.
+    pub writer: Mutex<Writer>,
 }
 
 impl Default for Bucket {
@@ -161,12 +163,12 @@ impl Default for Bucket {
         Bucket {
             version: AtomicU64::new(0),
             shape: AtomicU64::new(Shape::new(1, 0, 0, false).0),
-            writer: Mutex::new(Writer::default()),
             live: Default::default(),
             fps: std::array::from_fn(|_| AtomicU64::new(0)),
             tail_keys: Default::default(),
             tail_vals: Default::default(),
             overflow: Default::default(),
+            writer: Mutex::new(Writer::default()),
         }
     }
 }
@@ -190,8 +192,7 @@ impl Bucket {
         }
     }
 
-    /// Lines of the bucket a lookup or write reaches first: the seqlock, shape, writer lock, live bits and
-    /// every fingerprint word.
+    /// Lines of the bucket a lookup reaches: the seqlock, shape, live bits and every fingerprint word.
     pub const HEAD_LINES: usize = (std::mem::offset_of!(Bucket, fps) + FP_WORDS * 8).div_ceil(64);
     /// Every line of the bucket (a write also reaches the D-bucket's keys and values).
     pub const LINES: usize = size_of::<Bucket>() / 64;
@@ -259,6 +260,11 @@ impl Bucket {
             self.tail_keys[i].load(Ordering::Relaxed),
             self.tail_vals[i].load(Ordering::Relaxed),
         )
+    }
+    /// Key of tail slot `i` (the staged-key scan of a write reads no value).
+    #[inline]
+    pub fn tail_key(&self, i: usize) -> u64 {
+        self.tail_keys[i].load(Ordering::Relaxed)
     }
     pub fn set_tail_slot(&self, i: usize, key: u64, value: u64) {
         self.tail_keys[i].store(key, Ordering::Relaxed);

@@ -6,6 +6,7 @@ use parking_lot::Mutex;
 
 use super::bucket::{Bucket, Pool, Shape};
 use super::format::le;
+use super::index::Padded;
 use super::layout::{Gen, HOME_CHUNKS, SLOT_BYTES, slot_off};
 use super::log::Log;
 use crate::error::Result;
@@ -16,7 +17,8 @@ use crate::storage::pm::{Pm, XPLINE};
 pub struct Generation {
     pub layout: Gen,
     pub buckets: Box<[Bucket]>,
-    pub logs: Box<[Mutex<Log>]>,
+    /// Each alone on its lines: every write updates its log's cursor and counters.
+    pub logs: Box<[Padded<Mutex<Log>>]>,
     pub pool: Pool,
 }
 
@@ -26,7 +28,7 @@ impl Generation {
         Generation {
             buckets: (0..layout.buckets()).map(|_| Bucket::default()).collect(),
             logs: (0..layout.logs)
-                .map(|i| Mutex::new(Log::new(&layout, nonce, i)))
+                .map(|i| Padded(Mutex::new(Log::new(&layout, nonce, i))))
                 .collect(),
             pool: Pool::new(layout.pool_chunks),
             layout,

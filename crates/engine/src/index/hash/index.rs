@@ -11,7 +11,7 @@ use super::bucket::Bucket;
 use super::generation::Generation;
 use super::layout::{
     CHUNK_SLOTS, Gen, Geometry, HOME_SLOTS, MAX_LOG2_BUCKETS, SB_ROOT, SUPER_BYTES, fingerprint,
-    hash,
+    hash, slot_off,
 };
 use super::log::{Log, LogStats};
 use super::write::{Applied, Source};
@@ -64,6 +64,8 @@ pub struct HashStats {
     pub grows: u64,
     /// Buckets compacted in place (superseded versions and tombstones dropped).
     pub compactions: u64,
+    /// Deletes of committed keys done in place (the slot's tombstone bit set in its commit word).
+    pub in_place_deletes: u64,
     /// Pool chunks linked to a full bucket.
     pub overflow_chunks: u64,
     /// Log records appended, and persisted log-tail advances.
@@ -74,10 +76,24 @@ pub struct HashStats {
     pub replay_skipped: u64,
 }
 
-/// A `T` alone on its cache lines (two: adjacent-line prefetch pairs them).
+/// A `T` alone on its cache lines (two: adjacent-line prefetch pairs them), so that what one thread writes
+/// (its log, its live-key count) never shares a line with what another thread writes.
 #[derive(Debug, Default)]
 #[repr(align(128))]
 pub(super) struct Padded<T>(pub T);
+
+impl<T> std::ops::Deref for Padded<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.0
+    }
+}
+
+impl<T> std::ops::DerefMut for Padded<T> {
+    fn deref_mut(&mut self) -> &mut T {
+        &mut self.0
+    }
+}
 
 static NEXT_THREAD: AtomicUsize = AtomicUsize::new(0);
 thread_local! {
@@ -281,6 +297,11 @@ impl<P: Pm> HashIndex<P> {
             let g = self.current();
             let b = h & g.layout.mask();
             g.buckets[b as usize].prefetch(Bucket::LINES);
+            if value.is_none() {
+                // A delete reads the key's slot (to confirm it): start that PM miss now, so it overlaps
+                // taking the locks instead of following them.
+                self.prefetch_matches(g, b, fingerprint(h));
+            }
             let mut log = self.lock_log(g);
             let result = self.write_in(g, b, &mut log, key, value);
             let (added, old) = match result {
@@ -304,8 +325,9 @@ impl<P: Pm> HashIndex<P> {
                 let c = &self.counts[log.id as usize].0;
                 c.store(c.load(Ordering::Relaxed) + added, Ordering::Relaxed);
             }
+            let check = added > 0 && self.due_fullness_check(g, &mut log);
             drop(log);
-            if added > 0 && self.over_full(g) {
+            if check && self.over_full_with(g, self.fullness_margin(g)) {
                 // The write is done and durable: a region too small to double in does not fail it.
                 match self.grow(g) {
                     Err(Error::ResourceExhausted(_)) | Ok(()) => {}
@@ -314,6 +336,22 @@ impl<P: Pm> HashIndex<P> {
             }
             return Ok(old);
         }
+    }
+
+    /// Asks the PM lines of bucket `b`'s committed live slots with fingerprint `fp` into the cache, without
+    /// locks: a hint, which a racing writer can only make useless (a torn shape or link gives an offset
+    /// the region ignores), never wrong.
+    fn prefetch_matches(&self, g: &Generation, b: u64, fp: u16) {
+        let bucket = &g.buckets[b as usize];
+        let shape = bucket.shape();
+        let start = shape.tail_start();
+        bucket.find_live(&g.pool, shape, fp, |p| {
+            if p < start {
+                let chunk = g.chunk_off(b, bucket, p / CHUNK_SLOTS);
+                self.pm.prefetch(slot_off(chunk, p % CHUNK_SLOTS));
+            }
+            None::<()>
+        });
     }
 
     /// A write through log `log` of the current generation (tests place records in chosen logs).
@@ -379,7 +417,49 @@ impl<P: Pm> HashIndex<P> {
 
     /// True when the live keys exceed 7/8 of generation `g`'s slots.
     pub(super) fn over_full(&self, g: &Generation) -> bool {
-        self.len() * 8 > Self::slots(&g.layout) * 7
+        self.over_full_with(g, 0)
+    }
+
+    /// True when the live keys plus `margin` exceed 7/8 of generation `g`'s slots.
+    fn over_full_with(&self, g: &Generation, margin: u64) -> bool {
+        (self.len() + margin) * 8 > Self::slots(&g.layout) * 7
+    }
+
+    /// Keys a log adds between two fullness checks of its writer: 1 with a single log (its count is the
+    /// only one, on a line no other thread writes); with several, enough that summing the other logs'
+    /// counts (lines their writers keep modifying: a cache-to-cache transfer each) is rare, while the
+    /// margin it needs (`logs` × this) stays under 1/1,024 of the slots.
+    fn fullness_stride(&self, g: &Generation) -> u64 {
+        let logs = g.logs.len() as u64;
+        if logs == 1 {
+            1
+        } else {
+            (Self::slots(&g.layout) / 1024 / logs).max(1)
+        }
+    }
+
+    /// Keys the other logs may have added since their writers last checked: a write that checks grows the
+    /// table when the live keys plus this exceed 7/8, so the bound holds between checks. Proof: a log adds
+    /// fewer than `stride` keys between two checks of its own, so after the latest check (which saw every
+    /// count, and the sum plus `logs × stride` under 7/8) the sum grows by less than `logs × stride`.
+    fn fullness_margin(&self, g: &Generation) -> u64 {
+        let logs = g.logs.len() as u64;
+        if logs == 1 {
+            0
+        } else {
+            logs * self.fullness_stride(g)
+        }
+    }
+
+    /// Counts a key added through `log`; true when this write must check the table's fullness.
+    fn due_fullness_check(&self, g: &Generation, log: &mut Log) -> bool {
+        log.added_since_check += 1;
+        if log.added_since_check >= self.fullness_stride(g) {
+            log.added_since_check = 0;
+            true
+        } else {
+            false
+        }
     }
 
     /// Slots of a generation: its buckets' home slots. The pool (1 chunk per 8 buckets, 0.8 % of the
@@ -456,6 +536,7 @@ impl<P: Pm> HashIndex<P> {
             rebuilds: grows,
             grows,
             compactions: s.compactions,
+            in_place_deletes: s.in_place_deletes,
             overflow_chunks: s.overflow_chunks,
             appends: s.appends,
             tail_persists: s.tail_persists,

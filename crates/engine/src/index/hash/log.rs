@@ -50,6 +50,8 @@ pub struct LogStats {
     pub compactions: u64,
     pub overflow_chunks: u64,
     pub tail_persists: u64,
+    /// Deletes done in place (a tombstone bit in a commit word, no record).
+    pub in_place_deletes: u64,
 }
 
 impl LogStats {
@@ -62,6 +64,7 @@ impl LogStats {
         self.compactions += o.compactions;
         self.overflow_chunks += o.overflow_chunks;
         self.tail_persists += o.tail_persists;
+        self.in_place_deletes += o.in_place_deletes;
     }
 }
 
@@ -80,6 +83,8 @@ pub struct Log {
     /// Bucket of the record at each ring position (for freeing space).
     pub ring: Vec<u32>,
     pub stats: LogStats,
+    /// Keys added through this log since its writer last checked the table's fullness (`HashIndex::write`).
+    pub added_since_check: u64,
 }
 
 impl Log {
@@ -95,6 +100,7 @@ impl Log {
             durable_tail: 0,
             ring: vec![0; g.log_records as usize],
             stats: LogStats::default(),
+            added_since_check: 0,
         }
     }
 

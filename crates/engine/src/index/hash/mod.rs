@@ -42,11 +42,16 @@
 //!   durable tail; a log's tail passes a record only after the record's D-bucket was flushed. A staged
 //!   slot pins its record; a delete that cancels a staged put stages a tombstone, so that the put's record
 //!   (possibly in another log) is never replayed without it.
-//! * After every write the load factor (live keys ÷ home slots) is at most 7/8.
+//! * After every write the load factor (live keys ÷ home slots) is at most 7/8 (with several logs a writer
+//!   sums their counts only every few added keys, and grows early by a margin that covers the keys added
+//!   unseen meanwhile: `HashIndex::fullness_margin`).
 //!
 //! ## Crash-consistency protocol (persist = flush + fence under ADR, fence only under eADR)
 //! 1. **Write**: append `key, value, seq, op, checksum` to the thread's log and persist it (the
 //!    acknowledgement point), then stage it in the D-bucket (DRAM).
+//!    A delete of a committed version instead sets its slot's tombstone bit in the chunk's commit word (one
+//!    8 B store, written back and fenced: the acknowledgement); recovery keeps each key's newest version,
+//!    which that bit hides. Deletes of staged versions stage a tombstone as above.
 //! 2. **Flush** (D-bucket full, or its records pin a full log): `write_nt` the whole tail chunk, fence, then
 //!    store and persist its commit word.
 //! 3. **Log space**: flush the D-buckets holding records of the ring's older half, then persist the tail.
@@ -58,13 +63,15 @@
 //!    tail: records above their bucket's committed `seq`, per bucket in `seq` order.
 //!
 //! ## Cost model
-//! * Every operation first prefetches its bucket's DRAM lines (a lookup the head up to the last
+//! * Every operation first prefetches its bucket's DRAM lines (a lookup the 9 lines up to the last
 //!   fingerprint word, a write the whole 1 KiB), so their misses overlap.
 //! * **Hit**: DRAM fingerprint scan of one bucket, then one 16 B PM read per live fingerprint match
 //!   (false matches ≈ live slots ÷ 65,536); a key still in the D-bucket is read from DRAM.
 //! * **Miss**: no PM access unless a fingerprint matches falsely.
 //! * **Write**: one 32 B log append persisted, plus 1/15 of a whole-XPLine chunk write and its commit
 //!   word; no PM read unless the key's fingerprint matches a live committed slot (an update).
+//! * **Delete** of a committed key: the fingerprint scan, one 16 B PM read (its line prefetched before the
+//!   locks are taken) and one commit-word store and write-back in the same XPLine; no log record.
 //! * **Doubling**: O(n) reads and writes, amortised over ≥ n/2 inserts; **compaction**: the chain twice.
 //! * **Recovery**: every used chunk once plus the logs, split over the threads.
 //!

@@ -1,6 +1,7 @@
 //! The write path under a bucket's lock: find the key's visible version, make room in the tail, append the
 //! log record (the acknowledgement), stage the new version in the D-bucket, and write the D-bucket back as
-//! one whole XPLine when it is full or when log space needs it.
+//! one whole XPLine when it is full or when log space needs it. A delete of a committed version is done in
+//! place instead: the tombstone bit of its slot in its chunk's commit word (`delete_in_place`).
 //!
 //! No PM is read before a write unless the key's 16-bit fingerprint matches a live slot outside the tail
 //! (an update, or ≈ live slots / 65,536 false matches): a new key costs a DRAM scan only.
@@ -9,7 +10,7 @@ use super::bucket::{Shape, Writer};
 use super::generation::{Generation, commit_word};
 use super::index::HashIndex;
 use super::layout::{
-    CHUNK_SLOTS, ChunkHead, HOME_CHUNKS, MAX_CHAIN, chunk_image, fingerprint, hash,
+    CHUNK_SLOTS, ChunkHead, HOME_CHUNKS, MAX_CHAIN, chunk_image, corruption, fingerprint, hash,
 };
 use super::log::{Log, LogStats};
 use crate::error::Result;
@@ -101,7 +102,7 @@ impl<P: Pm> HashIndex<P> {
         let fp = fingerprint(hash(key));
         // A staged entry of the key (put or tombstone) is replaced; else a live committed version is killed.
         let shape = bucket.shape();
-        let staged = (shape.committed()..shape.tail_used()).find(|&i| bucket.tail_slot(i).0 == key);
+        let staged = (shape.committed()..shape.tail_used()).find(|&i| bucket.tail_key(i) == key);
         let mut found = match staged {
             Some(i) => {
                 let p = shape.tail_start() + i;
@@ -114,6 +115,15 @@ impl<P: Pm> HashIndex<P> {
         let old = found.map(|(_, v)| v);
         if value.is_none() && found.is_none() {
             return Ok(Applied::Done(None));
+        }
+        // A live write's delete of a committed version (`find_locked` finds only live slots, and a live
+        // slot of the key in the D-bucket would be `staged`): in place, in the slot's commit word.
+        if value.is_none()
+            && staged.is_none()
+            && let (Source::Live(log), Some((p, _))) = (&mut src, found)
+        {
+            self.delete_in_place(g, b, w, p, &mut log.stats)?;
+            return Ok(Applied::Done(old));
         }
         if staged.is_none() && shape.tail_used() == CHUNK_SLOTS {
             match self.make_room(g, b, w, src.scratch(), src.stats())? {
@@ -177,6 +187,49 @@ impl<P: Pm> HashIndex<P> {
             self.flush(g, b, w, src.stats())?;
         }
         Ok(Applied::Done(old))
+    }
+
+    /// Deletes the committed live slot `p` of bucket `b` (lock held as `w`) in place: sets the slot's
+    /// tombstone bit in its chunk's commit word — one 8 B store, written back and fenced, the
+    /// acknowledgement — then clears its live bit. Recovery keeps the newest version of each key, and a
+    /// tombstone hides it (and every older one), so the key stays deleted; no log record, no D-bucket slot,
+    /// and no later compaction for it to cause beyond the dead slot. The commit word shares the slot's
+    /// XPLine, which the delete just read to confirm the key.
+    fn delete_in_place(
+        &self,
+        g: &Generation,
+        b: u64,
+        w: &mut Writer,
+        p: usize,
+        stats: &mut LogStats,
+    ) -> Result<()> {
+        let bucket = &g.buckets[b as usize];
+        let shape = bucket.shape();
+        let (pos, i) = (p / CHUNK_SLOTS, p % CHUNK_SLOTS);
+        let off = g.chunk_off(b, bucket, pos);
+        let in_tail = pos == shape.tail();
+        let head = if in_tail {
+            w.tail_head
+        } else {
+            ChunkHead(self.pm.load_u64_atomic(off)?)
+        };
+        head.validate(off)?;
+        let bit = 1u16 << i;
+        if i >= head.count() || head.tomb() & bit != 0 {
+            return Err(corruption(
+                off,
+                format!("bucket {b}: live slot {p} is not a committed put in its chunk"),
+            ));
+        }
+        let new = ChunkHead::new(head.count(), head.tomb() | bit, head.seq());
+        commit_word(&self.pm, off, new.0)?;
+        if in_tail {
+            w.tail_head = new;
+            w.tail_tomb |= bit;
+        }
+        bucket.edit(|| bucket.set_live(&g.pool, p, false));
+        stats.in_place_deletes += 1;
+        Ok(())
     }
 
     /// Removes staged tail slot `i`, moving the later staged slots down one (they stay in sequence order).

@@ -351,4 +351,9 @@ impl<P: Pm> Pm for CountingPm<P> {
         });
         Ok(())
     }
+
+    /// Forwarded, not counted: the read that follows is charged.
+    fn prefetch(&self, off: u64) {
+        self.inner.prefetch(off);
+    }
 }

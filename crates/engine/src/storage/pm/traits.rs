@@ -63,6 +63,14 @@ pub trait Pm: Send + Sync {
     /// the data is durable or ordered before later stores. Concurrent readers may see it word by word.
     fn write_nt(&self, off: u64, data: &[u8]) -> Result<()>;
 
+    /// A hint that the line holding `off` will be read soon: the backing memory's line is asked into the CPU
+    /// cache so that its miss overlaps other work. Reads nothing observably, changes nothing, counts no
+    /// traffic (the [`read`](Pm::read) that follows is what a traffic model charges); an offset outside the
+    /// region is ignored. The default does nothing.
+    fn prefetch(&self, off: u64) {
+        let _ = off;
+    }
+
     /// Makes `[off, off + len)` durable and orders it before later stores: flush + fence under ADR, fence
     /// only under eADR.
     fn persist(&self, off: u64, len: u64) -> Result<()> {
@@ -137,6 +145,9 @@ macro_rules! forward_pm {
             }
             fn persist(&self, off: u64, len: u64) -> Result<()> {
                 (**self).persist(off, len)
+            }
+            fn prefetch(&self, off: u64) {
+                (**self).prefetch(off)
             }
         }
     )*};

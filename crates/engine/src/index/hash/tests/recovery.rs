@@ -30,6 +30,33 @@ fn filled(n: u64) -> (MmapRegion, HashMap<u64, u64>) {
     (pm, model)
 }
 
+/// A region whose current generation has a committed pool chunk (linked by a bucket that filled up before
+/// the table was 7/8 full; deletes, done in place, no longer fill chains), and that chunk's number.
+fn pooled() -> (MmapRegion, u64) {
+    let pm = MmapRegion::anonymous(16 << 20, PersistMode::Adr).unwrap();
+    let index = HashIndex::create(
+        &pm,
+        HashConfig {
+            initial_buckets: 4,
+            ..HashConfig::default()
+        },
+    )
+    .unwrap();
+    for i in 0..100_000u64 {
+        index.insert(testkit::spread_key(i), i).unwrap();
+        if i % 256 == 255 {
+            let (_, g) = layout(&pm);
+            if let Some(c) = (0..g.pool_chunks)
+                .find(|&c| ChunkHead(pm.read_u64(g.pool_chunk(c)).unwrap()).count() > 0)
+            {
+                drop(index);
+                return (pm, c);
+            }
+        }
+    }
+    panic!("100,000 inserts linked no pool chunk");
+}
+
 #[test]
 fn one_and_many_threads_recover_the_same_state() {
     let (pm, model) = filled(20_000);
@@ -123,11 +150,8 @@ fn damage_is_corruption() {
     expect_corruption(&pm, "key in the wrong bucket");
 
     // A committed pool chunk whose identity word is damaged.
-    let pm = fresh();
+    let (pm, used) = pooled();
     let (_, g) = layout(&pm);
-    let used = (0..g.pool_chunks)
-        .find(|&c| pm.read_u64(g.pool_chunk(c) + 8).unwrap() != 0)
-        .expect("the workload links pool chunks");
     let at = g.pool_chunk(used) + 8;
     pm.write_u64(at, pm.read_u64(at).unwrap() ^ 1).unwrap();
     expect_corruption(&pm, "pool chunk identity");
@@ -265,4 +289,28 @@ fn tiny_region_and_bad_config_are_invalid_arguments() {
             "{bad:?}"
         );
     }
+}
+
+/// A delete of a committed key is done in place (the tombstone bit of its slot in its chunk's commit word,
+/// no log record), and recovery — which rebuilds from the chunks and replays the logs — keeps it deleted.
+#[test]
+fn in_place_deletes_survive_recovery() {
+    let pm = MmapRegion::anonymous(16 << 20, PersistMode::Adr).unwrap();
+    let index = HashIndex::create(&pm, tiny_config()).unwrap();
+    let mut model = HashMap::new();
+    for i in 0..4000u64 {
+        index.insert(testkit::spread_key(i), i).unwrap();
+        model.insert(testkit::spread_key(i), i);
+    }
+    for i in (0..4000u64).step_by(3) {
+        assert!(index.remove(testkit::spread_key(i)).unwrap());
+        model.remove(&testkit::spread_key(i));
+    }
+    let done = index.stats().in_place_deletes;
+    assert!(done > 1000, "{:?}", index.stats());
+    index.check_invariants().unwrap();
+    drop(index);
+    let back = HashIndex::recover_with_threads(&pm, 2).unwrap();
+    assert_matches(&back, &model);
+    back.check_invariants().unwrap();
 }
