@@ -48,7 +48,7 @@ impl LearnedIndex {
                 return done;
             };
             let removes = g.removes.load(Ordering::Relaxed);
-            if g.buffered(&guard) > self.opts.compact_at
+            if g.buffered() > self.opts.compact_at
                 || g.keys.len() > self.opts.max_group
                 || removes > self.opts.compact_at.max(g.keys.len() / 4)
             {
@@ -96,7 +96,7 @@ impl LearnedIndex {
         let i = root.locate(key);
         let over = root
             .group(i, &guard)
-            .is_some_and(|(_, g)| g.buffered(&guard) > self.opts.inline_compact_at);
+            .is_some_and(|(_, g)| g.buffered() > self.opts.inline_compact_at);
         if !over {
             return;
         }
@@ -106,7 +106,7 @@ impl LearnedIndex {
             let i = root.locate(key);
             if root
                 .group(i, &guard)
-                .is_some_and(|(_, g)| g.buffered(&guard) > self.opts.inline_compact_at)
+                .is_some_and(|(_, g)| g.buffered() > self.opts.inline_compact_at)
             {
                 self.compact_locked(i, &guard);
             }
@@ -141,7 +141,7 @@ impl LearnedIndex {
             built.push((pivot, Group::new(keys, slots, tmp.clone())));
         } else {
             tmp.close();
-            let pending = &tmp.entries(guard).0;
+            let pending = tmp.all(guard);
             for (c, (kc, tc)) in keys.chunks(per).zip(targets.chunks(per)).enumerate() {
                 let lo = if c == 0 {
                     pivot
@@ -246,7 +246,7 @@ pub(super) fn reference(target: *const Slot) -> Slot {
 /// Phase 1's merge: the keys and records of `g`'s array and closed buffer that are not dead (marking dead
 /// the removed ones at or below `horizon`), in key order.
 pub(super) fn merge_live(g: &Group, horizon: u64, guard: &Guard) -> (Vec<u64>, Vec<*const Slot>) {
-    let buffered = &g.buffer.entries(guard).0;
+    let buffered = g.buffer.all(guard);
     let mut keys = Vec::with_capacity(g.keys.len() + buffered.len());
     let mut targets: Vec<*const Slot> = Vec::with_capacity(keys.capacity());
     let array = g
