@@ -6,7 +6,7 @@
 //!    temporary one; updates of existing records go on in place), mark dead the removed records no snapshot
 //!    can read, and merge `G`'s array with its closed buffer into a new sorted array of *references* to the
 //!    old records; train the new group's models. If it holds more than `max_group` records it is cut into
-//!    groups of `group_size`. One new group takes the temporary buffer as its buffer; several split its
+//!    equal groups of at least `group_size` (and at most `max_group`) records. One new group takes the temporary buffer as its buffer; several split its
 //!    entries between new buffers after closing it (inserters that find it closed retry from the root,
 //!    which they find republished moments later). Publish: swap the group pointer, or a new root with
 //!    retrained models for a split. Writers through a reference lock it and then the old record, so an
@@ -129,8 +129,10 @@ impl LearnedIndex {
         let horizon = self.gc_horizon();
         let (keys, targets) = merge_live(g, horizon, guard);
 
+        // Parts of at least `group_size` (the remainder spread over them, not left as a small last
+        // group: sorted appends then leave full groups behind) and at most `max_group` records.
         let parts = if keys.len() > self.opts.max_group {
-            keys.len().div_ceil(self.opts.group_size)
+            (keys.len() / self.opts.group_size).max(keys.len().div_ceil(self.opts.max_group))
         } else {
             1
         };

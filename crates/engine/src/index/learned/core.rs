@@ -64,12 +64,13 @@ impl LearnedOptions {
     pub fn validate(&self) -> crate::error::Result<()> {
         if self.group_size == 0
             || self.max_group < self.group_size
+            || u32::try_from(self.max_group).is_err()
             || self.compact_at == 0
             || self.inline_compact_at < self.compact_at
         {
             return Err(crate::error::Error::invalid(format!(
-                "learned index sizes need group_size ≥ 1, max_group ≥ group_size, compact_at ≥ 1 and \
-                 inline_compact_at ≥ compact_at, got {self:?}"
+                "learned index sizes need group_size ≥ 1, max_group ≥ group_size (and < 2^32), \
+                 compact_at ≥ 1 and inline_compact_at ≥ compact_at, got {self:?}"
             )));
         }
         Ok(())

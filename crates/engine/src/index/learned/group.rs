@@ -71,7 +71,7 @@ impl Group {
     /// records of the answer, usually in the same cache line).
     #[inline]
     pub fn array_slot(&self, key: u64) -> Option<&Slot> {
-        if let Some(p) = self.search.predict(key) {
+        if let Some(p) = self.search.predict(key, self.keys.len()) {
             self.slots.get(p).map(Slot::prefetch);
         }
         self.search
