@@ -128,6 +128,7 @@ fn start_strata(
             partition_capacity: capacity,
         },
         io_threads: 0,
+        placement: Default::default(),
     })
     .map_err(|e| BenchError::Usage(format!("starting strata serve: {e}")))?;
     let addr = server.addr();
