@@ -5,8 +5,10 @@
 //! * a record is a status word (`LOCK | PTR | MOVED` and a version above them), a value and a target; readers
 //!   read it optimistically (status, data, status again; retry while locked or changed) and never lock;
 //! * a group is an array of (key, record) and a delta buffer, and gets a temporary buffer when a structural
-//!   change begins; a buffer is a list of (key, record) that a compaction closes (the real buffer publishes
-//!   immutable copies of its entries; one mutex per buffer gives the same order of inserts and reads);
+//!   change begins; a buffer is a sorted table of (key, record) under a sequence word, as the real one: an
+//!   insert (under the buffer's mutex, which a compaction takes to close it) makes the word odd, shifts
+//!   the entries above its key up one, stores its entry, bumps the length and makes the word even again;
+//!   a reader searches without the mutex and retries unless the word was even and unchanged;
 //! * readers and writers route a key through the root to a group, search its array, then its buffer, then
 //!   its temporary buffer; writers lock the record they find (spinning on `LOCK`), follow `PTR` to the
 //!   target and lock it too, restart from the root when they find `MOVED`, write, and unlock; a new key is
@@ -19,18 +21,20 @@
 //!   `PTR`.
 //!
 //! Old group 0 holds even keys, old group 1 odd keys: key 0 is in group 0's array, key 1 in group 1's,
-//! key 2 in group 0's buffer, key 3 is new. A *compaction* replaces group 0 by the new group; a *merge*
+//! key 2 in group 0's buffer, key 5 in group 1's buffer (never written), key 3 is new (its insert shifts
+//! key 5's entry). A *compaction* replaces group 0 by the new group; a *merge*
 //! replaces groups 0 and 1 by it. Two writers each write increasing values to two keys (writer 0: keys 0
 //! and 2, writer 1: keys 1 and 3) and read back after every write; a reader reads every key throughout.
 //! Checks: a writer reads its own last write (no update or insert lost), the reader's values per key never
-//! go back (no stale read after a newer one), and after everything every key has one record in the new
+//! go back (no stale read after a newer one; key 5 always reads its value), and after everything every key has one record in the new
 //! root's groups holding its writer's last value. Iterations: `STRATA_SHUTTLE_ITERATIONS` (20,000 per
 //! scenario by default).
 //!
 //! The model's power is tested too: each broken protocol variant ([`Bug`]) must fail it within 20,000
 //! schedules of a fixed seed — phase 2 copying without the old record's lock, a writer writing through
-//! `MOVED`, a merge publishing its group before taking in the closed buffers' records, and a merge giving
-//! the second group a temporary buffer of its own that the merged group does not take.
+//! `MOVED`, a merge publishing its group before taking in the closed buffers' records, a merge giving
+//! the second group a temporary buffer of its own that the merged group does not take, a buffer reader
+//! that does not check the sequence word, and a buffer insert that shifts entries without making it odd.
 //!
 //! The model found a real fault on its first run: phase 2 used to clear the reference's target pointer, so a
 //! reader that read the reference's status (`PTR` set) just before phase 2 and its target just after
@@ -50,6 +54,10 @@ const FLAGS: u64 = 7;
 const VERSION_ONE: u64 = 8;
 const NONE: usize = usize::MAX;
 const KEYS: u64 = 4;
+/// A key in group 1's buffer that no one writes: inserts of smaller keys shift its entry.
+const STILL: u64 = 5;
+/// Entries a buffer has room for.
+const BUFFER_CAPACITY: usize = 4;
 const WRITES: u64 = 3;
 /// Old groups 0 and 1, the new group 2.
 const NEW_GROUP: usize = 2;
@@ -74,8 +82,15 @@ struct Record {
     target: AtomicUsize,
 }
 
-/// A buffer: closed flag and (key, record) entries.
-struct Buffer(Mutex<(bool, Vec<(u64, usize)>)>);
+/// A buffer: the closed flag under the writers' mutex, the sequence word (odd while an insert changes
+/// the entries), the length and the sorted (key, record) entries.
+struct Buffer {
+    closed: Mutex<bool>,
+    seq: AtomicU64,
+    len: AtomicUsize,
+    keys: Vec<AtomicU64>,
+    records: Vec<AtomicUsize>,
+}
 
 /// A group: array (filled before the group is published, never changed after, except by
 /// [`Bug::PublishBeforeBufferMerge`]), buffer and temporary buffer.
@@ -111,6 +126,10 @@ enum Bug {
     WriteThroughMoved,
     PublishBeforeBufferMerge,
     SeparateTmp,
+    /// A buffer reader accepts what it found without checking the sequence word.
+    UncheckedBufferRead,
+    /// A buffer insert shifts entries without making the sequence word odd (nor bumping it).
+    ShiftWithoutSeq,
 }
 
 struct Index {
@@ -145,7 +164,15 @@ impl Index {
             })
             .collect();
         let buffers = (0..4)
-            .map(|_| Buffer(Mutex::new((false, Vec::new()))))
+            .map(|_| Buffer {
+                closed: Mutex::new(false),
+                seq: AtomicU64::new(0),
+                len: AtomicUsize::new(0),
+                keys: (0..BUFFER_CAPACITY).map(|_| AtomicU64::new(0)).collect(),
+                records: (0..BUFFER_CAPACITY)
+                    .map(|_| AtomicUsize::new(NONE))
+                    .collect(),
+            })
             .collect();
         let groups = [(0, vec![(0, 0)]), (1, vec![(1, 1)]), (TMP, vec![])]
             .into_iter()
@@ -164,13 +191,51 @@ impl Index {
             change,
             bug,
         };
-        // Records 0 and 1 are the arrays' (keys 0 and 1), record 2 is key 2's in group 0's buffer.
-        for key in 0..3 {
-            let r = index.alloc(value(key, 0));
-            assert_eq!(r, key as usize);
+        // Records 0 and 1 are the arrays' (keys 0 and 1), record 2 is key 2's in group 0's buffer, record
+        // 3 key 5's in group 1's.
+        for (i, key) in [0, 1, 2, STILL].into_iter().enumerate() {
+            assert_eq!(index.alloc(value(key, 0)), i);
         }
-        index.buffers[0].0.lock().unwrap().1.push((2, 2));
+        for (b, key, record) in [(0, 2, 2), (1, STILL, 3)] {
+            let buf = &index.buffers[b];
+            buf.keys[0].store(key, Ordering::Relaxed);
+            buf.records[0].store(record, Ordering::Relaxed);
+            buf.len.store(1, Ordering::Release);
+        }
         index
+    }
+
+    /// The record of `key` in buffer `b`, read without its mutex (see [`Buffer`]).
+    fn find(&self, b: usize, key: u64) -> Option<usize> {
+        let buf = &self.buffers[b];
+        loop {
+            let s1 = buf.seq.load(Ordering::Acquire);
+            if s1 & 1 != 0 {
+                thread::yield_now();
+                continue;
+            }
+            let len = buf.len.load(Ordering::Acquire);
+            let found = (0..len)
+                .find(|&i| buf.keys[i].load(Ordering::Acquire) == key)
+                .map(|i| buf.records[i].load(Ordering::Acquire));
+            if self.bug == Bug::UncheckedBufferRead || buf.seq.load(Ordering::Acquire) == s1 {
+                return found;
+            }
+        }
+    }
+
+    /// The entries of buffer `b` (closed: they no longer change).
+    fn entries(&self, b: usize) -> Vec<(u64, usize)> {
+        let buf = &self.buffers[b];
+        let _closed = buf.closed.lock().unwrap();
+        (0..buf.len.load(Ordering::Acquire))
+            .map(|i| {
+                (
+                    buf.keys[i].load(Ordering::Acquire),
+                    buf.records[i].load(Ordering::Acquire),
+                )
+            })
+            .collect()
     }
 
     fn rec(&self, i: usize) -> &Record {
@@ -196,12 +261,19 @@ impl Index {
     /// The records `key` may have in group `g`, in search order: array, buffer, temporary buffer.
     fn candidates(&self, g: usize, key: u64) -> Vec<usize> {
         let group = &self.groups[g];
-        let find = |entries: &[(u64, usize)]| entries.iter().find(|e| e.0 == key).map(|e| e.1);
         let mut out = Vec::new();
-        out.extend(find(&group.array.lock().unwrap()));
+        out.extend(
+            group
+                .array
+                .lock()
+                .unwrap()
+                .iter()
+                .find(|e| e.0 == key)
+                .map(|e| e.1),
+        );
         for b in [group.buffer, group.tmp.load(Ordering::Acquire)] {
             if b != NONE {
-                out.extend(find(&self.buffers[b].0.lock().unwrap().1));
+                out.extend(self.find(b, key));
             }
         }
         out
@@ -298,15 +370,39 @@ impl Index {
     /// Inserts a record of `key` holding `value` into buffer `b`: `Some(true)` done, `Some(false)` the key
     /// is there already, `None` the buffer is closed.
     fn insert(&self, b: usize, key: u64, value: u64) -> Option<bool> {
-        let mut buf = self.buffers[b].0.lock().unwrap();
-        if buf.0 {
+        let buf = &self.buffers[b];
+        let closed = buf.closed.lock().unwrap();
+        if *closed {
             return None;
         }
-        if buf.1.iter().any(|e| e.0 == key) {
+        let len = buf.len.load(Ordering::Relaxed);
+        let keys: Vec<u64> = (0..len)
+            .map(|i| buf.keys[i].load(Ordering::Relaxed))
+            .collect();
+        if keys.contains(&key) {
             return Some(false);
         }
+        let pos = keys.partition_point(|&k| k < key);
         let r = self.alloc(value);
-        buf.1.push((key, r));
+        let s = buf.seq.load(Ordering::Relaxed);
+        let checked = self.bug != Bug::ShiftWithoutSeq;
+        if checked {
+            buf.seq.store(s + 1, Ordering::Release);
+        }
+        for i in (pos..len).rev() {
+            let (k, rec) = (
+                buf.keys[i].load(Ordering::Relaxed),
+                buf.records[i].load(Ordering::Relaxed),
+            );
+            buf.keys[i + 1].store(k, Ordering::Release);
+            buf.records[i + 1].store(rec, Ordering::Release);
+        }
+        buf.keys[pos].store(key, Ordering::Release);
+        buf.records[pos].store(r, Ordering::Release);
+        buf.len.store(len + 1, Ordering::Release);
+        if checked {
+            buf.seq.store(s + 2, Ordering::Release);
+        }
         Some(true)
     }
 
@@ -330,13 +426,7 @@ impl Index {
                 None => {}
             }
             // Closed: unless it holds the key after all, insert into the temporary buffer.
-            let closed_has_key = self.buffers[group.buffer]
-                .0
-                .lock()
-                .unwrap()
-                .1
-                .iter()
-                .any(|e| e.0 == key);
+            let closed_has_key = self.entries(group.buffer).iter().any(|e| e.0 == key);
             let tmp = group.tmp.load(Ordering::Acquire);
             if !closed_has_key && tmp != NONE && self.insert(tmp, key, value) == Some(true) {
                 return;
@@ -387,7 +477,7 @@ impl Index {
             self.groups[g].tmp.store(tmp, Ordering::Release);
         }
         for &g in replaced {
-            self.buffers[self.groups[g].buffer].0.lock().unwrap().0 = true;
+            *self.buffers[self.groups[g].buffer].closed.lock().unwrap() = true;
         }
         let mut array = Vec::new();
         let mut late = Vec::new();
@@ -395,12 +485,7 @@ impl Index {
             for (k, r) in self.groups[g].array.lock().unwrap().clone() {
                 array.push(self.reference(k, r));
             }
-            let buffered = self.buffers[self.groups[g].buffer]
-                .0
-                .lock()
-                .unwrap()
-                .1
-                .clone();
+            let buffered = self.entries(self.groups[g].buffer);
             for (k, r) in buffered {
                 let reference = self.reference(k, r);
                 if self.bug == Bug::PublishBeforeBufferMerge {
@@ -446,6 +531,12 @@ fn schedule(change: Change, bug: Bug) {
                     assert!(v >= *seen, "key {key}: read {v} after {seen}");
                     *seen = v;
                 }
+                let v = index.get(STILL);
+                assert_eq!(
+                    v,
+                    value(STILL, 0),
+                    "key {STILL}: read {v}, a buffered key was lost"
+                );
             }
         })
     };
@@ -458,6 +549,7 @@ fn schedule(change: Change, bug: Bug) {
     }
     reader.join().unwrap();
     restructurer.join().unwrap();
+    assert_eq!(index.get(STILL), value(STILL, 0), "key {STILL} was lost");
     for key in 0..KEYS {
         let g = index.route(key);
         let records = index.candidates(g, key);
@@ -524,4 +616,18 @@ fn model_catches_a_merge_published_before_its_buffers_are_merged() {
 #[should_panic(expected = "a write was lost")]
 fn model_catches_a_merge_that_drops_a_groups_temporary_buffer() {
     broken(Change::Merge, Bug::SeparateTmp);
+}
+
+// A torn buffer read shows either as a buffered key missing or as another key's record (a value that
+// goes back): every check of the model names its key.
+#[test]
+#[should_panic(expected = "key ")]
+fn model_catches_a_buffer_reader_that_ignores_the_sequence_word() {
+    broken(Change::Compact, Bug::UncheckedBufferRead);
+}
+
+#[test]
+#[should_panic(expected = "key ")]
+fn model_catches_a_buffer_insert_that_shifts_without_the_sequence_word() {
+    broken(Change::Compact, Bug::ShiftWithoutSeq);
 }

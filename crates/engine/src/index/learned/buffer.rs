@@ -1,42 +1,117 @@
 //! A group's delta buffer: the records inserted since the group's array was built.
 //!
-//! The entries (sorted `(key, record)` pairs) are an immutable vector behind an epoch pointer: readers load
-//! it and binary-search it without any lock; an insert copies it with the new entry under the buffer's
-//! mutex and publishes the copy (copy-on-write), retiring the old vector through the epoch. The buffer owns
-//! every record ever inserted into it (they stay at fixed addresses; entries point at them) and may keep
-//! other buffers alive whose records its entries point at (after a group split).
+//! The entries are a sorted table of keys and record pointers, changed in place under a sequence lock:
+//! * writers (inserts) serialize on the buffer's mutex; an insert makes the sequence word odd, shifts the
+//!   entries above the new key up by one, stores the new entry, bumps the length and makes the word even
+//!   again. A full table is copied into one of twice the size first (published before the insert, the old
+//!   one retired through the epoch): O(log n) allocations over a buffer's life, none per insert.
+//! * readers take no lock: they read the sequence word, search the table with atomic loads, and accept
+//!   the answer only if the word was even and unchanged across the search (else retry). Every entry is an
+//!   atomic word, so a reader racing an insert sees torn but defined data and throws it away.
+//! * records live in an arena of slot chunks owned by the buffer (8, 16, … 256 slots each): they keep their
+//!   addresses for the buffer's life, and an insert claims the next pre-locked empty slot instead of
+//!   allocating one. A buffer may also keep other buffers alive whose records its entries point at (after
+//!   a group split).
 //!
 //! A compaction *closes* the buffer: inserts then go elsewhere (the group's temporary buffer, or a retry
 //! from the root), so a closed buffer's entries never change again.
 //!
 //! Invariant: at most one entry per key; an entry is replaced only when its record is `DEAD`.
 //!
-//! Cost: a lookup is a binary search of ≤ the buffer's length (kept small by compactions); an insert copies
-//! the entries (O(length)) and allocates one record.
+//! Cost: a lookup is a binary search of ≤ the buffer's length (kept small by compactions) plus two loads
+//! of the sequence word; an insert shifts the entries above its key (O(length) word moves, no allocation
+//! except when the table or the arena grows).
 
 use super::slot::{DEAD, Slot};
 use crossbeam_epoch::{Atomic, Guard, Owned};
 use parking_lot::Mutex;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering, fence};
 
-/// Sorted entries of a buffer.
-pub struct Entries(pub Vec<(u64, *const Slot)>);
+/// Entries of a table that a new table starts with room for.
+const FIRST_CAPACITY: usize = 16;
+/// Slots of the arena's first chunk; chunks double up to [`MAX_CHUNK`].
+const FIRST_CHUNK: usize = 8;
+const MAX_CHUNK: usize = 256;
 
-// SAFETY: the pointers are to records owned by the buffer (or buffers it keeps alive), shared read-only
-// through atomics.
-unsafe impl Send for Entries {}
-// SAFETY: as above.
-unsafe impl Sync for Entries {}
+/// A fixed-capacity table of sorted entries (the first `len` of the buffer are valid).
+struct Table {
+    keys: Box<[AtomicU64]>,
+    slots: Box<[AtomicPtr<Slot>]>,
+}
 
-impl Entries {
-    /// The record of `key`, if any.
-    pub fn find(&self, key: u64) -> Option<*const Slot> {
-        self.0
-            .binary_search_by_key(&key, |e| e.0)
-            .ok()
-            .and_then(|i| self.0.get(i))
-            .map(|e| e.1)
+impl Table {
+    fn with_capacity(cap: usize) -> Table {
+        Table {
+            keys: (0..cap).map(|_| AtomicU64::new(0)).collect(),
+            slots: (0..cap)
+                .map(|_| AtomicPtr::new(std::ptr::null_mut()))
+                .collect(),
+        }
+    }
+
+    fn key(&self, i: usize) -> u64 {
+        self.keys
+            .get(i)
+            .map_or(u64::MAX, |k| k.load(Ordering::Relaxed))
+    }
+
+    fn slot(&self, i: usize) -> *const Slot {
+        self.slots
+            .get(i)
+            .map_or(std::ptr::null(), |s| s.load(Ordering::Relaxed).cast_const())
+    }
+
+    fn set(&self, i: usize, key: u64, slot: *const Slot) {
+        if let (Some(k), Some(s)) = (self.keys.get(i), self.slots.get(i)) {
+            k.store(key, Ordering::Relaxed);
+            s.store(slot.cast_mut(), Ordering::Relaxed);
+        }
+    }
+
+    /// The first position of `0..len` whose key is ≥ `key` (`len` if none).
+    fn lower_bound(&self, len: usize, key: u64) -> usize {
+        let (mut lo, mut hi) = (0, len.min(self.keys.len()));
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if self.key(mid) < key {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        lo
+    }
+}
+
+/// The records a buffer owns: chunks of slots, the last one filled up to `used`.
+struct Arena {
+    // Boxed slices: slots keep their addresses while the vector grows.
+    chunks: Vec<Box<[Slot]>>,
+    used: usize,
+}
+
+impl Arena {
+    /// The next unused slot: locked and empty (every arena slot is made so, and none is reachable before
+    /// it is claimed).
+    fn claim(&mut self) -> *const Slot {
+        let full = self.chunks.last().is_none_or(|c| self.used == c.len());
+        if full {
+            let size = self
+                .chunks
+                .last()
+                .map_or(FIRST_CHUNK, |c| (c.len() * 2).min(MAX_CHUNK));
+            self.chunks
+                .push((0..size).map(|_| Slot::empty(true)).collect());
+            self.used = 0;
+        }
+        let slot = self
+            .chunks
+            .last()
+            .and_then(|c| c.get(self.used))
+            .map_or(std::ptr::null(), |s| s as *const Slot);
+        self.used += 1;
+        slot
     }
 }
 
@@ -52,10 +127,12 @@ pub enum Insert<'g> {
 
 /// A delta buffer (see the module doc).
 pub struct Buffer {
-    // Boxed: records must keep their addresses while the vector grows.
-    #[allow(clippy::vec_box)]
-    owned: Mutex<Vec<Box<Slot>>>,
-    entries: Atomic<Entries>,
+    /// Held by inserts (and by `close`).
+    arena: Mutex<Arena>,
+    /// The sequence word over `table`'s contents and `len`: odd while an insert changes them.
+    seq: AtomicU64,
+    len: AtomicUsize,
+    table: Atomic<Table>,
     closed: AtomicBool,
     /// Buffers owning records our entries point at (kept alive, never read).
     _keep_alive: Vec<Arc<Buffer>>,
@@ -66,25 +143,101 @@ impl Buffer {
         Self::with_entries(Vec::new(), Vec::new())
     }
 
-    /// A buffer whose entries point at records owned by the buffers in `keep_alive`.
+    /// A buffer whose entries (sorted, distinct keys) point at records owned by the buffers in
+    /// `keep_alive`.
     pub fn with_entries(entries: Vec<(u64, *const Slot)>, keep_alive: Vec<Arc<Buffer>>) -> Buffer {
+        let table = Table::with_capacity(if entries.is_empty() {
+            0
+        } else {
+            entries.len().max(FIRST_CAPACITY)
+        });
+        for (i, &(k, s)) in entries.iter().enumerate() {
+            table.set(i, k, s);
+        }
         Buffer {
-            owned: Mutex::new(Vec::new()),
-            entries: Atomic::new(Entries(entries)),
+            arena: Mutex::new(Arena {
+                chunks: Vec::new(),
+                used: 0,
+            }),
+            seq: AtomicU64::new(0),
+            len: AtomicUsize::new(entries.len()),
+            table: Atomic::new(table),
             closed: AtomicBool::new(false),
             _keep_alive: keep_alive,
         }
     }
 
-    /// The current entries.
-    pub fn entries<'g>(&self, guard: &'g Guard) -> &'g Entries {
-        // SAFETY: the entries pointer is never null and old vectors are retired through the epoch.
-        unsafe { self.entries.load(Ordering::Acquire, guard).deref() }
+    fn table<'g>(&self, guard: &'g Guard) -> &'g Table {
+        // SAFETY: the table pointer is never null and old tables are retired through the epoch.
+        unsafe { self.table.load(Ordering::Acquire, guard).deref() }
+    }
+
+    /// Runs `read` on the table and length until it ran while no insert changed them.
+    #[inline]
+    fn read_stable<'g, T>(&self, guard: &'g Guard, read: impl Fn(&'g Table, usize) -> T) -> T {
+        loop {
+            let s1 = self.seq.load(Ordering::Acquire);
+            if s1 & 1 != 0 {
+                std::hint::spin_loop();
+                continue;
+            }
+            let table = self.table(guard);
+            let out = read(table, self.len.load(Ordering::Relaxed));
+            // Orders the loads above before the check: if any saw an insert's store, the check sees
+            // its odd word or a later one.
+            fence(Ordering::Acquire);
+            if self.seq.load(Ordering::Relaxed) == s1 {
+                return out;
+            }
+        }
+    }
+
+    /// The record of `key`, if any.
+    #[inline]
+    pub fn find<'g>(&self, key: u64, guard: &'g Guard) -> Option<&'g Slot> {
+        let p = self.read_stable(guard, |t, len| {
+            let i = t.lower_bound(len, key);
+            if i < len && t.key(i) == key {
+                t.slot(i)
+            } else {
+                std::ptr::null()
+            }
+        });
+        // SAFETY: a stable read's pointer is one of our entries' records, owned by this buffer (or one it
+        // keeps alive) and alive while we are pinned on a group that reaches the buffer.
+        unsafe { p.as_ref() }
+    }
+
+    /// The entries with keys in `lo..=hi`, in key order (a consistent copy).
+    pub fn range(&self, lo: u64, hi: u64, guard: &Guard) -> Vec<(u64, *const Slot)> {
+        self.read_stable(guard, |t, len| {
+            let mut i = t.lower_bound(len, lo);
+            let mut out = Vec::new();
+            while i < len {
+                let k = t.key(i);
+                if k > hi {
+                    break;
+                }
+                out.push((k, t.slot(i)));
+                i += 1;
+            }
+            out
+        })
+    }
+
+    /// All entries, in key order.
+    pub fn all(&self, guard: &Guard) -> Vec<(u64, *const Slot)> {
+        self.range(0, u64::MAX, guard)
     }
 
     /// Number of entries.
-    pub fn len(&self, guard: &Guard) -> usize {
-        self.entries(guard).0.len()
+    pub fn len(&self) -> usize {
+        self.len.load(Ordering::Acquire)
+    }
+
+    /// True when the buffer has no entries.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 
     /// True when inserts are refused.
@@ -94,53 +247,52 @@ impl Buffer {
 
     /// Refuses every later insert; returns once no insert is under way.
     pub fn close(&self) {
-        let _owned = self.owned.lock();
+        let _arena = self.arena.lock();
         self.closed.store(true, Ordering::Release);
     }
 
     /// Inserts a new locked empty record for `key` unless the buffer is closed or holds a live one.
     pub fn insert<'g>(&self, key: u64, guard: &'g Guard) -> Insert<'g> {
-        let mut owned = self.owned.lock();
+        let mut arena = self.arena.lock();
         if self.closed.load(Ordering::Acquire) {
             return Insert::Closed;
         }
-        let cur = self.entries.load(Ordering::Acquire, guard);
-        // SAFETY: as in `entries`.
-        let old = unsafe { cur.deref() };
-        let pos = old.0.binary_search_by_key(&key, |e| e.0);
-        if let Ok(i) = pos
-            && let Some(&(_, p)) = old.0.get(i)
-        {
+        let mut table = self.table(guard);
+        let len = self.len.load(Ordering::Relaxed);
+        let pos = table.lower_bound(len, key);
+        let replace = pos < len && table.key(pos) == key;
+        if replace {
             // SAFETY: records are owned by this buffer (or ones it keeps alive) and freed with it.
-            let slot = unsafe { &*p };
+            let slot = unsafe { &*table.slot(pos) };
             if slot.status() & DEAD == 0 {
                 return Insert::Exists(slot);
             }
         }
-        let slot = Box::new(Slot::empty(true));
-        let ptr: *const Slot = &*slot;
-        owned.push(slot);
-        let mut next = Vec::with_capacity(old.0.len() + 1);
-        match pos {
-            Ok(i) => {
-                next.extend_from_slice(&old.0);
-                if let Some(e) = next.get_mut(i) {
-                    e.1 = ptr;
-                }
+        let new = arena.claim();
+        if !replace && len == table.keys.len() {
+            let bigger = Table::with_capacity((2 * len).max(FIRST_CAPACITY));
+            for i in 0..len {
+                bigger.set(i, table.key(i), table.slot(i));
             }
-            Err(i) => {
-                next.extend_from_slice(old.0.get(..i).unwrap_or(&[]));
-                next.push((key, ptr));
-                next.extend_from_slice(old.0.get(i..).unwrap_or(&[]));
-            }
+            let old = self.table.swap(Owned::new(bigger), Ordering::AcqRel, guard);
+            // SAFETY: `old` is unreachable now; readers still on it are pinned (and see `seq` change).
+            unsafe { guard.defer_destroy(old) };
+            table = self.table(guard);
         }
-        let prev = self
-            .entries
-            .swap(Owned::new(Entries(next)), Ordering::AcqRel, guard);
-        // SAFETY: `prev` is unreachable now; readers still on it are pinned.
-        unsafe { guard.defer_destroy(prev) };
-        // SAFETY: the box was pushed to `owned` and lives as long as this buffer.
-        Insert::Inserted(unsafe { &*ptr })
+        let s = self.seq.load(Ordering::Relaxed);
+        self.seq.store(s + 1, Ordering::Relaxed);
+        // Orders the odd word before the entry stores (a reader seeing a store sees the odd word).
+        fence(Ordering::Release);
+        if !replace {
+            for i in (pos..len).rev() {
+                table.set(i + 1, table.key(i), table.slot(i));
+            }
+            self.len.store(len + 1, Ordering::Relaxed);
+        }
+        table.set(pos, key, new);
+        self.seq.store(s + 2, Ordering::Release);
+        // SAFETY: the slot lives in our arena as long as this buffer.
+        Insert::Inserted(unsafe { &*new })
     }
 }
 
@@ -155,9 +307,9 @@ impl Drop for Buffer {
         // SAFETY: dropped only when unreachable (its group was retired through the epoch).
         unsafe {
             let guard = crossbeam_epoch::unprotected();
-            let e = self.entries.load(Ordering::Relaxed, guard);
-            if !e.is_null() {
-                drop(e.into_owned());
+            let t = self.table.load(Ordering::Relaxed, guard);
+            if !t.is_null() {
+                drop(t.into_owned());
             }
         }
     }

@@ -6,7 +6,7 @@
 //!    temporary one; updates of existing records go on in place), mark dead the removed records no snapshot
 //!    can read, and merge `G`'s array with its closed buffer into a new sorted array of *references* to the
 //!    old records; train the new group's models. If it holds more than `max_group` records it is cut into
-//!    groups of `group_size`. One new group takes the temporary buffer as its buffer; several split its
+//!    equal groups of at least `group_size` (and at most `max_group`) records. One new group takes the temporary buffer as its buffer; several split its
 //!    entries between new buffers after closing it (inserters that find it closed retry from the root,
 //!    which they find republished moments later). Publish: swap the group pointer, or a new root with
 //!    retrained models for a split. Writers through a reference lock it and then the old record, so an
@@ -48,7 +48,7 @@ impl LearnedIndex {
                 return done;
             };
             let removes = g.removes.load(Ordering::Relaxed);
-            if g.buffered(&guard) > self.opts.compact_at
+            if g.buffered() > self.opts.compact_at
                 || g.keys.len() > self.opts.max_group
                 || removes > self.opts.compact_at.max(g.keys.len() / 4)
             {
@@ -96,7 +96,7 @@ impl LearnedIndex {
         let i = root.locate(key);
         let over = root
             .group(i, &guard)
-            .is_some_and(|(_, g)| g.buffered(&guard) > self.opts.inline_compact_at);
+            .is_some_and(|(_, g)| g.buffered() > self.opts.inline_compact_at);
         if !over {
             return;
         }
@@ -106,7 +106,7 @@ impl LearnedIndex {
             let i = root.locate(key);
             if root
                 .group(i, &guard)
-                .is_some_and(|(_, g)| g.buffered(&guard) > self.opts.inline_compact_at)
+                .is_some_and(|(_, g)| g.buffered() > self.opts.inline_compact_at)
             {
                 self.compact_locked(i, &guard);
             }
@@ -129,8 +129,10 @@ impl LearnedIndex {
         let horizon = self.gc_horizon();
         let (keys, targets) = merge_live(g, horizon, guard);
 
+        // Parts of at least `group_size` (the remainder spread over them, not left as a small last
+        // group: sorted appends then leave full groups behind) and at most `max_group` records.
         let parts = if keys.len() > self.opts.max_group {
-            keys.len().div_ceil(self.opts.group_size)
+            (keys.len() / self.opts.group_size).max(keys.len().div_ceil(self.opts.max_group))
         } else {
             1
         };
@@ -141,7 +143,7 @@ impl LearnedIndex {
             built.push((pivot, Group::new(keys, slots, tmp.clone())));
         } else {
             tmp.close();
-            let pending = &tmp.entries(guard).0;
+            let pending = tmp.all(guard);
             for (c, (kc, tc)) in keys.chunks(per).zip(targets.chunks(per)).enumerate() {
                 let lo = if c == 0 {
                     pivot
@@ -246,7 +248,7 @@ pub(super) fn reference(target: *const Slot) -> Slot {
 /// Phase 1's merge: the keys and records of `g`'s array and closed buffer that are not dead (marking dead
 /// the removed ones at or below `horizon`), in key order.
 pub(super) fn merge_live(g: &Group, horizon: u64, guard: &Guard) -> (Vec<u64>, Vec<*const Slot>) {
-    let buffered = &g.buffer.entries(guard).0;
+    let buffered = g.buffer.all(guard);
     let mut keys = Vec::with_capacity(g.keys.len() + buffered.len());
     let mut targets: Vec<*const Slot> = Vec::with_capacity(keys.capacity());
     let array = g

@@ -15,7 +15,8 @@
 //! Structure (compactions, splits) lives in `compact.rs`, group merges in `merge.rs`; scans in `scan.rs`.
 //!
 //! Cost: a get is the root RMI, a group model search, ≤ 2 buffer binary searches and one record read; a
-//! put the same plus a lock, two allocations and, for a new key, a copy of the buffer's entries.
+//! put the same plus a lock and, for a new key, a shift of the buffer's entries above it; it allocates
+//! nothing unless a live snapshot may read the version it replaces or the value is over 16 bytes.
 
 use super::buffer::{Buffer, Insert};
 use super::group::{Group, Root};
@@ -63,12 +64,13 @@ impl LearnedOptions {
     pub fn validate(&self) -> crate::error::Result<()> {
         if self.group_size == 0
             || self.max_group < self.group_size
+            || u32::try_from(self.max_group).is_err()
             || self.compact_at == 0
             || self.inline_compact_at < self.compact_at
         {
             return Err(crate::error::Error::invalid(format!(
-                "learned index sizes need group_size ≥ 1, max_group ≥ group_size, compact_at ≥ 1 and \
-                 inline_compact_at ≥ compact_at, got {self:?}"
+                "learned index sizes need group_size ≥ 1, max_group ≥ group_size (and < 2^32), \
+                 compact_at ≥ 1 and inline_compact_at ≥ compact_at, got {self:?}"
             )));
         }
         Ok(())
@@ -96,6 +98,8 @@ pub struct LearnedIndex {
     pub(super) snapshots: Mutex<BTreeMap<u64, usize>>,
     /// No live snapshot reads below this (a lower bound; `u64::MAX` with none).
     pub(super) oldest: AtomicU64,
+    /// No live snapshot reads above this (an upper bound: `u64::MAX` while one registers, 0 with none).
+    pub(super) newest: AtomicU64,
     pub(super) len: AtomicI64,
     /// Serializes compactions and splits.
     pub(super) structure: Mutex<()>,
@@ -157,6 +161,8 @@ impl<R: Deref<Target = LearnedIndex>> Drop for SnapshotOf<R> {
         }
         let oldest = snaps.keys().next().copied().unwrap_or(u64::MAX);
         self.index.oldest.store(oldest, Ordering::SeqCst);
+        let newest = snaps.keys().next_back().copied().unwrap_or(0);
+        self.index.newest.store(newest, Ordering::SeqCst);
     }
 }
 
@@ -204,6 +210,7 @@ impl LearnedIndex {
             next_seq: AtomicU64::new(0),
             snapshots: Mutex::new(BTreeMap::new()),
             oldest: AtomicU64::new(u64::MAX),
+            newest: AtomicU64::new(0),
             len: AtomicI64::new(count),
             structure: Mutex::new(()),
             opts,
@@ -232,9 +239,9 @@ impl LearnedIndex {
     }
 
     /// A snapshot of the current state. Registration order: first lower `oldest` to the current sequence
-    /// number, then read the number the snapshot uses (≥ it). A writer that read `oldest` before the first
-    /// step took its own number earlier, so the snapshot's number covers its write; one that reads after
-    /// prunes nothing the snapshot needs.
+    /// number and raise `newest` to `u64::MAX`, then read the number the snapshot uses (≥ it). A writer
+    /// that read `oldest` or `newest` before the first step took its own number earlier, so the
+    /// snapshot's number covers its write; one that reads after prunes nothing the snapshot needs.
     pub fn snapshot(&self) -> Snapshot<'_> {
         let seq = self.register_snapshot();
         SnapshotOf { index: self, seq }
@@ -254,10 +261,13 @@ impl LearnedIndex {
         let mut snaps = self.snapshots.lock();
         let bound = self.next_seq.load(Ordering::SeqCst);
         self.oldest.fetch_min(bound, Ordering::SeqCst);
+        self.newest.store(u64::MAX, Ordering::SeqCst);
         let seq = self.next_seq.load(Ordering::SeqCst);
         *snaps.entry(seq).or_insert(0) += 1;
         let oldest = snaps.keys().next().copied().unwrap_or(seq);
         self.oldest.store(oldest, Ordering::SeqCst);
+        let newest = snaps.keys().next_back().copied().unwrap_or(seq);
+        self.newest.store(newest, Ordering::SeqCst);
         seq
     }
 
@@ -300,10 +310,9 @@ impl LearnedIndex {
                     None => {}
                 }
             }
-            for entries in g.buffers(&guard).into_iter().flatten() {
-                if let Some(p) = entries.find(key) {
-                    // SAFETY: buffer records live as long as their buffer, which we reach pinned.
-                    match answer(unsafe { &*p }) {
+            for buffer in g.buffers().into_iter().flatten() {
+                if let Some(slot) = buffer.find(key, &guard) {
+                    match answer(slot) {
                         Some(Some(found)) => return found,
                         Some(None) => continue 'retry,
                         None => {}
@@ -348,10 +357,8 @@ impl LearnedIndex {
         create: bool,
         guard: &'g Guard,
     ) -> Option<Option<Held<'g>>> {
-        for entries in g.buffers(guard).into_iter().flatten() {
-            if let Some(p) = entries.find(key) {
-                // SAFETY: as in `get_at`.
-                let slot = unsafe { &*p };
+        for buffer in g.buffers().into_iter().flatten() {
+            if let Some(slot) = buffer.find(key, guard) {
                 match slot.lock() {
                     Lock::Held(record) => {
                         return Some(Some(Held {
@@ -381,9 +388,8 @@ impl LearnedIndex {
             other => return inserted(other),
         }
         // The buffer closed: a live record it gained before closing must be used, not shadowed.
-        let frozen = g.buffer.entries(guard).find(key);
-        // SAFETY: as in `get_at`.
-        if frozen.is_some_and(|p| unsafe { &*p }.status() & DEAD == 0) {
+        let frozen = g.buffer.find(key, guard);
+        if frozen.is_some_and(|slot| slot.status() & DEAD == 0) {
             return None;
         }
         inserted(g.tmp.get()?.insert(key, guard))
@@ -391,8 +397,11 @@ impl LearnedIndex {
 
     /// Writes `value` (`None`: removes) under a lock already held; returns whether the key had a value.
     fn install(&self, held: &Held<'_>, seq: u64, value: Option<&[u8]>, guard: &Guard) -> bool {
-        let oldest = self.oldest.load(Ordering::SeqCst);
-        let had = held.record.install(seq, value, oldest, guard);
+        let live = super::slot::LiveSnapshots {
+            oldest: self.oldest.load(Ordering::SeqCst),
+            newest: self.newest.load(Ordering::SeqCst),
+        };
+        let had = held.record.install(seq, value, live, guard);
         let delta = i64::from(value.is_some()) - i64::from(had);
         if delta != 0 {
             self.len.fetch_add(delta, Ordering::Relaxed);

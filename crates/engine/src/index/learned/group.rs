@@ -11,7 +11,7 @@
 //!
 //! Cost: locating a key's group is the RMI's search; finding it in the group, the group's search.
 
-use super::buffer::{Buffer, Entries};
+use super::buffer::Buffer;
 use super::model::GroupSearch;
 use super::rmi::Rmi;
 use super::slot::Slot;
@@ -62,8 +62,8 @@ impl Group {
     }
 
     /// Records the array would hold if compacted now, at most (array and buffers, live or not).
-    pub fn size_bound(&self, guard: &Guard) -> usize {
-        self.keys.len() + self.buffered(guard)
+    pub fn size_bound(&self) -> usize {
+        self.keys.len() + self.buffered()
     }
 
     /// The array record of `key`, if the array holds it. The record at the models' prediction is
@@ -71,7 +71,7 @@ impl Group {
     /// records of the answer, usually in the same cache line).
     #[inline]
     pub fn array_slot(&self, key: u64) -> Option<&Slot> {
-        if let Some(p) = self.search.predict(key) {
+        if let Some(p) = self.search.predict(key, self.keys.len()) {
             self.slots.get(p).map(Slot::prefetch);
         }
         self.search
@@ -80,16 +80,13 @@ impl Group {
     }
 
     /// The buffers to search after the array, oldest first: the buffer, then the temporary one.
-    pub fn buffers<'g>(&'g self, guard: &'g Guard) -> [Option<&'g Entries>; 2] {
-        [
-            Some(self.buffer.entries(guard)),
-            self.tmp.get().map(|t| t.entries(guard)),
-        ]
+    pub fn buffers(&self) -> [Option<&Buffer>; 2] {
+        [Some(&*self.buffer), self.tmp.get().map(|t| &**t)]
     }
 
     /// Records buffered (buffer and temporary buffer).
-    pub fn buffered(&self, guard: &Guard) -> usize {
-        self.buffer.len(guard) + self.tmp.get().map_or(0, |t| t.len(guard))
+    pub fn buffered(&self) -> usize {
+        self.buffer.len() + self.tmp.get().map_or(0, |t| t.len())
     }
 }
 

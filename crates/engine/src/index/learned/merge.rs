@@ -43,7 +43,7 @@ impl LearnedIndex {
         };
         if threshold == 0
             || a.live_estimate() + b.live_estimate() > threshold
-            || a.size_bound(guard) + b.size_bound(guard) > self.opts.max_group
+            || a.size_bound() + b.size_bound() > self.opts.max_group
         {
             return false;
         }

@@ -38,6 +38,8 @@ pub mod slot;
 mod stats;
 
 #[cfg(test)]
+mod snapshot_tests;
+#[cfg(test)]
 mod tests;
 
 pub use background::Maintainer;

@@ -7,6 +7,10 @@
 //!   from it within the window `[pred − err, pred + err]`; or, where four pieces cannot meet the error bound (locally hard keys), a
 //!   fallback node: every [`FALLBACK_FANOUT`]th key in an upper array searched by binary search, then one
 //!   block — a two-level B+-tree-like node, never much worse than a B+-tree's leaf search.
+//! * A piece is 32 bytes (first key, slope, intercept, start position and error; its end is the next
+//!   piece's start), so four fit in two cache lines of the group header; the fallback's upper array costs
+//!   8 bytes per [`FALLBACK_FANOUT`] keys (0.125 B/key), about the B+-tree's inner nodes (24 bytes per leaf
+//!   of ~140 keys) rather than the 0.5 B/key of a 16-key fanout.
 //!
 //! Every search checks its answer against the neighbouring keys and falls back to a binary search of the
 //! whole range when a window missed (floating-point rounding), so a model can only cost time, never
@@ -14,7 +18,7 @@
 //!
 //! Cost: a model search is a multiply-add and an exponential search outward from the prediction within
 //! the ≤ 2·err + 1 keys of its window (err ≤ [`ERROR_BOUND`]): about 2·log2(d) probes for a prediction `d`
-//! positions off; the fallback is two binary searches (`n / 16` keys and 16 keys).
+//! positions off; the fallback is two binary searches (`n / 64` keys and 64 keys).
 
 use smallvec::SmallVec;
 
@@ -23,7 +27,7 @@ pub const ERROR_BOUND: usize = 32;
 /// Most linear pieces per group.
 pub const MAX_MODELS: usize = 4;
 /// Keys per block of the fallback node.
-pub const FALLBACK_FANOUT: usize = 16;
+pub const FALLBACK_FANOUT: usize = 64;
 
 /// A linear model from keys to positions.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -81,14 +85,26 @@ impl Linear {
     pub const BYTES: usize = std::mem::size_of::<Linear>();
 }
 
-/// One model piece of a group: keys from `first_key` on (positions `start..end`).
+/// One model piece of a group: keys from `first_key` on (positions from `start` to the next piece's
+/// start, or the array's end), predicted as `slope · (key − first_key) + intercept` (the fitted
+/// [`Linear`] with its origin at `first_key`).
 #[derive(Debug, Clone, Copy)]
 pub struct Piece {
     first_key: u64,
-    start: usize,
-    end: usize,
-    model: Linear,
-    err: usize,
+    slope: f64,
+    intercept: f64,
+    start: u32,
+    err: u32,
+}
+
+impl Piece {
+    fn model(&self) -> Linear {
+        Linear {
+            origin: self.first_key,
+            slope: self.slope,
+            intercept: self.intercept,
+        }
+    }
 }
 
 /// How a group searches its key array.
@@ -173,11 +189,11 @@ impl GroupSearch {
                 return None;
             }
             out.push(Piece {
-                first_key: chunk.first().copied().unwrap_or(0),
-                start,
-                end: start + chunk.len(),
-                model,
-                err,
+                first_key: model.origin,
+                slope: model.slope,
+                intercept: model.intercept,
+                start: u32::try_from(start).ok()?,
+                err: err as u32,
             });
         }
         Some(out)
@@ -203,13 +219,11 @@ impl GroupSearch {
         let n = keys.len();
         let pos = match self {
             GroupSearch::Models(pieces) => {
-                let i = pieces
-                    .partition_point(|p| p.first_key <= key)
-                    .saturating_sub(1);
-                let Some(p) = pieces.get(i) else { return 0 };
-                let pred = p.model.predict(key).clamp(p.start, p.end);
-                let lo = pred.saturating_sub(p.err).max(p.start);
-                let hi = (pred + p.err + 1).min(p.end);
+                let Some((pred, start, end, err)) = Self::piece_prediction(pieces, key, n) else {
+                    return 0;
+                };
+                let lo = pred.saturating_sub(err).max(start);
+                let hi = (pred + err + 1).min(end);
                 lower_bound_near(keys, lo, hi, pred, key)
             }
             GroupSearch::Fallback(upper) => {
@@ -227,18 +241,31 @@ impl GroupSearch {
         }
     }
 
-    /// The position the models predict for `key` (`None` on the fallback node, whose blocks are searched
-    /// from their start): callers prefetch the record there while the search runs.
+    /// The piece covering `key` in an array of `n` keys: its prediction (clamped to the piece), start,
+    /// end and error.
     #[inline]
-    pub fn predict(&self, key: u64) -> Option<usize> {
+    fn piece_prediction(
+        pieces: &[Piece],
+        key: u64,
+        n: usize,
+    ) -> Option<(usize, usize, usize, usize)> {
+        let i = pieces
+            .partition_point(|p| p.first_key <= key)
+            .saturating_sub(1);
+        let p = pieces.get(i)?;
+        let start = p.start as usize;
+        let end = pieces.get(i + 1).map_or(n, |q| q.start as usize);
+        let pred = p.model().predict(key).clamp(start, end);
+        Some((pred, start, end, p.err as usize))
+    }
+
+    /// The position the models predict for `key` in an array of `n` keys (`None` on the fallback node,
+    /// whose blocks are searched from their start): callers prefetch the record there while the search
+    /// runs.
+    #[inline]
+    pub fn predict(&self, key: u64, n: usize) -> Option<usize> {
         match self {
-            GroupSearch::Models(pieces) => {
-                let i = pieces
-                    .partition_point(|p| p.first_key <= key)
-                    .saturating_sub(1);
-                let p = pieces.get(i)?;
-                Some(p.model.predict(key).clamp(p.start, p.end))
-            }
+            GroupSearch::Models(pieces) => Self::piece_prediction(pieces, key, n).map(|p| p.0),
             GroupSearch::Fallback(_) => None,
         }
     }
@@ -284,6 +311,11 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn four_pieces_fit_two_cache_lines() {
+        assert_eq!(std::mem::size_of::<Piece>(), 32);
     }
 
     #[test]

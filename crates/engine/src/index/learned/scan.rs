@@ -108,7 +108,7 @@ impl LearnedIndex {
 /// One candidate source of a group: its records within the range, in key order.
 enum Source<'g> {
     Array(&'g [u64], &'g [Slot]),
-    Buffer(&'g [(u64, *const Slot)]),
+    Buffer(Vec<(u64, *const Slot)>),
 }
 
 impl<'g> Source<'g> {
@@ -156,11 +156,8 @@ fn scan_group(
         g.keys.get(a..b).unwrap_or(&[]),
         g.slots.get(a..b).unwrap_or(&[]),
     )];
-    for entries in g.buffers(guard).into_iter().flatten() {
-        let e = &entries.0;
-        let s = e.partition_point(|x| x.0 < lo);
-        let t = e.partition_point(|x| x.0 <= hi).max(s);
-        sources.push(Source::Buffer(e.get(s..t).unwrap_or(&[])));
+    for buffer in g.buffers().into_iter().flatten() {
+        sources.push(Source::Buffer(buffer.range(lo, hi, guard)));
     }
     let mut pos = vec![0usize; sources.len()];
     loop {

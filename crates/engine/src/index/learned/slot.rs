@@ -6,13 +6,17 @@
 //!   counter above them. Writers take `LOCK` by compare-and-swap and bump the counter when they release it;
 //!   readers read the status, then the data, then the status again, and retry while it changed or was
 //!   locked (they never take a lock).
-//! * `inline`: with `INLINE` set, a copy of the newest version's value (at most [`INLINE_BYTES`] bytes),
-//!   written under the lock next to the status word, so a read of the newest value touches the slot alone
-//!   (a seqlock read: status, words, acquire fence, status). The version chain stays complete: snapshots,
-//!   long values and removals read it as before.
-//! * `head`: the newest [`Version`] (sequence number, value bytes out of line or `None` for a removal, older
-//!   version). Versions are immutable once published; a writer links a new one in front and prunes the
-//!   versions no snapshot can read any more, retiring them through the epoch.
+//! * `INLINE` set: the newest version lives in the slot itself — its value (at most [`INLINE_BYTES`]
+//!   bytes, or a removal with `REMOVED`) in `inline`, its sequence number in `seq` — and `head` holds the
+//!   *older* versions only (usually none). A read of the newest value touches the slot alone (a seqlock
+//!   read: status, words, acquire fence, status); a snapshot read checks `seq` and walks `head` only when
+//!   the newest version is too new for it.
+//! * `INLINE` clear: `head` is the newest [`Version`] (sequence number, value bytes out of line or `None`
+//!   for a removal, older version); values longer than 16 bytes take this form.
+//! * Versions are immutable once published. A write with no live snapshot below its sequence number
+//!   overwrites the slot's newest version in place and retires any older ones: no allocation. Only while a
+//!   snapshot may read the version being replaced does the write move it into a new [`Version`] in front of
+//!   `head`; it prunes the versions no snapshot can read any more, retiring them through the epoch.
 //! * `PTR` (set only between the two phases of a compaction): the record lives in the `target` slot of the
 //!   old group; writers lock this slot, then the target. Phase 2 moves the target's chain here, sets the
 //!   target's `MOVED` bit and clears `PTR`, all under both locks. Anyone who finds `MOVED` restarts from the
@@ -24,8 +28,9 @@
 //!
 //! Cost: a read of the newest value of at most 16 bytes is two status loads and two word loads in the
 //! slot (no pointer chased); other reads are three loads of the status/head plus a walk of the chain to
-//! the first version at or below the snapshot; a write is one allocation (a version, its value inline in it
-//! up to 16 bytes) plus the inline copy.
+//! the first version at or below the snapshot; a write of a value of at most 16 bytes allocates nothing
+//! unless a live snapshot may read the value it replaces (then one version); a longer value is one
+//! allocation.
 
 use crossbeam_epoch::{self as epoch, Atomic, Guard, Owned, Shared};
 use smallvec::SmallVec;
@@ -49,6 +54,14 @@ const INLINE_WORDS: usize = INLINE_BYTES / 8;
 /// The bits that describe the newest value (moved with it by phase 2).
 const VALUE_BITS: u64 = REMOVED | INLINE | LEN;
 
+/// Bounds on the sequence numbers live snapshots read at, as a writer saw them after taking its own
+/// number: none is below `oldest` or above `newest`.
+#[derive(Debug, Clone, Copy)]
+pub struct LiveSnapshots {
+    pub oldest: u64,
+    pub newest: u64,
+}
+
 /// One version of a record's value.
 pub struct Version {
     pub seq: u64,
@@ -63,6 +76,8 @@ pub struct Version {
 pub struct Slot {
     status: AtomicU64,
     inline: [AtomicU64; INLINE_WORDS],
+    /// With `INLINE`: the sequence number of the version in the slot.
+    seq: AtomicU64,
     head: Atomic<Version>,
     target: AtomicPtr<Slot>,
 }
@@ -115,6 +130,7 @@ impl Slot {
         Slot {
             status: AtomicU64::new(REMOVED | if locked { LOCK } else { 0 }),
             inline: Default::default(),
+            seq: AtomicU64::new(0),
             head: Atomic::null(),
             target: AtomicPtr::new(std::ptr::null_mut()),
         }
@@ -123,14 +139,20 @@ impl Slot {
     /// A record holding `value` written with `seq` (bulk loads).
     pub fn with_value(seq: u64, value: &[u8]) -> Slot {
         let (bits, words) = inline_words(Some(value));
-        Slot {
-            status: AtomicU64::new(bits),
-            inline: words.map(AtomicU64::new),
-            head: Atomic::new(Version {
+        let head = if bits & INLINE != 0 {
+            Atomic::null()
+        } else {
+            Atomic::new(Version {
                 seq,
                 value: Some(SmallVec::from_slice(value)),
                 older: Atomic::null(),
-            }),
+            })
+        };
+        Slot {
+            status: AtomicU64::new(bits),
+            inline: words.map(AtomicU64::new),
+            seq: AtomicU64::new(seq),
+            head,
             target: AtomicPtr::new(std::ptr::null_mut()),
         }
     }
@@ -140,6 +162,7 @@ impl Slot {
         Slot {
             status: AtomicU64::new(PTR),
             inline: Default::default(),
+            seq: AtomicU64::new(0),
             head: Atomic::null(),
             target: AtomicPtr::new(target as *const Slot as *mut Slot),
         }
@@ -197,15 +220,22 @@ impl Slot {
             if s1 & MOVED != 0 {
                 return Read::Moved;
             }
-            if at == u64::MAX && s1 & (INLINE | PTR) == INLINE {
+            if s1 & (INLINE | PTR) == INLINE {
                 let words = self.inline.each_ref().map(|w| w.load(Ordering::Relaxed));
-                // Orders the word loads before the status check: if they saw any store of a writer that
+                let seq = self.seq.load(Ordering::Relaxed);
+                let older = self.head.load(Ordering::Acquire, guard);
+                // Orders the loads before the status check: if they saw any store of a writer that
                 // locked after `s1`, the check sees its lock or a later version (see `store_inline`).
                 fence(Ordering::Acquire);
-                if self.status.load(Ordering::Relaxed) == s1 {
-                    return Read::Found(Some(inline_value(s1, words)));
+                if self.status.load(Ordering::Relaxed) != s1 {
+                    continue;
                 }
-                continue;
+                if at == u64::MAX || seq <= at {
+                    return Read::Found((s1 & REMOVED == 0).then(|| inline_value(s1, words)));
+                }
+                // The slot's version is too new for this snapshot: an older one answers. The snapshot is
+                // live, so the versions it reads are not pruned even if writers came since `s1`.
+                return Read::Found(visible(older, at, guard).map(Value::Shared));
             }
             let found = if s1 & PTR != 0 {
                 // SAFETY: PTR is set only while the target's group is alive (it is retired after phase 2,
@@ -289,25 +319,61 @@ impl Slot {
         self.unlock_raw(self.status.load(Ordering::Relaxed) & (FLAGS & !LOCK));
     }
 
-    /// With the record locked: links a new version (`seq`, `value`, `None` = removal) in front, prunes the
-    /// versions no snapshot at or above `oldest` can read, and sets `REMOVED` to match. Returns whether the
-    /// record held a value before.
-    pub fn install(&self, seq: u64, value: Option<&[u8]>, oldest: u64, guard: &Guard) -> bool {
-        let old = self.head.load(Ordering::Relaxed, guard);
+    /// With the record locked: makes (`seq`, `value`, `None` = removal) the newest version, prunes the
+    /// versions no live snapshot can read, and sets `REMOVED` to match. Returns whether the record held a
+    /// value before.
+    ///
+    /// The slot's own version (with `INLINE`) is kept, moved into a [`Version`], only if a live snapshot
+    /// may read it: one at or above its number and below `seq`. Otherwise a value of at most 16 bytes (or
+    /// a removal) overwrites it in place, and nothing is allocated.
+    pub fn install(
+        &self,
+        seq: u64,
+        value: Option<&[u8]>,
+        live: LiveSnapshots,
+        guard: &Guard,
+    ) -> bool {
+        let oldest = live.oldest;
         let s = self.status.load(Ordering::Relaxed);
-        // `REMOVED` is set exactly when the head is a removal or absent (never on a reference: we hold
-        // the record itself, not a reference to it).
+        // `REMOVED` is set exactly when the newest version is a removal or absent (never on a reference:
+        // we hold the record itself, not a reference to it).
         let had = s & REMOVED == 0;
-        let new = Owned::new(Version {
-            seq,
-            value: value.map(SmallVec::from_slice),
-            older: Atomic::null(),
-        });
-        new.older.store(old, Ordering::Relaxed);
-        let new = new.into_shared(guard);
-        prune(new, oldest, guard);
-        self.head.store(new, Ordering::Release);
+        // The versions older than the new one: the chain, behind the slot's own version if a snapshot
+        // may still read that one.
+        let mut older = self.head.load(Ordering::Relaxed, guard);
+        if s & INLINE != 0 && oldest < seq && self.seq.load(Ordering::Relaxed) <= live.newest {
+            let words = self.inline.each_ref().map(|w| w.load(Ordering::Relaxed));
+            let kept = Owned::new(Version {
+                seq: self.seq.load(Ordering::Relaxed),
+                value: (s & REMOVED == 0).then(|| SmallVec::from_slice(&inline_value(s, words))),
+                older: Atomic::null(),
+            });
+            kept.older.store(older, Ordering::Relaxed);
+            older = kept.into_shared(guard);
+        }
         let (bits, words) = inline_words(value);
+        let head = if bits & INLINE != 0 || value.is_none() {
+            // The new version lives in the slot; `older` is what the snapshots may still read.
+            if seq <= oldest {
+                retire_chain(older, guard);
+                Shared::null()
+            } else {
+                prune(older, oldest, guard);
+                older
+            }
+        } else {
+            let new = Owned::new(Version {
+                seq,
+                value: value.map(SmallVec::from_slice),
+                older: Atomic::null(),
+            });
+            new.older.store(older, Ordering::Relaxed);
+            let new = new.into_shared(guard);
+            prune(new, oldest, guard);
+            new
+        };
+        self.head.store(head, Ordering::Release);
+        self.seq.store(seq, Ordering::Release);
         self.store_inline(words);
         self.status
             .store((s & !VALUE_BITS) | bits, Ordering::Relaxed);
@@ -323,8 +389,12 @@ impl Slot {
     }
 
     /// With the slot locked by a compaction: the sequence number of its removal if it holds none of the
-    /// visible value (head is a removal or absent).
+    /// visible value (the newest version is a removal or absent).
     pub fn removal_seq(&self, guard: &Guard) -> Option<u64> {
+        let s = self.status.load(Ordering::Relaxed);
+        if s & INLINE != 0 {
+            return (s & REMOVED != 0).then(|| self.seq.load(Ordering::Relaxed));
+        }
         let head = self.head.load(Ordering::Acquire, guard);
         // SAFETY: as in `install`.
         match unsafe { head.as_ref() } {
@@ -360,6 +430,8 @@ impl Slot {
         let ts = t.lock_raw();
         let chain = t.head.swap(Shared::null(), Ordering::AcqRel, guard);
         self.head.store(chain, Ordering::Release);
+        self.seq
+            .store(t.seq.load(Ordering::Relaxed), Ordering::Release);
         self.store_inline(t.inline.each_ref().map(|w| w.load(Ordering::Relaxed)));
         t.unlock_raw((ts & FLAGS) | MOVED);
         // `target` keeps pointing at the old record: a reader that loaded our status while `PTR` was still
@@ -368,10 +440,11 @@ impl Slot {
     }
 }
 
-/// The status bits and inline words describing `value` as the newest version (`None`: a removal).
+/// The status bits and inline words describing `value` as the newest version (`None`: a removal, held in
+/// the slot too).
 fn inline_words(value: Option<&[u8]>) -> (u64, [u64; 2]) {
     match value {
-        None => (REMOVED, [0; 2]),
+        None => (REMOVED | INLINE, [0; 2]),
         Some(v) if v.len() <= INLINE_BYTES => {
             let mut bytes = [0u8; INLINE_BYTES];
             if let Some(dst) = bytes.get_mut(..v.len()) {
@@ -420,17 +493,23 @@ fn prune(head: Shared<'_, Version>, oldest: u64, guard: &Guard) {
     // SAFETY: we hold the record's lock (no one else prunes it) and are pinned.
     while let Some(v) = unsafe { cur.as_ref() } {
         if v.seq <= oldest {
-            let mut rest = v.older.swap(Shared::null(), Ordering::AcqRel, guard);
-            // SAFETY: `rest` is now unreachable from the record; readers still on it are pinned.
-            while let Some(r) = unsafe { rest.as_ref() } {
-                let next = r.older.load(Ordering::Acquire, guard);
-                // SAFETY: unlinked above; destroyed once every pinned reader is gone.
-                unsafe { guard.defer_destroy(rest) };
-                rest = next;
-            }
+            retire_chain(v.older.swap(Shared::null(), Ordering::AcqRel, guard), guard);
             return;
         }
         cur = v.older.load(Ordering::Acquire, guard);
+    }
+}
+
+/// Retires every version of a chain the record no longer reaches (the caller holds its lock and has
+/// unlinked `rest`, or is about to replace the head that pointed at it).
+fn retire_chain<'g>(mut rest: Shared<'g, Version>, guard: &'g Guard) {
+    // SAFETY: `rest` is unreachable from the record once the caller's store lands; readers still on it
+    // are pinned, and destruction waits for them.
+    while let Some(r) = unsafe { rest.as_ref() } {
+        let next = r.older.load(Ordering::Acquire, guard);
+        // SAFETY: as above.
+        unsafe { guard.defer_destroy(rest) };
+        rest = next;
     }
 }
 

@@ -49,7 +49,7 @@ impl LearnedIndex {
             s.groups += 1;
             s.fallback_groups += usize::from(g.search.is_fallback());
             s.array_records += g.keys.len();
-            s.buffered += g.buffered(&guard);
+            s.buffered += g.buffered();
             s.index_bytes += g.search.memory() + std::mem::size_of::<Group>();
             s.data_bytes += g.keys.len() * (8 + std::mem::size_of::<super::slot::Slot>());
             i += 1;

@@ -207,3 +207,36 @@ fn small_groups_merge_and_a_snapshot_taken_before_still_reads_its_state() {
     assert!(s.groups <= 2 * want.len() / 5 + 1, "{s:?}");
     assert_eq!(scan_index(&ix, 0, u64::MAX, false, usize::MAX), want);
 }
+
+#[test]
+fn index_memory_per_key_stays_below_the_b_tree_inner_nodes() {
+    // Smooth keys (exponential gaps): models only. The B+-tree's inner nodes cost about 0.17 B/key
+    // (24 bytes per leaf of ~140 keys); the goal is at most half of that.
+    let mut k = 0u64;
+    let smooth: Vec<u64> = (0..200_000u64)
+        .map(|i| {
+            k += 1 + (i * 2_654_435_761) % 1999;
+            k
+        })
+        .collect();
+    let ix = LearnedIndex::bulk_load(
+        LearnedOptions::default(),
+        smooth.iter().map(|&k| (k, vec![1u8; 8])),
+    );
+    let s = ix.learned_stats();
+    assert_eq!(s.fallback_groups, 0, "{s:?}");
+    let per_key = s.index_bytes as f64 / s.records as f64;
+    assert!(per_key <= 0.085, "{per_key} B/key: {s:?}");
+    // Clustered keys with huge jumps: fallback nodes, every 64th key in the upper level.
+    let hard: Vec<u64> = (0..200_000u64)
+        .map(|i| ((i / 32) * (i / 32) * (i / 32)) << 20 | (i % 32))
+        .collect();
+    let ix = LearnedIndex::bulk_load(
+        LearnedOptions::default(),
+        hard.iter().map(|&k| (k, vec![1u8; 8])),
+    );
+    let s = ix.learned_stats();
+    let per_key = s.index_bytes as f64 / s.records as f64;
+    assert!(s.fallback_groups > 0, "{s:?}");
+    assert!(per_key <= 0.2, "{per_key} B/key: {s:?}");
+}
