@@ -16,6 +16,14 @@ pub enum PartitioningArg {
     Range,
 }
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum IoPlacement {
+    /// On the network threads already serving; more threads when one saturates, fewer when light.
+    FollowLoad,
+    /// Dealt out round robin at accept, never moved.
+    RoundRobin,
+}
+
 #[derive(Debug, Args)]
 pub struct ServeArgs {
     /// Address to listen on (127.0.0.1 by default: this machine only).
@@ -56,6 +64,11 @@ pub struct ServeArgs {
     /// Network threads (0: one per core).
     #[arg(long, default_value_t = 0)]
     io_threads: usize,
+    /// How connections are placed on the network threads: follow-load (on the threads already serving,
+    /// moved to more threads when one saturates and back when the load is light) or round-robin (dealt out
+    /// at accept, never moved).
+    #[arg(long, value_enum, default_value = "follow-load")]
+    io_placement: IoPlacement,
     /// Entries of the hot-key write-back cache (0: no cache). Hot keys are served and updated in the cache,
     /// their writes made durable in the cache log, and written back to their partitions later.
     #[arg(long, default_value_t = 10_000)]
@@ -193,6 +206,10 @@ pub fn run(dir: &Path, cache: usize, args: ServeArgs) -> CliResult {
             partition_capacity: (args.partition_capacity > 0).then_some(args.partition_capacity),
         },
         io_threads: args.io_threads,
+        placement: match args.io_placement {
+            IoPlacement::FollowLoad => strata_server::net_loops::Placement::FollowLoad,
+            IoPlacement::RoundRobin => strata_server::net_loops::Placement::RoundRobin,
+        },
     };
     let server = strata_server::start(config).map_err(server_error)?;
     println!("strata serve: listening on {}", server.addr());

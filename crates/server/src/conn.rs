@@ -29,71 +29,118 @@ type Args = smallvec::SmallVec<[Bytes; 3]>;
 /// Most commands run as one pipeline step.
 pub const MAX_PIPELINE: usize = 1024;
 
-/// Serves one connection until the client closes it, QUIT, a protocol error or the idle timeout.
-pub async fn serve(shared: Arc<Shared>, mut stream: TcpStream, peer: String) {
+/// A connection's state between pipelines: what moves with it to another network loop.
+pub struct Connection {
+    session: Session,
+    /// Unparsed input (at most an incomplete command between pipelines).
+    input: BytesMut,
+    output: BytesMut,
+    scratch: Scratch,
+    /// The network loop serving it.
+    pub home: usize,
+}
+
+impl Connection {
+    /// A new connection from `peer`, served by loop `home`.
+    pub fn new(shared: &Shared, peer: String, home: usize) -> Connection {
+        Connection {
+            session: Session {
+                id: shared.next_client_id.fetch_add(1, Ordering::Relaxed),
+                proto: Protocol::Resp2,
+                name: None,
+                authenticated: shared.settings.requirepass.is_none(),
+                quit: false,
+                asking: false,
+                peer,
+            },
+            input: BytesMut::with_capacity(16 << 10),
+            output: BytesMut::with_capacity(16 << 10),
+            // Kept across pipelines, so a pipeline allocates no vectors of its own for them (glibc's malloc
+            // consolidates its free lists at every large request: per-pipeline vectors of a kilobyte cost
+            // more than their size says).
+            scratch: Scratch::default(),
+            home,
+        }
+    }
+}
+
+/// Why [`serve`] returned.
+pub enum Ended {
+    /// The client closed it, QUIT, a protocol error or the idle timeout.
+    Closed,
+    /// It is to go on at network loop `to` (see [`crate::net_loops`]), with its socket.
+    Moved {
+        to: usize,
+        conn: Box<Connection>,
+        stream: std::net::TcpStream,
+    },
+}
+
+/// Serves one connection until it closes or its loop asks it to move (only between pipelines: every reply
+/// written, at most an incomplete command buffered, which moves with it).
+pub async fn serve(shared: Arc<Shared>, mut stream: TcpStream, mut conn: Box<Connection>) -> Ended {
     let _ = stream.set_nodelay(true);
-    let id = shared.next_client_id.fetch_add(1, Ordering::Relaxed);
-    let mut session = Session {
-        id,
-        proto: Protocol::Resp2,
-        name: None,
-        authenticated: shared.settings.requirepass.is_none(),
-        quit: false,
-        asking: false,
-        peer,
-    };
     let limits = shared.settings.limits;
     let max_query = shared.settings.max_query_buffer;
     let idle = shared.settings.idle_timeout;
-    let mut input = BytesMut::with_capacity(16 << 10);
-    let mut output = BytesMut::with_capacity(16 << 10);
-    // Kept across pipelines, so a pipeline allocates no vectors of its own for them (glibc's malloc
-    // consolidates its free lists at every large request: per-pipeline vectors of a kilobyte cost more than
-    // their size says).
-    let mut scratch = Scratch::default();
+    let Connection {
+        session,
+        input,
+        output,
+        scratch,
+        home,
+    } = &mut *conn;
     loop {
+        if let Some(to) = shared.net.take_leave(*home) {
+            return match stream.into_std() {
+                Ok(stream) => Ended::Moved { to, conn, stream },
+                Err(_) => Ended::Closed,
+            };
+        }
         let read = match idle {
-            Some(t) => match tokio::time::timeout(t, stream.read_buf(&mut input)).await {
+            Some(t) => match tokio::time::timeout(t, stream.read_buf(input)).await {
                 Ok(r) => r,
                 Err(_) => break,
             },
-            None => stream.read_buf(&mut input).await,
+            None => stream.read_buf(input).await,
         };
         match read {
             Ok(0) | Err(_) => break,
             Ok(_) => {}
         }
         loop {
-            let error = take_commands(&mut input, &limits, &mut scratch.commands);
+            let error = take_commands(input, &limits, &mut scratch.commands);
             if !scratch.commands.is_empty() {
-                run_pipeline(&shared, &mut session, &mut scratch, &mut output).await;
+                shared.net.served(*home, scratch.commands.len());
+                run_pipeline(&shared, session, scratch, output).await;
             }
             let overflow = error.is_none() && input.len() > max_query;
             if let Some(e) = &error {
-                Reply::err(e).encode(session.proto, &mut output);
+                Reply::err(e).encode(session.proto, output);
             } else if overflow {
                 Reply::err("Protocol error: the query buffer is over its limit")
-                    .encode(session.proto, &mut output);
+                    .encode(session.proto, output);
             }
             if !output.is_empty() {
-                if stream.write_all(&output).await.is_err() {
-                    return;
+                if stream.write_all(output).await.is_err() {
+                    return Ended::Closed;
                 }
                 output.clear();
             }
             if error.is_some() || overflow || session.quit {
                 let _ = stream.shutdown().await;
-                return;
+                return Ended::Closed;
             }
             // More complete commands than one pipeline step takes: go on without reading.
-            if !has_complete_command(&input, &limits) {
+            if !has_complete_command(input, &limits) {
                 break;
             }
         }
         if input.capacity() > 4 * max_query.max(1 << 20) && input.is_empty() {
-            input = BytesMut::with_capacity(16 << 10);
+            *input = BytesMut::with_capacity(16 << 10);
         }
     }
+    Ended::Closed
 }
 
 fn has_complete_command(input: &BytesMut, limits: &Limits) -> bool {

@@ -30,6 +30,7 @@ pub mod cluster;
 pub mod command;
 pub mod conn;
 pub mod error;
+pub mod net_loops;
 pub mod resp;
 pub mod store;
 
@@ -91,11 +92,14 @@ pub struct ServerConfig {
     pub store: StoreConfig,
     /// Network threads, each an event loop of its own (0: one per core).
     pub io_threads: usize,
+    /// How connections are placed on the network loops.
+    pub placement: net_loops::Placement,
 }
 
 /// A server running in background threads.
 pub struct RunningServer {
     addr: SocketAddr,
+    net: Arc<net_loops::NetLoops>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<ServerResult<()>>>,
 }
@@ -104,6 +108,11 @@ impl RunningServer {
     /// The address it listens on.
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// Its network loops: connections per loop, moves, and [`net_loops::NetLoops::request`] to move some.
+    pub fn network_loops(&self) -> &net_loops::NetLoops {
+        &self.net
     }
 
     /// Stops accepting, closes every connection, and closes the partitions (with a checkpoint).
@@ -133,10 +142,10 @@ impl Drop for RunningServer {
 /// Opens the store, binds the port and starts serving in background threads.
 ///
 /// The network runs on `io_threads` event loops (tokio current-thread runtimes), one per thread, as Redis
-/// runs one: a connection stays on the loop it was given at accept (round robin), so no task moves between
-/// threads and no idle thread searches the others for work. (A multi-thread tokio runtime with work
-/// stealing cost about 10–40% more CPU per command on a loaded two-core machine, most at pipeline depth 1.)
-/// Loop 0 also runs the accept loop.
+/// runs one; a connection is served by one loop at a time, so no task is stolen by another thread and no
+/// idle thread searches the others for work. (A multi-thread tokio runtime with work stealing cost about
+/// 10–40% more CPU per command on a loaded two-core machine, most at pipeline depth 1.) Which loop serves
+/// which connection follows the load by default ([`net_loops`]). Loop 0 also runs the accept loop.
 pub fn start(config: ServerConfig) -> ServerResult<RunningServer> {
     let cluster = match &config.settings.cluster {
         Some(c) => Some(cluster::Cluster::new(c.clone())?),
@@ -148,17 +157,15 @@ pub fn start(config: ServerConfig) -> ServerResult<RunningServer> {
     } else {
         config.io_threads
     };
+    let net = Arc::new(net_loops::NetLoops::new(threads, config.placement));
     let mut runtimes = Vec::with_capacity(threads);
-    for _ in 0..threads {
+    for i in 0..net.len() {
         runtimes.push(
-            tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
+            net.runtime(i)
                 .map_err(|e| ServerError::Engine(format!("starting the network runtime: {e}")))?,
         );
     }
-    let handles: Vec<tokio::runtime::Handle> =
-        runtimes.iter().map(|r| r.handle().clone()).collect();
+    net.set_handles(runtimes.iter().map(|r| r.handle().clone()).collect());
     let mut runtimes = runtimes.into_iter();
     let Some(main_runtime) = runtimes.next() else {
         return Err(ServerError::Engine("no network thread".into()));
@@ -170,7 +177,8 @@ pub fn start(config: ServerConfig) -> ServerResult<RunningServer> {
     let addr = listener
         .local_addr()
         .map_err(|e| ServerError::io(&addr_text, e))?;
-    let shared = Shared::new(store, config.settings, cluster);
+    let shared = Shared::new(store, config.settings, cluster, net.clone());
+    let running_net = net.clone();
     // The other loops run until their stop channel closes, then drop their runtime (ending its connections).
     let mut loops = Vec::new();
     for (i, runtime) in runtimes.enumerate() {
@@ -190,7 +198,8 @@ pub fn start(config: ServerConfig) -> ServerResult<RunningServer> {
     let thread = std::thread::Builder::new()
         .name("strata-net0".into())
         .spawn(move || {
-            main_runtime.block_on(accept_loop(shared.clone(), listener, stop_rx, handles));
+            main_runtime.spawn(net.follow_load());
+            main_runtime.block_on(accept_loop(shared.clone(), listener, stop_rx));
             for (stop, thread) in loops {
                 drop(stop);
                 let _ = thread.join();
@@ -207,6 +216,7 @@ pub fn start(config: ServerConfig) -> ServerResult<RunningServer> {
         .map_err(|e| ServerError::Engine(format!("starting the server thread: {e}")))?;
     Ok(RunningServer {
         addr,
+        net: running_net,
         stop: Some(stop_tx),
         thread: Some(thread),
     })
@@ -216,9 +226,7 @@ async fn accept_loop(
     shared: Arc<Shared>,
     listener: tokio::net::TcpListener,
     mut stop: tokio::sync::oneshot::Receiver<()>,
-    loops: Vec<tokio::runtime::Handle>,
 ) {
-    let mut next_loop = 0usize;
     loop {
         let accepted = tokio::select! {
             _ = &mut stop => return,
@@ -244,16 +252,40 @@ async fn accept_loop(
             continue;
         };
         shared.clients.fetch_add(1, Ordering::Relaxed);
-        let shared = shared.clone();
-        let target = &loops[next_loop % loops.len()];
-        next_loop = next_loop.wrapping_add(1);
-        target.spawn(async move {
-            if let Ok(stream) = tokio::net::TcpStream::from_std(stream) {
-                conn::serve(shared.clone(), stream, peer.to_string()).await;
-            }
-            shared.clients.fetch_sub(1, Ordering::Relaxed);
-        });
+        let home = shared.net.place_new();
+        let conn = Box::new(conn::Connection::new(&shared, peer.to_string(), home));
+        spawn_connection(shared.clone(), conn, stream);
     }
+}
+
+/// Serves `conn` on its home loop, and on the next one when it moves.
+fn spawn_connection(shared: Arc<Shared>, conn: Box<conn::Connection>, stream: std::net::TcpStream) {
+    let home = conn.home;
+    let Some(handle) = shared.net.handle(home).cloned() else {
+        shared.net.closed(home);
+        shared.clients.fetch_sub(1, Ordering::Relaxed);
+        return;
+    };
+    handle.spawn(async move {
+        let ended = match tokio::net::TcpStream::from_std(stream) {
+            Ok(stream) => conn::serve(shared.clone(), stream, conn).await,
+            Err(_) => conn::Ended::Closed,
+        };
+        match ended {
+            conn::Ended::Closed => {
+                shared.net.closed(home);
+                shared.clients.fetch_sub(1, Ordering::Relaxed);
+            }
+            conn::Ended::Moved {
+                to,
+                mut conn,
+                stream,
+            } => {
+                conn.home = to;
+                spawn_connection(shared, conn, stream);
+            }
+        }
+    });
 }
 
 /// Blocks until the process receives SIGINT (Ctrl-C) or SIGTERM.

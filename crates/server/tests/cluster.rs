@@ -47,6 +47,7 @@ fn start(dir: &std::path::Path, port: u16, myself: &str, nodes: &[NodeConfig]) -
             partition_capacity: None,
         },
         io_threads: 1,
+        placement: Default::default(),
     })
     .unwrap()
 }

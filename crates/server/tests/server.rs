@@ -67,6 +67,7 @@ fn start_configured(
         settings,
         store,
         io_threads: 2,
+        placement: Default::default(),
     })
     .unwrap();
     TestServer {
@@ -591,6 +592,7 @@ fn data_survives_a_restart_and_the_layout_is_enforced() -> RedisResult<()> {
             partition_capacity: None,
         },
         io_threads: 1,
+        placement: Default::default(),
     };
     let srv = strata_server::start(config(3)).unwrap();
     let mut c = redis::Client::open(format!("redis://{}", srv.addr()))?.get_connection()?;
@@ -677,6 +679,7 @@ fn start_cached(
             partition_capacity: None,
         },
         io_threads: 2,
+        placement: Default::default(),
     })
     .unwrap()
 }

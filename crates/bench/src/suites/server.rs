@@ -78,7 +78,8 @@ pub fn notes(cfg: &SuiteConfig) -> Vec<String> {
         format!(
             "`{STRATA}`: `strata serve` in this process, B+-tree partitions ({} hash partitions, the server's \
              default, for the peer and YCSB rows), durability `{}`, hot-key cache of 10,000 entries (values \
-             ≤ 128 B); `{STRATA_NOCACHE}`: the same without the cache. `{REDIS}`: the \
+             ≤ 128 B), one network loop per core with load-following placement (connections gather on one \
+             loop while it has room and spread when it saturates); `{STRATA_NOCACHE}`: the same without the cache. `{REDIS}`: the \
              Debian `redis-server` with `appendonly yes`, `appendfsync everysec`, no RDB snapshots.",
             strata_server::DEFAULT_PARTITIONS,
             cfg.durability.name()
@@ -128,6 +129,7 @@ fn start_strata(
             partition_capacity: capacity,
         },
         io_threads: 0,
+        placement: Default::default(),
     })
     .map_err(|e| BenchError::Usage(format!("starting strata serve: {e}")))?;
     let addr = server.addr();

@@ -678,11 +678,25 @@ fn info(shared: &Shared, section: Option<Vec<u8>>) -> String {
         );
     }
     if want("clients") {
+        let per_loop = shared.net.connections();
         let _ = write!(
             out,
-            "# Clients\r\nconnected_clients:{}\r\nmaxclients:{}\r\n\r\n",
+            "# Clients\r\nconnected_clients:{}\r\nmaxclients:{}\r\nio_threads:{}\r\nio_placement:{}\r\n\
+             io_threads_serving:{}\r\nio_connections:{}\r\nio_connection_moves:{}\r\n\r\n",
             shared.clients.load(Ordering::Relaxed),
-            s.max_clients
+            s.max_clients,
+            per_loop.len(),
+            match shared.net.placement() {
+                crate::net_loops::Placement::FollowLoad => "follow-load",
+                crate::net_loops::Placement::RoundRobin => "round-robin",
+            },
+            per_loop.iter().filter(|&&c| c > 0).count(),
+            per_loop
+                .iter()
+                .map(|c| c.to_string())
+                .collect::<Vec<_>>()
+                .join(","),
+            shared.net.moves()
         );
     }
     let ops = store.ops_per_partition();

@@ -38,11 +38,18 @@ pub struct Shared {
     pub total_connections: AtomicU64,
     pub total_commands: AtomicU64,
     pub rejected_connections: AtomicU64,
+    /// The network loops and their connections.
+    pub net: Arc<crate::net_loops::NetLoops>,
 }
 
 impl Shared {
     /// The shared state of a server over `store`.
-    pub fn new(store: Store, settings: ServerSettings, cluster: Option<Cluster>) -> Arc<Shared> {
+    pub fn new(
+        store: Store,
+        settings: ServerSettings,
+        cluster: Option<Cluster>,
+        net: Arc<crate::net_loops::NetLoops>,
+    ) -> Arc<Shared> {
         Arc::new(Shared {
             store,
             settings,
@@ -54,6 +61,7 @@ impl Shared {
             total_connections: AtomicU64::new(0),
             total_commands: AtomicU64::new(0),
             rejected_connections: AtomicU64::new(0),
+            net,
         })
     }
 }

@@ -1,0 +1,566 @@
+//! The network loops and which connections each serves: load-following placement.
+//!
+//! The server's network runs on a few event loops (tokio current-thread runtimes, a thread each). Where the
+//! connections go matters on a machine with few cores, which the clients and the partitions share with the
+//! loops:
+//! - spread over every loop, a light load costs a wakeup (an `epoll_wait` that returns, a context switch)
+//!   for almost every request, because each loop finds only one or two sockets ready at a time;
+//! - on one loop, the same load finds many sockets ready per wakeup, as Redis's single loop does, and leaves
+//!   the other cores to the clients and the partition threads;
+//! - but one loop saturates first when the load is heavy (deep pipelines): then more loops serve more.
+//!
+//! So, in [`Placement::FollowLoad`] (the default), connections start on the loops already serving and move
+//! between loops as the load changes, decided by [`decide`] every [`TICK`] from each loop's busy share of
+//! wall time. Busy shares do not add up across placements (a loop serving alone also runs the partition
+//! jobs that other loops' connections would have handed to partition threads), so the controller remembers
+//! the command rate at which a loop serving alone saturated, and gathers connections on one loop again only
+//! while the rate is well below it ([`GATHER_BELOW_SATURATED_RATE`]). Redis makes the same trade with its I/O threads, which it switches off while few clients have
+//! replies pending. [`Placement::RoundRobin`] deals connections out once at accept and never moves them.
+//!
+//! Invariants:
+//! - a connection is served by exactly one loop at a time;
+//! - it moves only between pipelines: every reply written, only an incomplete command (if any) buffered,
+//!   and that buffer goes with it, as does the socket with whatever the kernel has buffered, so no byte is
+//!   lost or reordered;
+//! - a loop's busy time is the wall time it spends outside its park (its wait for I/O), preempted time
+//!   included.
+//!
+//! Cost: two clock reads per park of a loop; one atomic load per pipeline (is this connection asked to
+//! move?); per tick, three atomic loads per loop; per move, one deregistration and one registration of the
+//! socket.
+
+use std::sync::Arc;
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+/// How connections are placed on the network loops.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Placement {
+    /// On the loops already serving, moved between loops as their load changes (module doc).
+    #[default]
+    FollowLoad,
+    /// Dealt out round robin at accept, never moved.
+    RoundRobin,
+}
+
+/// How often the placement is reconsidered.
+pub const TICK: Duration = Duration::from_millis(100);
+/// Ticks after a move before the next decision, so the busy shares show the new placement first.
+pub const COOLDOWN_TICKS: u32 = 3;
+/// A loop this busy (share of wall time) is saturated: some of its connections move to a quieter loop.
+pub const SATURATED: f64 = 0.85;
+/// A loop that takes connections from a saturated one must be at least this much less busy.
+pub const ROOM: f64 = 0.3;
+/// When the loops serving are together at most this busy, one loop can serve them all (with room: its
+/// busy share stays well under [`SATURATED`]), and the least busy loop's connections move to the busiest.
+pub const CONSOLIDATE_BELOW: f64 = 0.5;
+/// Connections gather on one loop only while the command rate is at most this share of the rate at which a
+/// loop serving alone last saturated.
+pub const GATHER_BELOW_SATURATED_RATE: f64 = 0.6;
+/// Consecutive light ticks before connections gather (a split's own disturbance, or a dip, is not a lighter
+/// load).
+pub const GATHER_AFTER_TICKS: u32 = 5;
+
+/// One loop's counters, shared with its runtime's park hooks.
+#[derive(Debug, Default)]
+pub struct LoopCounters {
+    connections: AtomicUsize,
+    /// Busy nanoseconds up to its last park.
+    busy_ns: AtomicU64,
+    /// When it last woke (nanoseconds since the epoch of its [`NetLoops`], plus 1); 0 while parked.
+    running_since: AtomicU64,
+    /// Commands served.
+    commands: AtomicU64,
+    /// Connections asked to move away, and where to.
+    leave: AtomicUsize,
+    leave_to: AtomicUsize,
+}
+
+/// Every network loop of a server: their runtimes' handles and counters.
+pub struct NetLoops {
+    placement: Placement,
+    epoch: Instant,
+    counters: Vec<Arc<LoopCounters>>,
+    handles: OnceLock<Vec<tokio::runtime::Handle>>,
+    next_round_robin: AtomicUsize,
+    moves: AtomicU64,
+}
+
+/// What [`decide`] sees of one loop over the last tick.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LoopSample {
+    pub connections: usize,
+    /// Share of the tick's wall time the loop was busy, 0 to 1.
+    pub busy: f64,
+}
+
+/// Move `count` connections from loop `from` to loop `to`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Move {
+    pub from: usize,
+    pub to: usize,
+    pub count: usize,
+}
+
+/// The placement change a tick's samples call for, if any (module doc; the thresholds are the constants
+/// above):
+/// - the busiest loop is saturated and has at least two connections, and another loop has room: move the
+///   share of its connections that evens the two loops' busy shares out (half of them onto an idle loop);
+/// - else, if `may_gather`, two or more loops serve connections and are together at most
+///   [`CONSOLIDATE_BELOW`] busy: the
+///   least busy one's connections all move to the busiest one.
+pub fn decide(samples: &[LoopSample], may_gather: bool) -> Option<Move> {
+    let by_busy = |a: &(usize, &LoopSample), b: &(usize, &LoopSample)| {
+        a.1.busy
+            .total_cmp(&b.1.busy)
+            .then(a.1.connections.cmp(&b.1.connections))
+    };
+    let (hot, hot_sample) = samples.iter().enumerate().max_by(by_busy)?;
+    if hot_sample.busy >= SATURATED && hot_sample.connections >= 2 {
+        let (cold, cold_sample) = samples
+            .iter()
+            .enumerate()
+            .filter(|&(i, _)| i != hot)
+            .min_by(by_busy)?;
+        if cold_sample.busy <= hot_sample.busy - ROOM {
+            let share = (hot_sample.busy - cold_sample.busy) / (2.0 * hot_sample.busy);
+            let count = ((hot_sample.connections as f64 * share).ceil() as usize)
+                .clamp(1, hot_sample.connections - 1);
+            return Some(Move {
+                from: hot,
+                to: cold,
+                count,
+            });
+        }
+        return None;
+    }
+    let serving: Vec<(usize, &LoopSample)> = samples
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| s.connections > 0)
+        .collect();
+    let total: f64 = serving.iter().map(|(_, s)| s.busy).sum();
+    if !may_gather || serving.len() < 2 || total > CONSOLIDATE_BELOW {
+        return None;
+    }
+    let (from, from_sample) = serving.iter().copied().min_by(by_busy)?;
+    let (to, _) = serving
+        .iter()
+        .copied()
+        .filter(|&(i, _)| i != from)
+        .max_by(by_busy)?;
+    Some(Move {
+        from,
+        to,
+        count: from_sample.connections,
+    })
+}
+
+/// [`decide`] over time: a cooldown after each move, and the command rate at which a loop serving alone
+/// last saturated (connections gather on one loop only well below it).
+#[derive(Debug, Default)]
+pub struct Controller {
+    cooldown: u32,
+    saturated_rate: Option<f64>,
+    light_ticks: u32,
+}
+
+impl Controller {
+    /// The move a tick's samples and command rate (per second) call for, if any.
+    pub fn step(&mut self, samples: &[LoopSample], rate: f64) -> Option<Move> {
+        if self.cooldown > 0 {
+            self.cooldown -= 1;
+            return None;
+        }
+        let may_gather = self
+            .saturated_rate
+            .is_none_or(|r| rate <= GATHER_BELOW_SATURATED_RATE * r);
+        let Some(m) = decide(samples, may_gather) else {
+            self.light_ticks = 0;
+            return None;
+        };
+        if samples[m.from].busy >= SATURATED {
+            self.light_ticks = 0;
+            if samples.iter().filter(|s| s.connections > 0).count() == 1 {
+                self.saturated_rate = Some(rate);
+            }
+        } else {
+            self.light_ticks += 1;
+            if self.light_ticks < GATHER_AFTER_TICKS {
+                return None;
+            }
+            self.light_ticks = 0;
+        }
+        self.cooldown = COOLDOWN_TICKS;
+        Some(m)
+    }
+}
+
+impl NetLoops {
+    /// Counters for `loops` loops (at least one); their runtimes are built with [`NetLoops::runtime`] and
+    /// registered with [`NetLoops::set_handles`].
+    pub fn new(loops: usize, placement: Placement) -> NetLoops {
+        NetLoops {
+            placement,
+            epoch: Instant::now(),
+            counters: (0..loops.max(1))
+                .map(|_| {
+                    Arc::new(LoopCounters {
+                        // Running from the start: a runtime's first turn comes without an unpark.
+                        running_since: AtomicU64::new(1),
+                        ..LoopCounters::default()
+                    })
+                })
+                .collect(),
+            handles: OnceLock::new(),
+            next_round_robin: AtomicUsize::new(0),
+            moves: AtomicU64::new(0),
+        }
+    }
+
+    /// How many loops there are.
+    pub fn len(&self) -> usize {
+        self.counters.len()
+    }
+
+    /// Whether there are none (never: a server has at least one loop).
+    pub fn is_empty(&self) -> bool {
+        self.counters.is_empty()
+    }
+
+    fn now_ns(epoch: Instant) -> u64 {
+        u64::try_from(epoch.elapsed().as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    /// A current-thread runtime for loop `i`, whose park hooks keep the loop's busy time.
+    pub fn runtime(&self, i: usize) -> std::io::Result<tokio::runtime::Runtime> {
+        let (parked, woke) = (self.counters[i].clone(), self.counters[i].clone());
+        let epoch = self.epoch;
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .on_thread_park(move || {
+                let since = parked.running_since.swap(0, Ordering::Relaxed);
+                if since != 0 {
+                    let busy = Self::now_ns(epoch).saturating_sub(since - 1);
+                    parked.busy_ns.fetch_add(busy, Ordering::Relaxed);
+                }
+            })
+            .on_thread_unpark(move || {
+                woke.running_since
+                    .store(Self::now_ns(epoch) + 1, Ordering::Relaxed);
+            })
+            .build()
+    }
+
+    /// Registers the loops' runtime handles, in loop order (once).
+    pub fn set_handles(&self, handles: Vec<tokio::runtime::Handle>) {
+        let _ = self.handles.set(handles);
+    }
+
+    /// The handle of loop `i`'s runtime.
+    pub fn handle(&self, i: usize) -> Option<&tokio::runtime::Handle> {
+        self.handles.get().and_then(|h| h.get(i))
+    }
+
+    /// The loop a new connection goes to (and counts it there).
+    pub fn place_new(&self) -> usize {
+        let n = self.counters.len();
+        let i = match self.placement {
+            Placement::RoundRobin => self.next_round_robin.fetch_add(1, Ordering::Relaxed) % n,
+            // The serving loop with the fewest connections; loop 0 when none serves.
+            Placement::FollowLoad => (0..n)
+                .map(|i| (i, self.counters[i].connections.load(Ordering::Relaxed)))
+                .filter(|&(_, c)| c > 0)
+                .min_by_key(|&(_, c)| c)
+                .map_or(0, |(i, _)| i),
+        };
+        self.counters[i].connections.fetch_add(1, Ordering::Relaxed);
+        i
+    }
+
+    /// Loop `i` served `n` commands.
+    pub fn served(&self, i: usize, n: usize) {
+        self.counters[i]
+            .commands
+            .fetch_add(n as u64, Ordering::Relaxed);
+    }
+
+    fn commands(&self) -> u64 {
+        self.counters
+            .iter()
+            .map(|c| c.commands.load(Ordering::Relaxed))
+            .sum()
+    }
+
+    /// A connection of loop `i` closed.
+    pub fn closed(&self, i: usize) {
+        self.counters[i].connections.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    /// Whether a connection of loop `home` should move now, and where to (it then moves: the counts are
+    /// updated here).
+    pub fn take_leave(&self, home: usize) -> Option<usize> {
+        let c = &self.counters[home];
+        c.leave
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1))
+            .ok()?;
+        let to = c.leave_to.load(Ordering::Acquire);
+        if to == home || to >= self.counters.len() {
+            return None;
+        }
+        c.connections.fetch_sub(1, Ordering::Relaxed);
+        self.counters[to]
+            .connections
+            .fetch_add(1, Ordering::Relaxed);
+        self.moves.fetch_add(1, Ordering::Relaxed);
+        Some(to)
+    }
+
+    /// Asks `m.count` connections of loop `m.from` to move to loop `m.to` (replacing an earlier request of
+    /// that loop). Each moves at its next pipeline; a connection waiting for input moves after its next one.
+    pub fn request(&self, m: Move) {
+        if m.from >= self.counters.len() || m.to >= self.counters.len() || m.from == m.to {
+            return;
+        }
+        let c = &self.counters[m.from];
+        c.leave_to.store(m.to, Ordering::Release);
+        c.leave.store(m.count, Ordering::Release);
+    }
+
+    /// Each loop's busy nanoseconds so far.
+    fn busy_totals(&self) -> Vec<u64> {
+        let now = Self::now_ns(self.epoch);
+        self.counters
+            .iter()
+            .map(|c| {
+                let since = c.running_since.load(Ordering::Relaxed);
+                let running = if since == 0 {
+                    0
+                } else {
+                    now.saturating_sub(since - 1)
+                };
+                c.busy_ns.load(Ordering::Relaxed) + running
+            })
+            .collect()
+    }
+
+    /// Connections per loop.
+    pub fn connections(&self) -> Vec<usize> {
+        self.counters
+            .iter()
+            .map(|c| c.connections.load(Ordering::Relaxed))
+            .collect()
+    }
+
+    /// Connections moved between loops so far.
+    pub fn moves(&self) -> u64 {
+        self.moves.load(Ordering::Relaxed)
+    }
+
+    /// The placement policy.
+    pub fn placement(&self) -> Placement {
+        self.placement
+    }
+
+    /// Reconsiders the placement every [`TICK`] (runs until its runtime stops; returns at once for
+    /// [`Placement::RoundRobin`] or a single loop).
+    pub async fn follow_load(self: Arc<Self>) {
+        if self.placement != Placement::FollowLoad || self.counters.len() < 2 {
+            return;
+        }
+        let mut tick = tokio::time::interval(TICK);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        // An interval's first tick is at once: the first samples are taken a whole tick later.
+        tick.tick().await;
+        let mut last = (Instant::now(), self.busy_totals(), self.commands());
+        let mut controller = Controller::default();
+        loop {
+            tick.tick().await;
+            let now = (Instant::now(), self.busy_totals(), self.commands());
+            let wall = now.0.duration_since(last.0).as_nanos() as f64;
+            if wall < TICK.as_nanos() as f64 / 2.0 {
+                // Too short to tell a busy loop from one that is merely running this controller.
+                continue;
+            }
+            let samples: Vec<LoopSample> = self
+                .connections()
+                .into_iter()
+                .zip(now.1.iter().zip(&last.1))
+                .map(|(connections, (b, a))| LoopSample {
+                    connections,
+                    busy: (b.saturating_sub(*a) as f64 / wall).clamp(0.0, 1.0),
+                })
+                .collect();
+            let rate = now.2.saturating_sub(last.2) as f64 / (wall / 1e9);
+            last = now;
+            if let Some(m) = controller.step(&samples, rate) {
+                self.request(m);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(connections: usize, busy: f64) -> LoopSample {
+        LoopSample { connections, busy }
+    }
+
+    #[test]
+    fn a_saturated_loop_gives_half_its_connections_to_an_idle_one() {
+        assert_eq!(
+            decide(&[s(50, 0.97), s(0, 0.0)], true),
+            Some(Move {
+                from: 0,
+                to: 1,
+                count: 25
+            })
+        );
+        // Onto the idlest loop, whichever it is.
+        assert_eq!(
+            decide(&[s(0, 0.0), s(1, 0.4), s(40, 1.0), s(0, 0.01)], true),
+            Some(Move {
+                from: 2,
+                to: 0,
+                count: 20
+            })
+        );
+    }
+
+    #[test]
+    fn a_saturated_loop_evens_out_with_a_busy_one() {
+        // (0.9 - 0.5) / 1.8 of 36 connections = 8.
+        assert_eq!(
+            decide(&[s(36, 0.9), s(10, 0.5)], true),
+            Some(Move {
+                from: 0,
+                to: 1,
+                count: 8
+            })
+        );
+    }
+
+    #[test]
+    fn no_move_without_room_or_with_one_connection() {
+        assert_eq!(decide(&[s(30, 0.95), s(30, 0.8)], true), None);
+        assert_eq!(decide(&[s(1, 1.0), s(0, 0.0)], true), None);
+        assert_eq!(decide(&[s(10, 0.7), s(10, 0.6)], true), None);
+        assert_eq!(decide(&[s(10, 0.6)], true), None);
+        assert_eq!(decide(&[], true), None);
+    }
+
+    #[test]
+    fn light_loops_consolidate_onto_the_busiest() {
+        assert_eq!(
+            decide(&[s(25, 0.2), s(25, 0.25)], true),
+            Some(Move {
+                from: 0,
+                to: 1,
+                count: 25
+            })
+        );
+        // Loops without connections take no part.
+        assert_eq!(
+            decide(&[s(0, 0.0), s(3, 0.1), s(4, 0.05)], true),
+            Some(Move {
+                from: 2,
+                to: 1,
+                count: 4
+            })
+        );
+        // Not while the rate is near one where a loop serving alone saturated.
+        assert_eq!(decide(&[s(25, 0.2), s(25, 0.25)], false), None);
+        // One loop serving: nothing to consolidate.
+        assert_eq!(decide(&[s(50, 0.4), s(0, 0.0)], true), None);
+        assert_eq!(decide(&[s(25, 0.3), s(25, 0.3)], true), None);
+    }
+
+    /// Split because one loop saturated at 100,000 commands/s, the loops look light (each runs less than
+    /// its share); they gather again only once the rate falls well below that.
+    #[test]
+    fn loops_split_by_saturation_gather_only_when_the_rate_falls() {
+        let mut c = Controller::default();
+        let split = c.step(&[s(50, 0.95), s(0, 0.0)], 100_000.0);
+        assert_eq!(
+            split,
+            Some(Move {
+                from: 0,
+                to: 1,
+                count: 25
+            })
+        );
+        for _ in 0..COOLDOWN_TICKS {
+            assert_eq!(c.step(&[s(25, 0.1), s(25, 0.1)], 100_000.0), None);
+        }
+        assert_eq!(c.step(&[s(25, 0.2), s(25, 0.2)], 95_000.0), None);
+        let light = [s(25, 0.1), s(25, 0.12)];
+        for _ in 1..GATHER_AFTER_TICKS {
+            assert_eq!(
+                c.step(&light, 50_000.0),
+                None,
+                "gathers only after a streak"
+            );
+        }
+        assert_eq!(
+            c.step(&light, 50_000.0),
+            Some(Move {
+                from: 0,
+                to: 1,
+                count: 25
+            })
+        );
+        // Without a saturation seen, light loops gather at any rate, after the streak; a tick that is not
+        // light starts the streak again.
+        let mut fresh = Controller::default();
+        for _ in 1..GATHER_AFTER_TICKS {
+            assert_eq!(fresh.step(&light, 1e9), None);
+        }
+        assert_eq!(fresh.step(&[s(25, 0.4), s(25, 0.4)], 1e9), None);
+        for _ in 1..GATHER_AFTER_TICKS {
+            assert_eq!(fresh.step(&light, 1e9), None);
+        }
+        assert!(fresh.step(&light, 1e9).is_some());
+    }
+
+    #[test]
+    fn consolidation_leaves_room_under_saturation() {
+        // Whatever consolidates must not trigger a split at once: together at most CONSOLIDATE_BELOW busy,
+        // well under SATURATED.
+        const {
+            assert!(CONSOLIDATE_BELOW + ROOM <= SATURATED);
+        }
+    }
+
+    #[test]
+    fn a_connection_moves_once_per_request_and_counts_follow() {
+        let net = NetLoops::new(2, Placement::FollowLoad);
+        for _ in 0..4 {
+            assert_eq!(net.place_new(), 0, "all start on loop 0 while it serves");
+        }
+        net.request(Move {
+            from: 0,
+            to: 1,
+            count: 2,
+        });
+        assert_eq!(net.take_leave(1), None, "loop 1 was asked nothing");
+        assert_eq!(net.take_leave(0), Some(1));
+        assert_eq!(net.take_leave(0), Some(1));
+        assert_eq!(net.take_leave(0), None, "only two asked");
+        assert_eq!(net.connections(), vec![2, 2]);
+        assert_eq!(net.moves(), 2);
+        // New connections go to the serving loop with the fewest.
+        net.closed(1);
+        assert_eq!(net.place_new(), 1);
+        assert_eq!(net.connections(), vec![2, 2]);
+    }
+
+    #[test]
+    fn round_robin_deals_and_never_follows_load() {
+        let net = NetLoops::new(3, Placement::RoundRobin);
+        let placed: Vec<usize> = (0..6).map(|_| net.place_new()).collect();
+        assert_eq!(placed, vec![0, 1, 2, 0, 1, 2]);
+    }
+}
