@@ -49,6 +49,8 @@ pub trait WeightColumn: Debug + Default + Send + Sync + 'static {
     fn extend_weights(&self, lo: usize, hi: usize, out: &mut Vec<f64>);
     /// Bytes of the stored weights.
     fn memory_bytes(&self) -> usize;
+    /// Asks the CPU for the line of record `i`'s stored weight (nothing when weights are not stored).
+    fn prefetch(&self, i: usize);
 }
 
 impl WeightColumn for Vec<f64> {
@@ -67,6 +69,12 @@ impl WeightColumn for Vec<f64> {
     }
     fn memory_bytes(&self) -> usize {
         self.len() * 8
+    }
+    #[inline]
+    fn prefetch(&self, i: usize) {
+        if let Some(w) = self.get(i) {
+            prefetch_line(w);
+        }
     }
 }
 
@@ -91,6 +99,12 @@ impl WeightColumn for Option<Vec<f64>> {
     }
     fn memory_bytes(&self) -> usize {
         self.as_ref().map_or(0, |w| w.len() * 8)
+    }
+    #[inline]
+    fn prefetch(&self, i: usize) {
+        if let Some(w) = self.as_ref().and_then(|w| w.get(i)) {
+            prefetch_line(w);
+        }
     }
 }
 
@@ -214,12 +228,13 @@ impl<W: WeightColumn> SortedColumns<W> {
         self.tombstones.binary_search(&key).is_ok()
     }
 
-    /// Prefetches the cache lines of record `i`'s key and value (nothing if `i` is out of range).
+    /// Prefetches the cache lines of record `i`'s key, value and stored weight (nothing if `i` is out of range).
     #[inline]
     pub fn prefetch(&self, i: usize) {
         if let (Some(k), Some(v)) = (self.keys.get(i), self.values.get(i)) {
             prefetch_line(k);
             prefetch_line(v);
+            self.weights.prefetch(i);
         }
     }
 

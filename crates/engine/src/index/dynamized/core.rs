@@ -35,6 +35,7 @@
 use super::buffer::MutableBuffer;
 pub use super::buffer::{BufferEntry, OpKind};
 use super::global_keys::GlobalKeys;
+use super::killers::TombstoneCache;
 use super::layout;
 use super::options::{DeletePolicy, DynOptions, Layout, RuntimeOptions};
 use super::run::{MergeInput, Record, SortedRun};
@@ -163,6 +164,8 @@ pub(crate) struct Shared<S> {
     /// Where the failure found damaged bytes, if that is why it failed (reported as `Error::Corruption`).
     failure_damage: Mutex<Option<crate::error::Damage>>,
     pub(crate) counters: DynCounters,
+    /// Sampling: the killer table over every tombstone of the current shards (`killers`).
+    pub(crate) tombstone_cache: TombstoneCache,
     retired: Mutex<Vec<(u64, Weak<Version<S>>)>>,
     /// Ids of shards a published merge replaced, not yet collected by a checkpoint.
     replaced_ids: Mutex<Vec<u64>>,
@@ -241,6 +244,7 @@ impl<S: Shard> Dynamized<S> {
             failure: Mutex::new(String::new()),
             failure_damage: Mutex::new(None),
             counters: DynCounters::default(),
+            tombstone_cache: TombstoneCache::default(),
             retired: Mutex::new(Vec::new()),
             replaced_ids: Mutex::new(Vec::new()),
             spare_buffers: Mutex::new((Vec::new(), Vec::new())),
@@ -378,6 +382,7 @@ impl<S: Shard> Dynamized<S> {
                 .sum::<usize>()
                 + v.buffers.iter().map(|b| b.memory_bytes()).sum::<usize>()
                 + self.shared.global_keys.lock().memory_bytes()
+                + self.shared.tombstone_cache.memory_bytes()
                 + self.shared.spare_bytes(),
             flushes: get(&c.flushes),
             merges: get(&c.merges),

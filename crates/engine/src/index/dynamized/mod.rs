@@ -22,6 +22,8 @@
 //! | `global_keys` | one Bloom filter over every shard's keys: which keys a flush must look up at all |
 //! | `layout` | where flushed shards go; compaction under the delete bound δ |
 //! | `core` | [`Dynamized`]: writes, the flusher and the merger, throttling |
+//! | `guide_table` | weighted draws among a narrow query's candidates: cumulative weights with a guide table |
+//! | `killers` | sampling's killer tables: keys that kill older records, and the cached table of all tombstones |
 //! | `read` | point lookup, count, scan, and sampling through the [`SamplingQuery`] trait |
 //! | `sample_io` | a sampling query's disk-shard reads spread over the shard I/O pool (bounds, records, tombstones) |
 //! | `shard_file` | the page-aligned, checksummed shard file: streaming writer, summary-only and whole reads |
@@ -88,7 +90,9 @@ pub mod db_index;
 pub mod disk_shard;
 pub mod family;
 pub mod global_keys;
+mod guide_table;
 pub mod isam_shard;
+pub mod killers;
 pub mod layout;
 pub mod options;
 pub mod persist;

@@ -1,19 +1,25 @@
 //! Sampling over a pinned version through the [`SamplingQuery`] trait (the framework's decomposable
 //! sampling scheme).
 //!
-//! 1. *Preprocess*: each shard turns the query into an index interval of candidates and their weight
-//!    ([`SamplingQuery::shard_candidates`]); the buffers' slots in range are gathered with their weights
+//! 1. *Preprocess*: each shard turns the query into an index interval of candidates
+//!    ([`SamplingQuery::shard_interval`]); the buffers' slots in range are gathered with their weights
 //!    ([`SamplingQuery::buffer_weight`]) in one vectorised pass over their keys. The keys that can kill a
 //!    shard record of the range — buffered keys and tombstones in range — go into one small per-query hash
-//!    table (`Killers`) with the newest source holding each.
+//!    table (`killers::Killers`) with the newest source holding each.
 //! 2. *Distribute*: a draw's source (the buffers or a shard). Under unit weights
 //!    ([`SamplingQuery::unit_weights`], e.g. IRS) one uniform word picks a candidate of the concatenated
-//!    intervals, source and position at once; otherwise an alias table over the per-source weights picks the
-//!    source and the shard's drawer ([`SamplingQuery::drawer`]) the position.
+//!    intervals, source and position at once. Weighted queries with few candidates (at most 8 per sample:
+//!    a narrow WIRS range) put all of them, weights read in order, in one guide table (`guide_table`) that
+//!    gives the source and position of a draw at once. Otherwise an alias table over the per-source weights
+//!    ([`SamplingQuery::interval_weight`]) picks the source and the shard's drawer
+//!    ([`SamplingQuery::drawer`]) the position — over a whole shard (weighted set sampling) one draw from
+//!    the shard's alias table over all of its records.
 //! 3. *Reject* a draw whose record is tagged, killed by a newer source (a buffered operation on its key or
 //!    a tombstone in a newer shard), or refused by the query ([`SamplingQuery::accept`]). Ranges with too
-//!    many buffered keys or tombstones for the table ask the buffers' key index and the shards' tombstone
-//!    Bloom filters instead.
+//!    many buffered keys for the table ask the buffers' key index; ranges with too many tombstones for it
+//!    (e.g. the whole set) probe one cached table over every tombstone of the resident shards, built once
+//!    per shard set (`killers::TombstoneCache`), and only shards on disk through their tombstone Bloom
+//!    filters.
 //! 4. *Repeat* for the rejected draws until k are accepted. If rejections pile up (more than
 //!    `64 · (k + 64)`), the query falls back to enumerating the live candidates and drawing among them, so a
 //!    range whose records are nearly all deleted still answers, correctly, in bounded time.
@@ -23,12 +29,16 @@
 //! dead ones without changing the ratios among live ones.
 //!
 //! Cost per query (in memory): O(buffered slots / 8) for the vectorised buffer pass, O(shards · log n) for
-//! the intervals, O(killers) for the table, then O(1) expected per draw — one random word, a search over the
-//! ≤ shards + 1 source boundaries, the record's cache lines (prefetched a round ahead) and one table probe —
-//! times 1 / (1 − rejection rate).
+//! the intervals, O(killers) for the table (a wide query: O(shards) to find the cached table, whose build
+//! costs O(tombstones) once per shard set), O(candidates) for a flat query's guide table, then O(1) expected
+//! per draw — one random word, a branch-free count over the ≤ shards + 1 source boundaries (or a flat
+//! draw's guide table, or a shard's alias columns), the record's cache lines (prefetched a round ahead)
+//! and one table probe — times 1 / (1 − rejection rate).
 
 use super::buffer::BufferEntry;
 use super::core::Dynamized;
+use super::guide_table::GuideTable;
+use super::killers::Killers;
 use super::read::{tombstone_lower_bound, tombstone_upper_bound};
 use super::run::Record;
 use super::sample_io::{BatchedFetch, TombstoneAnswers, warm_disk_bounds};
@@ -46,12 +56,15 @@ use std::sync::atomic::Ordering;
 pub trait SamplingQuery<S: Shard>: Sync {
     /// Inclusive key bounds of the candidates.
     fn key_bounds(&self) -> (u64, u64);
-    /// Per-shard preprocessing: the candidates' index interval `lo..hi` and their total weight.
-    fn shard_candidates(&self, shard: &S) -> Result<(usize, usize, f64)> {
+    /// Per-shard preprocessing: the candidates' index interval `lo..hi`.
+    fn shard_interval(&self, shard: &S) -> Result<(usize, usize)> {
         let (lo, hi) = self.key_bounds();
-        let a = shard.lower_bound(lo)?;
-        let b = shard.upper_bound(hi)?;
-        Ok((a, b, shard.range_weight(a, b)?))
+        Ok((shard.lower_bound(lo)?, shard.upper_bound(hi)?))
+    }
+    /// The total weight of a shard's candidates `lo..hi` (asked only when draws go through the shard's
+    /// drawer: a query drawing among few candidates reads their weights instead).
+    fn interval_weight(&self, shard: &S, lo: usize, hi: usize) -> Result<f64> {
+        shard.range_weight(lo, hi)
     }
     /// The weight of a live buffered record if it is a candidate.
     fn buffer_weight(&self, e: &BufferEntry) -> Option<f64>;
@@ -86,10 +99,8 @@ impl<S: Shard> SamplingQuery<S> for RangeSample {
     fn key_bounds(&self) -> (u64, u64) {
         (self.lo, self.hi)
     }
-    fn shard_candidates(&self, shard: &S) -> Result<(usize, usize, f64)> {
-        let a = shard.lower_bound(self.lo)?;
-        let b = shard.upper_bound(self.hi)?;
-        Ok((a, b, b.saturating_sub(a) as f64))
+    fn interval_weight(&self, _shard: &S, lo: usize, hi: usize) -> Result<f64> {
+        Ok(hi.saturating_sub(lo) as f64)
     }
     fn buffer_weight(&self, e: &BufferEntry) -> Option<f64> {
         (self.lo..=self.hi).contains(&e.key).then_some(1.0)
@@ -158,75 +169,6 @@ const BLOCK: usize = 64;
 /// A wide weighted query's buffer candidate `c` is slot `c % BLOCK_STRIDE` of buffer `c / BLOCK_STRIDE`
 /// (buffers hold fewer than 2^32 slots).
 const BLOCK_STRIDE: usize = 1 << 32;
-
-/// The keys in a query's range that kill older shard records, each with the rank of the newest source
-/// that holds it: 0 for the buffers, `q + 1` for a tombstone of shard position `q` (newest first). A record
-/// of shard position `p` is dead when its key's rank is at most `p` (a source newer than its shard).
-/// Open addressing with linear probing; sized at twice the keys.
-struct Killers {
-    keys: Vec<u64>,
-    ranks: Vec<u32>,
-    shift: u32,
-    len: usize,
-}
-
-impl Killers {
-    const EMPTY: u32 = u32::MAX;
-
-    fn with_capacity(n: usize) -> Killers {
-        let slots = (2 * n).next_power_of_two().max(16);
-        Killers {
-            keys: vec![0; slots],
-            ranks: vec![Self::EMPTY; slots],
-            shift: 64 - slots.trailing_zeros(),
-            len: 0,
-        }
-    }
-
-    #[inline]
-    fn home(&self, key: u64) -> usize {
-        (key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> self.shift) as usize
-    }
-
-    /// Records `key` at `rank`, keeping the smaller (newer) rank of a key inserted twice.
-    fn insert(&mut self, key: u64, rank: u32) {
-        let mask = self.keys.len() - 1;
-        let mut i = self.home(key);
-        loop {
-            if self.ranks[i] == Self::EMPTY {
-                self.keys[i] = key;
-                self.ranks[i] = rank;
-                self.len += 1;
-                return;
-            }
-            if self.keys[i] == key {
-                self.ranks[i] = self.ranks[i].min(rank);
-                return;
-            }
-            i = (i + 1) & mask;
-        }
-    }
-
-    /// True when a source newer than shard position `p` holds `key`.
-    #[inline]
-    fn kills(&self, key: u64, p: usize) -> bool {
-        if self.len == 0 {
-            return false;
-        }
-        let mask = self.keys.len() - 1;
-        let mut i = self.home(key);
-        loop {
-            let r = self.ranks[i];
-            if r == Self::EMPTY {
-                return false;
-            }
-            if self.keys[i] == key {
-                return (r as usize) <= p;
-            }
-            i = (i + 1) & mask;
-        }
-    }
-}
 
 /// The buffers' slots in a query's range, gathered in one pass.
 struct BufferCandidates {
@@ -376,7 +318,9 @@ impl BufferCandidates {
 /// candidates of sources `0..=s`): a buffer candidate's position, or a shard record index.
 #[inline]
 fn locate(ends: &[u64], intervals: &[(usize, usize)], u: u64) -> (usize, DrawStep) {
-    let src = ends.partition_point(|&e| e <= u);
+    // A branch-free count over the few ends (one per source) instead of a binary search: no dependent
+    // loads, and it vectorises.
+    let src = ends.iter().map(|&e| usize::from(e <= u)).sum::<usize>();
     let start = if src == 0 { 0 } else { ends[src - 1] };
     let offset = (u - start) as usize;
     if src == 0 {
@@ -386,14 +330,42 @@ fn locate(ends: &[u64], intervals: &[(usize, usize)], u: u64) -> (usize, DrawSte
     }
 }
 
+/// A flat draw's candidate: its source (0 = the buffers, `s ≥ 1` = shard position `s − 1`) in the top 16
+/// bits, and its index in the source (a buffer candidate or a shard record index) in the other 48: one
+/// word per candidate, so a draw finds its record without searching the sources' boundaries.
+#[derive(Debug, Clone, Copy)]
+struct Place(u64);
+
+impl Place {
+    const INDEX_BITS: u32 = 48;
+    /// Sources a place can name (the buffers and up to 2^16 − 1 shards).
+    const MAX_SOURCES: usize = 1 << 16;
+
+    fn new(src: usize, i: usize) -> Place {
+        debug_assert!(src < Self::MAX_SOURCES && (i as u64) < 1 << Self::INDEX_BITS);
+        Place(((src as u64) << Self::INDEX_BITS) | i as u64)
+    }
+
+    #[inline]
+    fn get(self) -> (usize, usize) {
+        (
+            (self.0 >> Self::INDEX_BITS) as usize,
+            (self.0 & ((1 << Self::INDEX_BITS) - 1)) as usize,
+        )
+    }
+}
+
 /// How a draw picks its source (0 = the buffers, `s ≥ 1` = shard position `s − 1`) and its candidate.
 enum Distribute<'a> {
     /// Unit weights: a uniform candidate of the concatenated intervals; `ends[s]` = candidates of sources
     /// `0..=s`.
     Uniform { ends: Vec<u64> },
-    /// Weighted, with few candidates: one alias table over every candidate of every source (buffer
-    /// candidates first, then each shard's interval), `ends` as for `Uniform`.
-    Flat { alias: AliasTable, ends: Vec<u64> },
+    /// Weighted, with few candidates: one guide table over every candidate of every source (buffer
+    /// candidates first, then each shard's interval), and each candidate's place (see [`Place`]).
+    Flat {
+        table: GuideTable,
+        places: Vec<Place>,
+    },
     /// An alias table over the sources' weights, then the source's own drawer.
     Weighted {
         alias: AliasTable,
@@ -418,8 +390,9 @@ impl Distribute<'_> {
                 let u = uniform_below(rng, *ends.last().expect("one end per source"));
                 Ok(locate(ends, intervals, u))
             }
-            Distribute::Flat { alias, ends } => {
-                Ok(locate(ends, intervals, alias.sample(rng) as u64))
+            Distribute::Flat { table, places } => {
+                let (src, i) = places[table.sample(rng)].get();
+                Ok((src, DrawStep::Done(i)))
             }
             Distribute::Weighted { alias, drawers } => {
                 let src = alias.sample(rng);
@@ -488,38 +461,58 @@ impl<S: Shard> Dynamized<S> {
                 }
             }
         }
-        // Kill checks outside the table (wide ranges) probe the buffers' key indexes and the tombstone
-        // filters of the shards newer than the record's: a round prefetches all of them for every fetched
-        // record before checking any, so their cache misses overlap.
+        // A range with too many tombstones for a table of its own uses the cached table over every
+        // tombstone of the resident shards (built once per shard set); only the tombstones of shards on disk
+        // are then asked shard by shard, through their filters.
+        let cached = if wide_tombs {
+            Some(self.shared.tombstone_cache.get(&shards)?)
+        } else {
+            None
+        };
+        let filtered: Vec<(usize, usize, usize)> = match &cached {
+            Some(c) => tomb_intervals
+                .iter()
+                .filter(|(q, _, _)| c.covered.binary_search(q).is_err())
+                .copied()
+                .collect(),
+            None => Vec::new(),
+        };
+        let probe_filters = !filtered.is_empty();
+        // Kill checks outside the query's own table (wide ranges) probe the buffers' key indexes, the cached
+        // tombstone table and the tombstone filters of the shards on disk newer than the record's: a round
+        // prefetches all of them for every fetched record before checking any, so their cache misses overlap.
         let probes_outside = wide_buffers || wide_tombs;
         let prefetch_kill_checks = |p: usize, key: u64| -> KeyHash {
-            let hash = BloomFilter::hash(&key.to_be_bytes());
             if wide_buffers {
                 v.buffers.iter().for_each(|b| b.prefetch_key(key));
             }
-            if wide_tombs {
-                tombstone_shards_above(&tomb_intervals, p).for_each(|q| {
-                    shards[q].prefetch_tombstone(hash);
-                });
+            if let Some(c) = &cached {
+                c.table.prefetch(key);
             }
+            if !probe_filters {
+                return KeyHash::default();
+            }
+            let hash = BloomFilter::hash(&key.to_be_bytes());
+            tombstone_shards_above(&filtered, p).for_each(|q| {
+                shards[q].prefetch_tombstone(hash);
+            });
             hash
         };
         let killed =
             |p: usize, key: u64, hash: KeyHash, known: &TombstoneAnswers| -> Result<bool> {
                 if killers.kills(key, p)
+                    || cached.as_ref().is_some_and(|c| c.table.kills(key, p))
                     || (wide_buffers && v.buffers.iter().any(|b| b.contains(key)))
                 {
                     return Ok(true);
                 }
-                if wide_tombs {
-                    for q in tombstone_shards_above(&tomb_intervals, p) {
-                        let dead = match known.answer(q, key) {
-                            Some(dead) => dead,
-                            None => shards[q].has_tombstone_hashed(key, hash)?,
-                        };
-                        if dead {
-                            return Ok(true);
-                        }
+                for q in tombstone_shards_above(&filtered, p) {
+                    let dead = match known.answer(q, key) {
+                        Some(dead) => dead,
+                        None => shards[q].has_tombstone_hashed(key, hash)?,
+                    };
+                    if dead {
+                        return Ok(true);
                     }
                 }
                 Ok(false)
@@ -528,17 +521,10 @@ impl<S: Shard> Dynamized<S> {
 
         // The candidates of every source and how draws are distributed among them.
         let mut intervals = Vec::with_capacity(shards.len());
-        let mut weights = Vec::with_capacity(shards.len() + 1);
-        weights.push(buffers.total);
         for slot in &shards {
-            let (a, b, w) = query.shard_candidates(&slot.shard)?;
-            intervals.push((a, b));
-            weights.push(if b > a { w } else { 0.0 });
+            intervals.push(query.shard_interval(&slot.shard)?);
         }
-        if weights.iter().all(|&w| w <= 0.0) {
-            return Ok(());
-        }
-        let mut ends = Vec::with_capacity(weights.len());
+        let mut ends = Vec::with_capacity(shards.len() + 1);
         let mut end = buffers.slots.len() as u64;
         ends.push(end);
         for &(a, b) in &intervals {
@@ -546,26 +532,48 @@ impl<S: Shard> Dynamized<S> {
             ends.push(end);
         }
         let distribute = if query.unit_weights() {
+            if end == 0 {
+                return Ok(());
+            }
             Distribute::Uniform { ends }
-        } else if !buffers.blocked() && end <= (FLAT_PER_SAMPLE * k.max(MIN_FLAT_SAMPLES)) as u64 {
-            // Few candidates for the draws: one alias table over all of them (their weights read in order)
-            // costs less than the shards' tree draws, and each draw then touches one cached column.
+        } else if !buffers.blocked()
+            && end <= (FLAT_PER_SAMPLE * k.max(MIN_FLAT_SAMPLES)) as u64
+            && shards.len() < Place::MAX_SOURCES
+        {
+            // Few candidates for the draws: one guide table over all of them (their weights read in order)
+            // costs less to build than the shards' drawers, and each draw then reads cached lines only.
             let mut all = Vec::with_capacity(end as usize);
+            let mut places = Vec::with_capacity(end as usize);
             let mut below = 0.0;
-            for &p in &buffers.prefix {
+            for (c, &p) in buffers.prefix.iter().enumerate() {
                 all.push(p - below);
+                places.push(Place::new(0, c));
                 below = p;
             }
-            for (slot, &(a, b)) in shards.iter().zip(&intervals) {
+            for (q, (slot, &(a, b))) in shards.iter().zip(&intervals).enumerate() {
                 if b > a {
                     slot.shard.extend_weights(a, b, &mut all)?;
+                    places.extend((a..b).map(|i| Place::new(q + 1, i)));
                 }
             }
-            Distribute::Flat {
-                alias: AliasTable::new(&all)?,
-                ends,
+            if !all.iter().any(|&w| w > 0.0) {
+                return Ok(());
             }
+            let table = GuideTable::new(all)?;
+            Distribute::Flat { table, places }
         } else {
+            let mut weights = Vec::with_capacity(shards.len() + 1);
+            weights.push(buffers.total);
+            for (slot, &(a, b)) in shards.iter().zip(&intervals) {
+                weights.push(if b > a {
+                    query.interval_weight(&slot.shard, a, b)?
+                } else {
+                    0.0
+                });
+            }
+            if weights.iter().all(|&w| w <= 0.0) {
+                return Ok(());
+            }
             let mut drawers = Vec::with_capacity(shards.len());
             for (slot, (&(a, b), &w)) in shards.iter().zip(intervals.iter().zip(&weights[1..])) {
                 drawers.push(if w > 0.0 {
@@ -691,8 +699,8 @@ impl<S: Shard> Dynamized<S> {
             }
             // Tombstone checks in shards on disk: the round's keys that their filters let through, one batch
             // of page reads per shard.
-            if wide_tombs && any_batched {
-                known.batch(&shards, &in_batches, &tomb_intervals, &fetched)?;
+            if probe_filters && any_batched {
+                known.batch(&shards, &in_batches, &filtered, &fetched)?;
             }
             // The round's draws in draw order; once k are accepted the rest of the round is dropped
             // unexamined (the first k accepted of independent draws are independent draws of the live

@@ -8,7 +8,10 @@
 //! * a static **binary tree** over the m = ⌈n / b⌉ buckets in implicit layout, stored level by level:
 //!   node `i` of level `h` covers buckets `i·2^h .. min((i+1)·2^h, m)` and keeps its total weight and an
 //!   alias table over the totals of *the buckets it covers* (level 0 is the buckets themselves). A node
-//!   therefore yields a bucket in O(1) and the bucket a record in O(1).
+//!   therefore yields a bucket in O(1) and the bucket a record in O(1);
+//! * built on the first draw over the *whole* shard (weighted set sampling) and kept: one alias table over
+//!   every record's weight, so a whole-shard draw reads one column (one cache miss) instead of the root's
+//!   and then a bucket's.
 //!
 //! ## A draw in `lo..hi`
 //! The index range decomposes into at most 2 · (levels + 1) *pieces*: the partial bucket at each end (records
@@ -43,6 +46,9 @@
 //! * `sample_in(lo, hi)` (one draw): O(b + log m) = O(log n) — two walks of ≤ 2 log₂ m + 2 pieces, two partial
 //!   buckets of < b records, then O(1) alias draws.
 //! * `range_sampler(lo, hi)`: O(log n) preprocessing, then O(1) per draw.
+//! * `drawer(0, n)` (the whole shard): O(n) once per shard to build its whole-shard alias table (16 B per
+//!   record more, counted in `memory_bytes` once built; about 50 ms per 1M records on this class of
+//!   machine, paid by the first whole-set query after a merge made the shard), then O(1) per draw.
 
 use super::alias_shard::{pick_linear, weightless_range};
 use super::columns::{SortedColumns, column_accessors};
@@ -55,6 +61,7 @@ use crate::algo::alias::{AliasColumn, AliasTable, ColumnPick};
 use crate::error::Result;
 use rand::RngCore;
 use std::ops::ControlFlow;
+use std::sync::OnceLock;
 
 /// A static WIRS shard: sorted records, buckets of ⌈ln n⌉ records with alias tables, and a tree of alias
 /// tables over the buckets.
@@ -66,6 +73,35 @@ pub struct WirsShard {
     bucket: usize,
     /// `levels[0]`: the buckets; `levels[h]`: nodes over 2^h buckets each.
     levels: Vec<Level>,
+    /// One alias table over every record, built on the first whole-shard drawer (weighted set sampling
+    /// draws over whole shards); `None` inside when the shard has no weight.
+    whole: OnceLock<Option<WholeAlias>>,
+}
+
+/// An alias table over all of a shard's records: a whole-shard draw reads one column, instead of a tree
+/// node's column and then a bucket's.
+#[derive(Debug)]
+struct WholeAlias {
+    table: AliasTable,
+    /// No column can hand out a record of weight 0 (the usual case): a draw needs no weight check.
+    exact: bool,
+}
+
+impl WholeAlias {
+    fn build(weights: &[f64]) -> Option<WholeAlias> {
+        let table = AliasTable::new(weights).ok()?;
+        let exact = never_weightless(table.columns(), weights);
+        Some(WholeAlias { table, exact })
+    }
+}
+
+/// True when no column of an alias table over `weights` can hand out an outcome of weight 0: a column's
+/// own outcome is reachable when its probability is positive, its alias when the probability is below 1.
+fn never_weightless(columns: &[AliasColumn], weights: &[f64]) -> bool {
+    columns.iter().enumerate().all(|(c, col)| {
+        (col.prob <= 0.0 || weights[c] > 0.0)
+            && (col.prob >= 1.0 || weights[col.alias as usize] > 0.0)
+    })
 }
 
 /// One level of the tree, its nodes' alias tables flattened into one array (no allocation per node, and a
@@ -343,6 +379,8 @@ pub struct WirsRangeSampler<'a> {
 const CHECK: u32 = 0;
 const BUCKET: u32 = 1;
 const NODE: u32 = 1;
+/// The one stage of a [`WholeDrawer`] draw: its column asked for.
+const WHOLE: u32 = u32::MAX;
 
 impl WirsRangeSampler<'_> {
     /// Total weight of the range.
@@ -415,6 +453,38 @@ impl RangeDrawer for WirsRangeSampler<'_> {
     }
 }
 
+/// Draws over a whole shard through its [`WholeAlias`]: a column is picked and asked for (one pending
+/// stage), then resolved to the record.
+struct WholeDrawer<'a> {
+    shard: &'a WirsShard,
+    alias: &'a WholeAlias,
+}
+
+impl RangeDrawer for WholeDrawer<'_> {
+    fn start(&self, rng: &mut Words<'_>) -> Result<DrawStep> {
+        let table = &self.alias.table;
+        let pick = ColumnPick {
+            column: uniform_below(rng, table.len() as u64) as usize,
+            coin: unit_f64(rng),
+        };
+        table.prefetch(pick);
+        Ok(DrawStep::Pending(PendingDraw {
+            stage: WHOLE,
+            at: 0,
+            pick,
+        }))
+    }
+
+    fn advance(&self, pending: PendingDraw, rng: &mut Words<'_>) -> Result<DrawStep> {
+        let i = self.alias.table.resolve(pending.pick);
+        Ok(DrawStep::Done(if self.alias.exact {
+            i
+        } else {
+            self.shard.checked(Some(i), 0, self.shard.len(), rng)?
+        }))
+    }
+}
+
 impl Shard for WirsShard {
     const NAME: &'static str = "wirs";
 
@@ -463,6 +533,7 @@ impl Shard for WirsShard {
             columns,
             bucket,
             levels,
+            whole: OnceLock::new(),
         })
     }
 
@@ -477,7 +548,12 @@ impl Shard for WirsShard {
                     + l.columns.len() * std::mem::size_of::<AliasColumn>()
             })
             .sum();
-        self.columns.memory_bytes() + tree
+        let whole = self
+            .whole
+            .get()
+            .and_then(Option::as_ref)
+            .map_or(0, |w| w.table.len() * std::mem::size_of::<AliasColumn>());
+        self.columns.memory_bytes() + tree + whole
     }
 
     fn range_weight(&self, lo: usize, hi: usize) -> Result<f64> {
@@ -489,6 +565,12 @@ impl Shard for WirsShard {
     }
 
     fn drawer(&self, lo: usize, hi: usize) -> Result<Drawer<'_>> {
+        if lo == 0 && hi == self.len() && hi > 0 {
+            let whole = self.whole.get_or_init(|| WholeAlias::build(self.weights()));
+            if let Some(alias) = whole {
+                return Ok(Box::new(WholeDrawer { shard: self, alias }));
+            }
+        }
         Ok(match self.range_sampler(lo, hi)? {
             Some(sampler) => Box::new(sampler),
             None => Box::new(SampleIn {
@@ -775,6 +857,97 @@ mod tests {
             let counts = counts_of(lo, hi, target, || it.next().unwrap());
             assert_fits(&counts, &w[lo..hi], &format!("staged {lo}..{hi}"));
         }
+    }
+
+    /// Staged draws the way the framework runs them: `start` for a batch, then each pending draw advanced
+    /// until done.
+    fn staged_draws(drawer: &dyn RangeDrawer, target: u64, rng: &mut ChaCha8Rng) -> Vec<usize> {
+        let mut drawn = Vec::with_capacity(target as usize);
+        let mut words = Words::new(rng);
+        while (drawn.len() as u64) < target {
+            let mut pending = Vec::new();
+            for _ in 0..500 {
+                match drawer.start(&mut words).unwrap() {
+                    DrawStep::Done(i) => drawn.push(i),
+                    DrawStep::Pending(p) => pending.push(p),
+                }
+            }
+            while let Some(p) = pending.pop() {
+                match drawer.advance(p, &mut words).unwrap() {
+                    DrawStep::Done(i) => drawn.push(i),
+                    DrawStep::Pending(next) => pending.push(next),
+                }
+            }
+        }
+        drawn.truncate(target as usize);
+        drawn
+    }
+
+    /// A whole-shard drawer draws through the one alias table over every record (built on first use), in
+    /// one pending stage, and its draws follow the weights (chi-square) and skip weightless records.
+    #[test]
+    fn whole_shard_draws_follow_the_weights() {
+        let w = test_weights();
+        let s = shard(&w);
+        assert!(
+            s.whole.get().is_none(),
+            "built before any whole-shard drawer"
+        );
+        let bytes = s.memory_bytes();
+        let drawer = s.drawer(0, w.len()).unwrap();
+        let whole = s.whole.get().unwrap().as_ref().unwrap();
+        assert!(
+            whole.exact,
+            "an alias over these weights hands out no weightless record"
+        );
+        assert_eq!(s.memory_bytes(), bytes + 16 * w.len());
+        let mut words_rng = ChaCha8Rng::seed_from_u64(26);
+        let mut words = Words::new(&mut words_rng);
+        assert!(matches!(
+            drawer.start(&mut words).unwrap(),
+            DrawStep::Pending(PendingDraw { stage: WHOLE, .. })
+        ));
+        let mut rng = ChaCha8Rng::seed_from_u64(27);
+        let target = draws_for(&w);
+        let mut it = staged_draws(drawer.as_ref(), target, &mut rng).into_iter();
+        let counts = counts_of(0, w.len(), target, || it.next().unwrap());
+        assert_fits(&counts, &w, "whole-shard drawer");
+        // A table that is not exact (rounding could hand out a weightless record) checks every draw and
+        // replaces such a one by an exact draw: the draws still follow the weights.
+        let inexact = WholeDrawer {
+            shard: &s,
+            alias: &WholeAlias {
+                table: whole.table.clone(),
+                exact: false,
+            },
+        };
+        let mut it = staged_draws(&inexact, target, &mut rng).into_iter();
+        let counts = counts_of(0, w.len(), target, || it.next().unwrap());
+        assert_fits(&counts, &w, "whole-shard drawer, checked draws");
+        // A sub-range still gets the tree's range sampler; a weightless shard gets no whole table.
+        let zero = shard(&[0.0; 40]);
+        assert!(zero.drawer(0, 40).is_ok());
+        assert!(zero.whole.get().unwrap().is_none());
+    }
+
+    /// The exactness check of a whole-shard table: a column that can hand out a weightless record makes
+    /// the table inexact.
+    #[test]
+    fn whole_alias_exactness() {
+        let w = [3.0, 0.0, 1.0, 0.0, 5.0];
+        assert!(WholeAlias::build(&w).unwrap().exact);
+        let table = AliasTable::new(&w).unwrap();
+        let cols = table.columns();
+        // Weightless where a column keeps its own outcome, or where a column's alias points.
+        let own = cols.iter().position(|c| c.prob > 0.0).unwrap();
+        let mut doctored = w;
+        doctored[own] = 0.0;
+        assert!(!never_weightless(cols, &doctored));
+        let aliased = cols.iter().find(|c| c.prob < 1.0).unwrap().alias as usize;
+        let mut doctored = w;
+        doctored[aliased] = 0.0;
+        assert!(!never_weightless(cols, &doctored));
+        assert!(WholeAlias::build(&[0.0, 0.0]).is_none());
     }
 
     #[test]
