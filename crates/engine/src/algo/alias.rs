@@ -37,32 +37,40 @@ pub struct AliasTable {
     total: f64,
 }
 
+/// Checks the weights of a weighted sampler (`what` names it in errors) and returns their sum: 1 to
+/// `u32::MAX` of them, each finite and non-negative, summing to a positive finite total.
+pub fn validate_weights(what: &str, weights: &[f64]) -> Result<f64> {
+    let n = weights.len();
+    if n == 0 || n > u32::MAX as usize {
+        return Err(Error::invalid(format!(
+            "{what} needs 1 to {} weights, got {n}",
+            u32::MAX
+        )));
+    }
+    if let Some((i, w)) = weights
+        .iter()
+        .enumerate()
+        .find(|(_, w)| !w.is_finite() || **w < 0.0)
+    {
+        return Err(Error::invalid(format!(
+            "weight {i} is {w}; weights must be finite and non-negative"
+        )));
+    }
+    let total: f64 = weights.iter().sum();
+    if total <= 0.0 || !total.is_finite() {
+        return Err(Error::invalid(format!(
+            "the weights sum to {total}; at least one must be positive and the sum finite"
+        )));
+    }
+    Ok(total)
+}
+
 impl AliasTable {
     /// A table for `weights`. Errors on an empty list, more than `u32::MAX` outcomes, or weights that are
     /// negative, not finite, or all zero.
     pub fn new(weights: &[f64]) -> Result<AliasTable> {
         let n = weights.len();
-        if n == 0 || n > u32::MAX as usize {
-            return Err(Error::invalid(format!(
-                "an alias table needs 1 to {} weights, got {n}",
-                u32::MAX
-            )));
-        }
-        if let Some((i, w)) = weights
-            .iter()
-            .enumerate()
-            .find(|(_, w)| !w.is_finite() || **w < 0.0)
-        {
-            return Err(Error::invalid(format!(
-                "weight {i} is {w}; weights must be finite and non-negative"
-            )));
-        }
-        let total: f64 = weights.iter().sum();
-        if total <= 0.0 || !total.is_finite() {
-            return Err(Error::invalid(format!(
-                "the weights sum to {total}; at least one must be positive and the sum finite"
-            )));
-        }
+        let total = validate_weights("an alias table", weights)?;
         // Scaled so that the average column holds exactly 1.
         let mut scaled: Vec<f64> = weights.iter().map(|w| w * n as f64 / total).collect();
         let mut prob = vec![0.0; n];

@@ -30,7 +30,7 @@
 //!   weight and buckets before it.
 
 use super::shard::unit_f64;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use rand::RngCore;
 
 /// Outcomes per guide bucket: fewer buckets make the build cheaper (its cost is mostly one mispredicted
@@ -59,21 +59,7 @@ impl GuideTable {
     /// finite.
     pub(super) fn new(mut weights: Vec<f64>) -> Result<GuideTable> {
         let n = weights.len();
-        if n == 0 || n > u32::MAX as usize {
-            return Err(Error::invalid(format!(
-                "a guide table needs 1 to {} weights, got {n}",
-                u32::MAX
-            )));
-        }
-        if let Some((i, w)) = weights
-            .iter()
-            .enumerate()
-            .find(|(_, w)| !(w.is_finite() && **w >= 0.0))
-        {
-            return Err(Error::invalid(format!(
-                "weight {i} is {w}; weights must be finite and non-negative"
-            )));
-        }
+        crate::algo::alias::validate_weights("a guide table", &weights)?;
         let mut sum = 0.0;
         let mut last = 0;
         for (i, w) in weights.iter_mut().enumerate() {
@@ -82,11 +68,6 @@ impl GuideTable {
             }
             sum += *w;
             *w = sum;
-        }
-        if !(sum > 0.0 && sum.is_finite()) {
-            return Err(Error::invalid(format!(
-                "the weights sum to {sum}; at least one must be positive and the sum finite"
-            )));
         }
         let buckets = n.div_ceil(OUTCOMES_PER_BUCKET);
         let step = sum / buckets as f64;
