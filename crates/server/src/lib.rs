@@ -183,9 +183,12 @@ pub fn start(config: ServerConfig) -> ServerResult<RunningServer> {
     let mut loops = Vec::new();
     for (i, runtime) in runtimes.enumerate() {
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let loop_net = net.clone();
         let thread = std::thread::Builder::new()
             .name(format!("strata-net{}", i + 1))
             .spawn(move || {
+                loop_net.register_thread(i + 1);
+                drop(loop_net);
                 runtime.block_on(async move {
                     let _ = stop_rx.await;
                 });
@@ -198,6 +201,7 @@ pub fn start(config: ServerConfig) -> ServerResult<RunningServer> {
     let thread = std::thread::Builder::new()
         .name("strata-net0".into())
         .spawn(move || {
+            net.register_thread(0);
             main_runtime.spawn(net.follow_load());
             main_runtime.block_on(accept_loop(shared.clone(), listener, stop_rx));
             for (stop, thread) in loops {

@@ -22,8 +22,10 @@
 //! - it moves only between pipelines: every reply written, only an incomplete command (if any) buffered,
 //!   and that buffer goes with it, as does the socket with whatever the kernel has buffered, so no byte is
 //!   lost or reordered;
-//! - a loop's busy time is the wall time it spends outside its park (its wait for I/O), preempted time
-//!   included.
+//! - a loop's busy time is the CPU time of its thread (Linux: `/proc/<pid>/task/<tid>/schedstat`, read by
+//!   the controller); elsewhere, the wall time it spends outside its park (its wait for I/O). CPU time, not
+//!   wall time: a loop preempted by the clients on a small machine is not saturated, and a second loop
+//!   would only add a third runnable thread to two cores (and milliseconds of preemption to the tail).
 //!
 //! Cost: two clock reads per park of a loop; one atomic load per pipeline (is this connection asked to
 //! move?); per tick, three atomic loads per loop; per move, one deregistration and one registration of the
@@ -55,6 +57,9 @@ pub const ROOM: f64 = 0.3;
 /// When the loops serving are together at most this busy, one loop can serve them all (with room: its
 /// busy share stays well under [`SATURATED`]), and the least busy loop's connections move to the busiest.
 pub const CONSOLIDATE_BELOW: f64 = 0.5;
+/// A saturated loop's connections spread only while the machine has at least this many cores idle: on a
+/// machine whose cores are all busy (the clients' share included), another loop cannot run any sooner.
+pub const MIN_SPARE_CORES: f64 = 0.25;
 /// Connections gather on one loop only while the command rate is at most this share of the rate at which a
 /// loop serving alone last saturated.
 pub const GATHER_BELOW_SATURATED_RATE: f64 = 0.6;
@@ -70,6 +75,8 @@ pub struct LoopCounters {
     busy_ns: AtomicU64,
     /// When it last woke (nanoseconds since the epoch of its [`NetLoops`], plus 1); 0 while parked.
     running_since: AtomicU64,
+    /// Where the kernel reports its thread's CPU time (set by [`NetLoops::register_thread`]).
+    cpu_clock: OnceLock<std::path::PathBuf>,
     /// Commands served.
     commands: AtomicU64,
     /// Connections asked to move away, and where to.
@@ -105,12 +112,13 @@ pub struct Move {
 
 /// The placement change a tick's samples call for, if any (module doc; the thresholds are the constants
 /// above):
-/// - the busiest loop is saturated and has at least two connections, and another loop has room: move the
+/// - the busiest loop is saturated and has at least two connections, the machine has at least
+///   [`MIN_SPARE_CORES`] idle (`spare_cores`), and another loop has room: move the
 ///   share of its connections that evens the two loops' busy shares out (half of them onto an idle loop);
 /// - else, if `may_gather`, two or more loops serve connections and are together at most
 ///   [`CONSOLIDATE_BELOW`] busy: the
 ///   least busy one's connections all move to the busiest one.
-pub fn decide(samples: &[LoopSample], may_gather: bool) -> Option<Move> {
+pub fn decide(samples: &[LoopSample], may_gather: bool, spare_cores: f64) -> Option<Move> {
     let by_busy = |a: &(usize, &LoopSample), b: &(usize, &LoopSample)| {
         a.1.busy
             .total_cmp(&b.1.busy)
@@ -118,6 +126,9 @@ pub fn decide(samples: &[LoopSample], may_gather: bool) -> Option<Move> {
     };
     let (hot, hot_sample) = samples.iter().enumerate().max_by(by_busy)?;
     if hot_sample.busy >= SATURATED && hot_sample.connections >= 2 {
+        if spare_cores < MIN_SPARE_CORES {
+            return None;
+        }
         let (cold, cold_sample) = samples
             .iter()
             .enumerate()
@@ -157,6 +168,25 @@ pub fn decide(samples: &[LoopSample], may_gather: bool) -> Option<Move> {
     })
 }
 
+/// `/proc/stat` counts in units of 1/100 s (USER_HZ).
+const IDLE_TICKS_PER_SEC: f64 = 100.0;
+
+/// Idle time of every core of the machine so far (idle and I/O wait, in [`IDLE_TICKS_PER_SEC`] units), where
+/// the kernel reports it.
+fn machine_idle_ticks() -> Option<u64> {
+    if !cfg!(target_os = "linux") {
+        return None;
+    }
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    let cpu = stat.lines().next()?.strip_prefix("cpu ")?;
+    let fields: Vec<u64> = cpu
+        .split_whitespace()
+        .map(|f| f.parse().unwrap_or(0))
+        .collect();
+    // user nice system idle iowait ...
+    Some(fields.get(3)? + fields.get(4).copied().unwrap_or(0))
+}
+
 /// [`decide`] over time: a cooldown after each move, and the command rate at which a loop serving alone
 /// last saturated (connections gather on one loop only well below it).
 #[derive(Debug, Default)]
@@ -168,7 +198,7 @@ pub struct Controller {
 
 impl Controller {
     /// The move a tick's samples and command rate (per second) call for, if any.
-    pub fn step(&mut self, samples: &[LoopSample], rate: f64) -> Option<Move> {
+    pub fn step(&mut self, samples: &[LoopSample], rate: f64, spare_cores: f64) -> Option<Move> {
         if self.cooldown > 0 {
             self.cooldown -= 1;
             return None;
@@ -176,7 +206,7 @@ impl Controller {
         let may_gather = self
             .saturated_rate
             .is_none_or(|r| rate <= GATHER_BELOW_SATURATED_RATE * r);
-        let Some(m) = decide(samples, may_gather) else {
+        let Some(m) = decide(samples, may_gather, spare_cores) else {
             self.light_ticks = 0;
             return None;
         };
@@ -251,6 +281,21 @@ impl NetLoops {
                     .store(Self::now_ns(epoch) + 1, Ordering::Relaxed);
             })
             .build()
+    }
+
+    /// Called on loop `i`'s thread before it runs: lets the controller read the thread's CPU time.
+    pub fn register_thread(&self, i: usize) {
+        #[cfg(target_os = "linux")]
+        if let (Some(c), Ok(link)) = (
+            self.counters.get(i),
+            std::fs::read_link("/proc/thread-self"),
+        ) {
+            let _ = c
+                .cpu_clock
+                .set(std::path::Path::new("/proc").join(link).join("schedstat"));
+        }
+        #[cfg(not(target_os = "linux"))]
+        let _ = i;
     }
 
     /// Registers the loops' runtime handles, in loop order (once).
@@ -328,8 +373,9 @@ impl NetLoops {
         c.leave.store(m.count, Ordering::Release);
     }
 
-    /// Each loop's busy nanoseconds so far.
-    fn busy_totals(&self) -> Vec<u64> {
+    /// Each loop's busy nanoseconds so far: wall time outside its park, and its thread's CPU time where the
+    /// kernel reports it.
+    fn busy_totals(&self) -> Vec<(u64, Option<u64>)> {
         let now = Self::now_ns(self.epoch);
         self.counters
             .iter()
@@ -340,7 +386,12 @@ impl NetLoops {
                 } else {
                     now.saturating_sub(since - 1)
                 };
-                c.busy_ns.load(Ordering::Relaxed) + running
+                let cpu = c.cpu_clock.get().and_then(|path| {
+                    // schedstat: time on the CPU (ns), time waiting to run (ns), timeslices.
+                    let text = std::fs::read_to_string(path).ok()?;
+                    text.split_whitespace().next()?.parse().ok()
+                });
+                (c.busy_ns.load(Ordering::Relaxed) + running, cpu)
             })
             .collect()
     }
@@ -374,10 +425,16 @@ impl NetLoops {
         // An interval's first tick is at once: the first samples are taken a whole tick later.
         tick.tick().await;
         let mut last = (Instant::now(), self.busy_totals(), self.commands());
+        let mut last_idle = machine_idle_ticks();
         let mut controller = Controller::default();
         loop {
             tick.tick().await;
-            let now = (Instant::now(), self.busy_totals(), self.commands());
+            let now = (
+                Instant::now(),
+                self.busy_totals(),
+                self.commands(),
+                machine_idle_ticks(),
+            );
             let wall = now.0.duration_since(last.0).as_nanos() as f64;
             if wall < TICK.as_nanos() as f64 / 2.0 {
                 // Too short to tell a busy loop from one that is merely running this controller.
@@ -387,14 +444,27 @@ impl NetLoops {
                 .connections()
                 .into_iter()
                 .zip(now.1.iter().zip(&last.1))
-                .map(|(connections, (b, a))| LoopSample {
-                    connections,
-                    busy: (b.saturating_sub(*a) as f64 / wall).clamp(0.0, 1.0),
+                .map(|(connections, (b, a))| {
+                    let busy_ns = match (b.1, a.1) {
+                        (Some(cpu_now), Some(cpu_then)) => cpu_now.saturating_sub(cpu_then),
+                        _ => b.0.saturating_sub(a.0),
+                    };
+                    LoopSample {
+                        connections,
+                        busy: (busy_ns as f64 / wall).clamp(0.0, 1.0),
+                    }
                 })
                 .collect();
             let rate = now.2.saturating_sub(last.2) as f64 / (wall / 1e9);
-            last = now;
-            if let Some(m) = controller.step(&samples, rate) {
+            let spare_cores = match (now.3, last_idle) {
+                (Some(b), Some(a)) => {
+                    b.saturating_sub(a) as f64 / IDLE_TICKS_PER_SEC / (wall / 1e9)
+                }
+                _ => f64::INFINITY,
+            };
+            last_idle = now.3;
+            last = (now.0, now.1, now.2);
+            if let Some(m) = controller.step(&samples, rate, spare_cores) {
                 self.request(m);
             }
         }
@@ -412,7 +482,7 @@ mod tests {
     #[test]
     fn a_saturated_loop_gives_half_its_connections_to_an_idle_one() {
         assert_eq!(
-            decide(&[s(50, 0.97), s(0, 0.0)], true),
+            decide(&[s(50, 0.97), s(0, 0.0)], true, f64::INFINITY),
             Some(Move {
                 from: 0,
                 to: 1,
@@ -421,7 +491,11 @@ mod tests {
         );
         // Onto the idlest loop, whichever it is.
         assert_eq!(
-            decide(&[s(0, 0.0), s(1, 0.4), s(40, 1.0), s(0, 0.01)], true),
+            decide(
+                &[s(0, 0.0), s(1, 0.4), s(40, 1.0), s(0, 0.01)],
+                true,
+                f64::INFINITY
+            ),
             Some(Move {
                 from: 2,
                 to: 0,
@@ -434,7 +508,7 @@ mod tests {
     fn a_saturated_loop_evens_out_with_a_busy_one() {
         // (0.9 - 0.5) / 1.8 of 36 connections = 8.
         assert_eq!(
-            decide(&[s(36, 0.9), s(10, 0.5)], true),
+            decide(&[s(36, 0.9), s(10, 0.5)], true, f64::INFINITY),
             Some(Move {
                 from: 0,
                 to: 1,
@@ -444,18 +518,30 @@ mod tests {
     }
 
     #[test]
+    fn no_split_while_the_machine_has_no_idle_core() {
+        let hot = [s(50, 0.97), s(0, 0.0)];
+        assert_eq!(decide(&hot, true, 0.1), None);
+        assert!(decide(&hot, true, MIN_SPARE_CORES).is_some());
+        // Gathering does not depend on it.
+        assert!(decide(&[s(25, 0.2), s(25, 0.25)], true, 0.0).is_some());
+    }
+
+    #[test]
     fn no_move_without_room_or_with_one_connection() {
-        assert_eq!(decide(&[s(30, 0.95), s(30, 0.8)], true), None);
-        assert_eq!(decide(&[s(1, 1.0), s(0, 0.0)], true), None);
-        assert_eq!(decide(&[s(10, 0.7), s(10, 0.6)], true), None);
-        assert_eq!(decide(&[s(10, 0.6)], true), None);
-        assert_eq!(decide(&[], true), None);
+        assert_eq!(
+            decide(&[s(30, 0.95), s(30, 0.8)], true, f64::INFINITY),
+            None
+        );
+        assert_eq!(decide(&[s(1, 1.0), s(0, 0.0)], true, f64::INFINITY), None);
+        assert_eq!(decide(&[s(10, 0.7), s(10, 0.6)], true, f64::INFINITY), None);
+        assert_eq!(decide(&[s(10, 0.6)], true, f64::INFINITY), None);
+        assert_eq!(decide(&[], true, f64::INFINITY), None);
     }
 
     #[test]
     fn light_loops_consolidate_onto_the_busiest() {
         assert_eq!(
-            decide(&[s(25, 0.2), s(25, 0.25)], true),
+            decide(&[s(25, 0.2), s(25, 0.25)], true, f64::INFINITY),
             Some(Move {
                 from: 0,
                 to: 1,
@@ -464,7 +550,7 @@ mod tests {
         );
         // Loops without connections take no part.
         assert_eq!(
-            decide(&[s(0, 0.0), s(3, 0.1), s(4, 0.05)], true),
+            decide(&[s(0, 0.0), s(3, 0.1), s(4, 0.05)], true, f64::INFINITY),
             Some(Move {
                 from: 2,
                 to: 1,
@@ -472,10 +558,13 @@ mod tests {
             })
         );
         // Not while the rate is near one where a loop serving alone saturated.
-        assert_eq!(decide(&[s(25, 0.2), s(25, 0.25)], false), None);
+        assert_eq!(
+            decide(&[s(25, 0.2), s(25, 0.25)], false, f64::INFINITY),
+            None
+        );
         // One loop serving: nothing to consolidate.
-        assert_eq!(decide(&[s(50, 0.4), s(0, 0.0)], true), None);
-        assert_eq!(decide(&[s(25, 0.3), s(25, 0.3)], true), None);
+        assert_eq!(decide(&[s(50, 0.4), s(0, 0.0)], true, f64::INFINITY), None);
+        assert_eq!(decide(&[s(25, 0.3), s(25, 0.3)], true, f64::INFINITY), None);
     }
 
     /// Split because one loop saturated at 100,000 commands/s, the loops look light (each runs less than
@@ -483,7 +572,7 @@ mod tests {
     #[test]
     fn loops_split_by_saturation_gather_only_when_the_rate_falls() {
         let mut c = Controller::default();
-        let split = c.step(&[s(50, 0.95), s(0, 0.0)], 100_000.0);
+        let split = c.step(&[s(50, 0.95), s(0, 0.0)], 100_000.0, f64::INFINITY);
         assert_eq!(
             split,
             Some(Move {
@@ -493,19 +582,25 @@ mod tests {
             })
         );
         for _ in 0..COOLDOWN_TICKS {
-            assert_eq!(c.step(&[s(25, 0.1), s(25, 0.1)], 100_000.0), None);
+            assert_eq!(
+                c.step(&[s(25, 0.1), s(25, 0.1)], 100_000.0, f64::INFINITY),
+                None
+            );
         }
-        assert_eq!(c.step(&[s(25, 0.2), s(25, 0.2)], 95_000.0), None);
+        assert_eq!(
+            c.step(&[s(25, 0.2), s(25, 0.2)], 95_000.0, f64::INFINITY),
+            None
+        );
         let light = [s(25, 0.1), s(25, 0.12)];
         for _ in 1..GATHER_AFTER_TICKS {
             assert_eq!(
-                c.step(&light, 50_000.0),
+                c.step(&light, 50_000.0, f64::INFINITY),
                 None,
                 "gathers only after a streak"
             );
         }
         assert_eq!(
-            c.step(&light, 50_000.0),
+            c.step(&light, 50_000.0, f64::INFINITY),
             Some(Move {
                 from: 0,
                 to: 1,
@@ -516,13 +611,16 @@ mod tests {
         // light starts the streak again.
         let mut fresh = Controller::default();
         for _ in 1..GATHER_AFTER_TICKS {
-            assert_eq!(fresh.step(&light, 1e9), None);
+            assert_eq!(fresh.step(&light, 1e9, f64::INFINITY), None);
         }
-        assert_eq!(fresh.step(&[s(25, 0.4), s(25, 0.4)], 1e9), None);
+        assert_eq!(
+            fresh.step(&[s(25, 0.4), s(25, 0.4)], 1e9, f64::INFINITY),
+            None
+        );
         for _ in 1..GATHER_AFTER_TICKS {
-            assert_eq!(fresh.step(&light, 1e9), None);
+            assert_eq!(fresh.step(&light, 1e9, f64::INFINITY), None);
         }
-        assert!(fresh.step(&light, 1e9).is_some());
+        assert!(fresh.step(&light, 1e9, f64::INFINITY).is_some());
     }
 
     #[test]
