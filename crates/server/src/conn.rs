@@ -111,7 +111,6 @@ pub async fn serve(shared: Arc<Shared>, mut stream: TcpStream, mut conn: Box<Con
         loop {
             let error = take_commands(input, &limits, &mut scratch.commands);
             if !scratch.commands.is_empty() {
-                shared.net.served(*home, scratch.commands.len());
                 run_pipeline(&shared, session, scratch, output).await;
             }
             let overflow = error.is_none() && input.len() > max_query;

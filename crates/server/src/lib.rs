@@ -202,7 +202,9 @@ pub fn start(config: ServerConfig) -> ServerResult<RunningServer> {
         .name("strata-net0".into())
         .spawn(move || {
             net.register_thread(0);
-            main_runtime.spawn(net.follow_load());
+            let counted = shared.clone();
+            main_runtime
+                .spawn(net.follow_load(move || counted.total_commands.load(Ordering::Relaxed)));
             main_runtime.block_on(accept_loop(shared.clone(), listener, stop_rx));
             for (stop, thread) in loops {
                 drop(stop);

@@ -77,8 +77,6 @@ pub struct LoopCounters {
     running_since: AtomicU64,
     /// Where the kernel reports its thread's CPU time (set by [`NetLoops::register_thread`]).
     cpu_clock: OnceLock<std::path::PathBuf>,
-    /// Commands served.
-    commands: AtomicU64,
     /// Connections asked to move away, and where to.
     leave: AtomicUsize,
     leave_to: AtomicUsize,
@@ -324,20 +322,6 @@ impl NetLoops {
         i
     }
 
-    /// Loop `i` served `n` commands.
-    pub fn served(&self, i: usize, n: usize) {
-        self.counters[i]
-            .commands
-            .fetch_add(n as u64, Ordering::Relaxed);
-    }
-
-    fn commands(&self) -> u64 {
-        self.counters
-            .iter()
-            .map(|c| c.commands.load(Ordering::Relaxed))
-            .sum()
-    }
-
     /// A connection of loop `i` closed.
     pub fn closed(&self, i: usize) {
         self.counters[i].connections.fetch_sub(1, Ordering::Relaxed);
@@ -415,8 +399,8 @@ impl NetLoops {
     }
 
     /// Reconsiders the placement every [`TICK`] (runs until its runtime stops; returns at once for
-    /// [`Placement::RoundRobin`] or a single loop).
-    pub async fn follow_load(self: Arc<Self>) {
+    /// [`Placement::RoundRobin`] or a single loop). `commands` reads the server's count of commands served.
+    pub async fn follow_load(self: Arc<Self>, commands: impl Fn() -> u64) {
         if self.placement != Placement::FollowLoad || self.counters.len() < 2 {
             return;
         }
@@ -424,7 +408,7 @@ impl NetLoops {
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         // An interval's first tick is at once: the first samples are taken a whole tick later.
         tick.tick().await;
-        let mut last = (Instant::now(), self.busy_totals(), self.commands());
+        let mut last = (Instant::now(), self.busy_totals(), commands());
         let mut last_idle = machine_idle_ticks();
         let mut controller = Controller::default();
         loop {
@@ -432,7 +416,7 @@ impl NetLoops {
             let now = (
                 Instant::now(),
                 self.busy_totals(),
-                self.commands(),
+                commands(),
                 machine_idle_ticks(),
             );
             let wall = now.0.duration_since(last.0).as_nanos() as f64;
