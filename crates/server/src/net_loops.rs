@@ -27,9 +27,9 @@
 //!   wall time: a loop preempted by the clients on a small machine is not saturated, and a second loop
 //!   would only add a third runnable thread to two cores (and milliseconds of preemption to the tail).
 //!
-//! Cost: two clock reads per park of a loop; one atomic load per pipeline (is this connection asked to
-//! move?); per tick, three atomic loads per loop; per move, one deregistration and one registration of the
-//! socket.
+//! Cost: one atomic load per pipeline (is this connection asked to move?); per tick, a read of
+//! `/proc/stat` and of each loop thread's `schedstat` (or, without them, two clock reads per park of a
+//! loop instead); per move, one deregistration and one registration of the socket.
 
 use std::sync::Arc;
 use std::sync::OnceLock;
@@ -85,6 +85,9 @@ pub struct LoopCounters {
 /// Every network loop of a server: their runtimes' handles and counters.
 pub struct NetLoops {
     placement: Placement,
+    /// Loops keep their busy wall time in park hooks: only when the controller runs and the kernel does not
+    /// report the threads' CPU time (the hooks cost two clock reads per park).
+    wall_clock: bool,
     epoch: Instant,
     counters: Vec<Arc<LoopCounters>>,
     handles: OnceLock<Vec<tokio::runtime::Handle>>,
@@ -229,14 +232,18 @@ impl NetLoops {
     /// Counters for `loops` loops (at least one); their runtimes are built with [`NetLoops::runtime`] and
     /// registered with [`NetLoops::set_handles`].
     pub fn new(loops: usize, placement: Placement) -> NetLoops {
+        let cpu_clock = cfg!(target_os = "linux")
+            && std::path::Path::new("/proc/thread-self/schedstat").exists();
+        let wall_clock = placement == Placement::FollowLoad && loops >= 2 && !cpu_clock;
         NetLoops {
             placement,
+            wall_clock,
             epoch: Instant::now(),
             counters: (0..loops.max(1))
                 .map(|_| {
                     Arc::new(LoopCounters {
                         // Running from the start: a runtime's first turn comes without an unpark.
-                        running_since: AtomicU64::new(1),
+                        running_since: AtomicU64::new(u64::from(wall_clock)),
                         ..LoopCounters::default()
                     })
                 })
@@ -261,12 +268,17 @@ impl NetLoops {
         u64::try_from(epoch.elapsed().as_nanos()).unwrap_or(u64::MAX)
     }
 
-    /// A current-thread runtime for loop `i`, whose park hooks keep the loop's busy time.
+    /// A current-thread runtime for loop `i`, whose park hooks keep the loop's busy wall time where the
+    /// controller needs it.
     pub fn runtime(&self, i: usize) -> std::io::Result<tokio::runtime::Runtime> {
+        let mut builder = tokio::runtime::Builder::new_current_thread();
+        builder.enable_all();
+        if !self.wall_clock {
+            return builder.build();
+        }
         let (parked, woke) = (self.counters[i].clone(), self.counters[i].clone());
         let epoch = self.epoch;
-        tokio::runtime::Builder::new_current_thread()
-            .enable_all()
+        builder
             .on_thread_park(move || {
                 let since = parked.running_since.swap(0, Ordering::Relaxed);
                 if since != 0 {
