@@ -112,12 +112,17 @@ fn prefix_len(page: &[u8]) -> usize {
 #[inline]
 fn prefix(page: &[u8], first: usize, key_at: KeyAt) -> (&[u8], &[u8]) {
     let len = prefix_len(page);
-    let stored = len.min(HEADER_PREFIX);
-    let header = &page[PREFIX_AT..PREFIX_AT + stored];
-    if len == stored || entry_count(page) <= first {
+    let header = header_prefix(page);
+    if len == header.len() || entry_count(page) <= first {
         return (header, &[]);
     }
-    (header, &key_at(page, first)[stored..len])
+    (header, &key_at(page, first)[header.len()..len])
+}
+
+/// The prefix bytes kept in the header: the first `min(prefix length, HEADER_PREFIX)`.
+#[inline]
+fn header_prefix(page: &[u8]) -> &[u8] {
+    &page[PREFIX_AT..PREFIX_AT + prefix_len(page).min(HEADER_PREFIX)]
 }
 
 /// How `key` compares with the prefix `header ++ rest`: `Less` if it sorts before every key that has the prefix
@@ -197,25 +202,43 @@ fn reset_prefix(page: &mut [u8], first: usize, key_at: KeyAt) {
 }
 
 /// Binary search over entries `first..n` by key: the prefix, then heads, the cell's key only when heads tie.
+///
+/// Of a prefix longer than the header holds, the rest is checked only where it matters: a search that finds
+/// `key` read the matching cell, whose key has the prefix, so `key` has it too; a search that does not find
+/// it then compares `key` with the prefix (one cell read, the first key). A key without the prefix gives the
+/// head search a meaningless head, but that search still returns some position, which the check replaces.
 #[inline]
 fn search_by_head(page: &[u8], first: usize, key: &[u8], key_at: KeyAt) -> Result<usize, usize> {
+    use std::cmp::Ordering::{Equal, Less};
     let n = entry_count(page);
     if n == first {
         return Err(0);
     }
-    let (header, rest) = prefix(page, first, key_at);
-    match cmp_with_prefix(key, header, rest) {
-        std::cmp::Ordering::Equal => {}
-        std::cmp::Ordering::Greater => return Err(n - first),
-        std::cmp::Ordering::Less => return Err(0),
+    let len = prefix_len(page);
+    let header = header_prefix(page);
+    let outside = |o| if o == Less { Err(0) } else { Err(n - first) };
+    match cmp_with_prefix(key, header, &[]) {
+        Equal => {}
+        o => return outside(o),
     }
-    let qh = head_of(&key[prefix_len(page)..]);
-    binary_search_by(n - first, |j| {
+    let with_rest = || cmp_with_prefix(key, header, prefix(page, first, key_at).1);
+    if key.len() < len {
+        return outside(with_rest());
+    }
+    let qh = head_of(&key[len..]);
+    let found = binary_search_by(n - first, |j| {
         let i = first + j;
         head(page, i)
             .cmp(&qh)
             .then_with(|| key_at(page, i).cmp(key))
-    })
+    });
+    match found {
+        Err(_) if len > header.len() => match with_rest() {
+            Equal => found,
+            o => outside(o),
+        },
+        _ => found,
+    }
 }
 
 #[inline]
