@@ -226,6 +226,11 @@ fn search_by_head(page: &[u8], first: usize, key: &[u8], key_at: KeyAt) -> Resul
         return outside(with_rest());
     }
     let qh = head_of(&key[len..]);
+    // The probes land anywhere in the slot array: ask for all of its cache lines at once, so that their
+    // misses overlap instead of costing one dependent miss per probe on a page that is not hot.
+    for at in (slot_at(first)..slot_at(n)).step_by(64) {
+        crate::algo::prefetch_line(&page[at]);
+    }
     let found = binary_search_by(n - first, |j| {
         let i = first + j;
         head(page, i)
