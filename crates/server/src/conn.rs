@@ -14,7 +14,7 @@
 //! every operation), and a write is still acknowledged only after its WAL bytes reached the OS.
 
 use crate::cache::Served;
-use crate::command::{self, Plan, Session, Shared};
+use crate::command::{self, OpResults, Plan, Session, Shared};
 use crate::resp::{Limits, Parsed, Protocol, Reply, parse_request};
 use crate::store::{Job, Op, OpResult};
 use bytes::{Bytes, BytesMut};
@@ -181,6 +181,9 @@ struct Scratch {
     early: Vec<((usize, usize), OpResult)>,
     /// Hashes of the keys queued at partitions (xxh3 values already: the table uses them as they are).
     queued: hashbrown::HashTable<u64>,
+    /// Per partition: the operations of its job (handed over with the job), and where each one's result goes.
+    per_part: Vec<Vec<Op>>,
+    slots: Vec<Vec<(usize, usize)>>,
 }
 
 /// Answers a GET or EXISTS from partition `p`'s database on this thread; `None` for other operations.
@@ -220,6 +223,8 @@ async fn run_pipeline(
         plans,
         early,
         queued,
+        per_part,
+        slots,
     } = scratch;
     shared
         .total_commands
@@ -227,8 +232,8 @@ async fn run_pipeline(
     let parts = shared.store.partitions();
 
     // Per partition: its operations, and for each, (plan index, index among the plan's operations).
-    let mut per_part: Vec<Vec<crate::store::Op>> = vec![Vec::new(); parts];
-    let mut slots: Vec<Vec<(usize, usize)>> = vec![Vec::new(); parts];
+    per_part.resize_with(parts, Vec::new);
+    slots.resize_with(parts, Vec::new);
     let cache = shared.store.cache().map(|c| &**c);
     // The cache-log ticket the early results wait for.
     let mut ticket = 0u64;
@@ -295,11 +300,11 @@ async fn run_pipeline(
         plans.push(plan);
     }
     // Results of every routed plan, by plan then by operation.
-    let mut results: Vec<Vec<OpResult>> = plans
+    let mut results: Vec<OpResults> = plans
         .iter()
         .map(|p| match p {
-            Planned::Routed(n, _) => vec![no_answer(); *n],
-            Planned::Now(_) => Vec::new(),
+            Planned::Routed(n, _) => smallvec::smallvec![no_answer(); *n],
+            Planned::Now(_) => OpResults::new(),
         })
         .collect();
     for ((i, j), r) in early.drain(..) {
@@ -307,7 +312,7 @@ async fn run_pipeline(
     }
     queued.clear();
     commands.clear();
-    ticket = ticket.max(run_jobs(shared, per_part, &slots, &mut results).await);
+    ticket = ticket.max(run_jobs(shared, per_part, slots, &mut results).await);
     // Writes answered by the cache are acknowledged once their log records are durable.
     if ticket > 0
         && let Some(cache) = cache
@@ -317,7 +322,12 @@ async fn run_pipeline(
             *r = OpResult::Error(e.clone());
         }
     }
-    second_rounds(shared, plans, &mut results).await;
+    if plans
+        .iter()
+        .any(|p| matches!(p, Planned::Routed(_, f) if command::has_next_round(f)))
+    {
+        second_rounds(shared, plans, &mut results).await;
+    }
     for (plan, res) in plans.drain(..).zip(results) {
         let reply = match plan {
             Planned::Now(r) => r,
@@ -332,19 +342,21 @@ fn no_answer() -> OpResult {
 }
 
 /// Sends each partition its operations as one job and puts every answer at its slot in `results` (slots
-/// [`NO_SLOT`] are dropped); returns the highest cache-log ticket the answers wait for.
+/// [`NO_SLOT`] are dropped); returns the highest cache-log ticket the answers wait for. Leaves `per_part`
+/// and `slots` empty (their outer capacity stays).
 async fn run_jobs(
     shared: &Shared,
-    per_part: Vec<Vec<Op>>,
-    slots: &[Vec<(usize, usize)>],
-    results: &mut [Vec<OpResult>],
+    per_part: &mut [Vec<Op>],
+    slots: &mut [Vec<(usize, usize)>],
+    results: &mut [OpResults],
 ) -> u64 {
-    let mut waiting = Vec::new();
+    let mut waiting = smallvec::SmallVec::<[_; 2]>::new();
     let mut deferred = false;
-    for (p, ops) in per_part.into_iter().enumerate() {
+    for (p, ops) in per_part.iter_mut().enumerate() {
         if ops.is_empty() {
             continue;
         }
+        let ops = std::mem::take(ops);
         // Writes at `flush` wait a moment in the queue: the other connections served in this turn of the
         // runtime queue theirs, and the first of them to run the queue commits all with one WAL write.
         let defer = shared.store.defers_commits() && ops.iter().any(crate::store::writes);
@@ -390,12 +402,15 @@ async fn run_jobs(
             }
         }
     }
+    for s in slots.iter_mut() {
+        s.clear();
+    }
     ticket
 }
 
 /// Runs the second round of the plans that have one (their operations, grouped per partition, then their
 /// new finish), replacing their results.
-async fn second_rounds(shared: &Shared, plans: &mut [Planned], results: &mut [Vec<OpResult>]) {
+async fn second_rounds(shared: &Shared, plans: &mut [Planned], results: &mut [OpResults]) {
     let parts = shared.store.partitions();
     let mut per_part: Vec<Vec<Op>> = vec![Vec::new(); parts];
     let mut slots: Vec<Vec<(usize, usize)>> = vec![Vec::new(); parts];
@@ -406,7 +421,7 @@ async fn second_rounds(shared: &Shared, plans: &mut [Planned], results: &mut [Ve
         if let Some((ops, next)) = command::next_round(finish, &results[i]) {
             *n = ops.len();
             *finish = next;
-            results[i] = vec![no_answer(); ops.len()];
+            results[i] = smallvec::smallvec![no_answer(); ops.len()];
             for (j, (p, op)) in ops.into_iter().enumerate() {
                 per_part[p].push(op);
                 slots[p].push((i, j));
@@ -414,5 +429,5 @@ async fn second_rounds(shared: &Shared, plans: &mut [Planned], results: &mut [Ve
         }
     }
     // Nothing is sent when no plan has a second round.
-    run_jobs(shared, per_part, &slots, results).await;
+    run_jobs(shared, &mut per_part, &mut slots, results).await;
 }

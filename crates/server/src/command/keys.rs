@@ -5,7 +5,7 @@
 //! longer than the index allows, is an error reply for that command only.
 
 use super::admin::CommandSpec;
-use super::{Finish, Plan, Shared, int_arg, is};
+use super::{Finish, Plan, RoutedOps, Shared, int_arg, is};
 use crate::resp::Reply;
 use crate::store::{KeyMode, Op, SetCondition};
 use bytes::Bytes;
@@ -51,7 +51,7 @@ fn encode_value(shared: &Shared, value: &[u8]) -> Result<Vec<u8>, Reply> {
 fn on_key(shared: &Shared, key: &[u8], op: impl FnOnce(Vec<u8>) -> Op, finish: Finish) -> Plan {
     match encode_key(shared, key) {
         Ok(k) => Plan::Routed {
-            ops: vec![(shared.store.route(&k), op(k))],
+            ops: smallvec::smallvec![(shared.store.route(&k), op(k))],
             finish,
         },
         Err(e) => Plan::Now(e),
@@ -60,7 +60,7 @@ fn on_key(shared: &Shared, key: &[u8], op: impl FnOnce(Vec<u8>) -> Op, finish: F
 
 /// One operation per key, each on its key's partition.
 fn on_keys(shared: &Shared, keys: &[Bytes], op: impl Fn(Vec<u8>) -> Op, finish: Finish) -> Plan {
-    let mut ops = Vec::with_capacity(keys.len());
+    let mut ops = RoutedOps::with_capacity(keys.len());
     for key in keys {
         match encode_key(shared, key) {
             Ok(k) => ops.push((shared.store.route(&k), op(k))),
@@ -153,7 +153,7 @@ pub(super) fn plan(shared: &Shared, spec: &CommandSpec, args: &[Bytes]) -> Plan 
             if args.len().is_multiple_of(2) {
                 return super::wrong_arity("MSET");
             }
-            let mut ops = Vec::with_capacity(args.len() / 2);
+            let mut ops = RoutedOps::with_capacity(args.len() / 2);
             for pair in args[1..].chunks(2) {
                 let (key, value) =
                     match (encode_key(shared, &pair[0]), encode_value(shared, &pair[1])) {

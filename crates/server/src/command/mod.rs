@@ -118,15 +118,18 @@ pub enum Finish {
 }
 
 /// What to do for one command.
+/// A plan's operations, (partition, operation): most commands have one, which needs no allocation of its own.
+pub type RoutedOps = smallvec::SmallVec<[(usize, Op); 1]>;
+
+/// The results of a plan's operations, in their order.
+pub type OpResults = smallvec::SmallVec<[OpResult; 1]>;
+
 #[derive(Debug)]
 pub enum Plan {
     /// Reply now.
     Now(Reply),
     /// Run `ops` (partition, operation), then finish.
-    Routed {
-        ops: Vec<(usize, Op)>,
-        finish: Finish,
-    },
+    Routed { ops: RoutedOps, finish: Finish },
 }
 
 impl Plan {
@@ -238,15 +241,20 @@ pub fn plan(shared: &Shared, session: &mut Session, args: &[Bytes]) -> Plan {
 }
 
 /// The operations and finish of another round, for plans that take two (SAMPLE over several partitions).
-pub fn next_round(finish: &Finish, results: &[OpResult]) -> Option<(Vec<(usize, Op)>, Finish)> {
+pub fn next_round(finish: &Finish, results: &[OpResult]) -> Option<(RoutedOps, Finish)> {
     match finish {
         Finish::SampleSplit(s) => s.second_round(results),
         _ => None,
     }
 }
 
+/// Whether a routed plan with this finish may have a second round ([`next_round`]).
+pub fn has_next_round(finish: &Finish) -> bool {
+    matches!(finish, Finish::SampleSplit(_))
+}
+
 /// Turns the results of a routed plan's operations (in the order of its operations) into its reply.
-pub fn finish(shared: &Shared, finish: &Finish, results: Vec<OpResult>) -> Reply {
+pub fn finish(shared: &Shared, finish: &Finish, results: OpResults) -> Reply {
     if let Finish::Ask {
         slot,
         target,

@@ -20,7 +20,7 @@
 
 use super::admin::CommandSpec;
 use super::keys::encode_key;
-use super::{Finish, Plan, Shared, int_arg, is};
+use super::{Finish, Plan, RoutedOps, Shared, int_arg, is};
 use crate::resp::Reply;
 use crate::store::{Op, OpResult};
 use bytes::Bytes;
@@ -119,7 +119,7 @@ impl SampleSplit {
     /// The second round from the counts: k draws of a partition, each with probability count / total (a
     /// multinomial split of k), then k_i samples from partition i. `None` when the range is empty (or a
     /// count failed): the first round's finish answers.
-    pub(super) fn second_round(&self, results: &[OpResult]) -> Option<(Vec<(usize, Op)>, Finish)> {
+    pub(super) fn second_round(&self, results: &[OpResult]) -> Option<(RoutedOps, Finish)> {
         let counts: Vec<u64> = results
             .iter()
             .map(|r| match r {
@@ -144,7 +144,7 @@ impl SampleSplit {
                 prefix.partition_point(|&end| end <= u)
             })
             .collect();
-        let mut ops = Vec::new();
+        let mut ops = RoutedOps::new();
         // Index of each partition's operation in `ops`.
         let mut op_of = vec![usize::MAX; counts.len()];
         for (i, &p) in self.partitions.iter().enumerate() {
@@ -280,7 +280,7 @@ fn scatter(
     lo: &Bound<Vec<u8>>,
     hi: &Bound<Vec<u8>>,
     op: impl Fn(Bound<Vec<u8>>, Bound<Vec<u8>>, usize) -> Op,
-) -> Vec<(usize, Op)> {
+) -> RoutedOps {
     shared
         .store
         .overlapping(lo, hi)
@@ -373,7 +373,7 @@ fn plan_checked(shared: &Shared, spec: &CommandSpec, args: &[Bytes]) -> Result<P
             if let [p] = partitions[..] {
                 // One partition: its count and samples in one round.
                 return Ok(Plan::Routed {
-                    ops: vec![(
+                    ops: smallvec::smallvec![(
                         p,
                         Op::Sample {
                             lo,
@@ -447,7 +447,7 @@ fn plan_checked(shared: &Shared, spec: &CommandSpec, args: &[Bytes]) -> Result<P
             }
             let lo = last.map_or(Bound::Unbounded, Bound::Excluded);
             Ok(Plan::Routed {
-                ops: vec![(
+                ops: smallvec::smallvec![(
                     partition,
                     Op::Range {
                         lo,
