@@ -252,6 +252,8 @@ pub(crate) fn row(l: &PhaseLabels, op: &str, lat: &Latency, p: &RowParts) -> Ben
         normalized: None,
         server_cpu_us: None,
         load_factor: None,
+        thread_cpu_us: None,
+        run_wait_us: None,
     }
 }
 

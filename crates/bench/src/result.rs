@@ -76,6 +76,13 @@ pub struct BenchResult {
     /// Hash suites: the index's load factor (live keys ÷ slots) at the end of the phase.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub load_factor: Option<f64>,
+    /// Hash suite's thread sweep: CPU time the benchmark threads ran per operation, and the time they were
+    /// runnable but waited for a core per operation (µs, from `/proc/thread-self/schedstat`): on a shared
+    /// machine they tell an index's scaling limit from a lack of free cores.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thread_cpu_us: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_wait_us: Option<f64>,
 }
 
 impl BenchResult {

@@ -40,6 +40,8 @@ fn row(engine: &str, workload: &str, op: &str, threads: u32, ops: u64, secs: f64
         normalized: None,
         server_cpu_us: None,
         load_factor: None,
+        thread_cpu_us: None,
+        run_wait_us: None,
     }
 }
 

@@ -797,7 +797,32 @@ fn the_hash_suite_runs_every_experiment_at_a_tiny_size() {
     }
     assert_eq!(
         rows.len(),
-        16 + 5 * 4 + 3 * 4 + 5 * 4 + 3 * (2 + 3) + 5 * 2 + 4 * 2 + 3 * 4
+        16 + 5 * 4 + 3 * 4 + 5 * 4 + 3 * (2 + 3) + 5 * 2 + 4 * 2 + 3 * 4 + 4 * 4 * 2
+    );
+    // Exp 8: insert and pos-search per value size for both engines, and media bytes on the model; a
+    // 256 B value's insert writes more media bytes than a 16 B one's.
+    for bytes in hash::VALUE_SIZES {
+        for engine in [ELIMDA, DASH, "elimda-adr-model", "dash-adr-model"] {
+            let ins = at(engine, &hash::value_workload(bytes, "insert"), 1);
+            let pos = at(engine, &hash::value_workload(bytes, "pos-search"), 1);
+            assert_eq!((ins.op.as_str(), ins.ops), ("insert", 10_000));
+            assert_eq!((pos.op.as_str(), pos.ops), ("read", 10_000));
+        }
+    }
+    let media_w = |bytes| {
+        at(
+            "elimda-adr-model",
+            &hash::value_workload(bytes, "insert"),
+            1,
+        )
+        .bytes_written
+        .unwrap()
+    };
+    assert!(
+        media_w(256) > 2 * media_w(16),
+        "{} vs {}",
+        media_w(256),
+        media_w(16)
     );
     for needle in [
         "### Thread sweep (Exp 2",
@@ -812,13 +837,20 @@ fn the_hash_suite_runs_every_experiment_at_a_tiny_size() {
         "### End state",
         "### Collecting-log size (Exp 11",
         "### D- and P-bucket sizes (Exp 12",
+        "### Value sizes (Exp 8",
         "### Limited PM bandwidth (Exp 13",
         "| **elimda ÷ dash, limited** | ",
     ] {
         assert!(out.analysis.contains(needle), "{needle}: {}", out.analysis);
     }
     let goals = &out.analysis[out.analysis.find("### Goals").unwrap()..];
-    assert_eq!(goals.lines().count(), 4 + 12, "{goals}");
+    // The goal rows, then the paragraph on the inserts' CPU time at 1 and 2 threads (blank line, text,
+    // blank line).
+    assert_eq!(goals.lines().count(), 4 + 12 + 3, "{goals}");
+    assert!(
+        goals.contains("CPU time per insert summed over the threads (schedstat): 0."),
+        "{goals}"
+    );
     assert!(!goals.contains("n/a"), "{goals}");
     let report = std::fs::read_to_string(&out.report_path).unwrap();
     assert!(report.contains("## Analysis") && report.contains("### YCSB"));

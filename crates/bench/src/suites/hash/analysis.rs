@@ -114,6 +114,7 @@ pub fn analysis(_cfg: &SuiteConfig, rows: &[BenchResult]) -> String {
     s.push('\n');
     s.push_str(&super::sections::sections(rows));
     s.push_str(&super::exp_sections::param_sections(rows));
+    s.push_str(&super::values::section(rows));
     s.push_str(&super::exp_sections::limited_section(rows));
     s.push_str("### Goals (issue 17, one run)\n\n| goal | measured | met |\n|---|---|---|\n");
     let mut goal = |what: &str, v: Option<f64>, unit: &str, ok: fn(f64) -> bool| {
@@ -202,6 +203,20 @@ pub fn analysis(_cfg: &SuiteConfig, rows: &[BenchResult]) -> String {
         ratio(largest(1), largest(2)),
         "×",
         |v| v > 1.0,
+    );
+    let at = |t: u32| find_at(rows, ELIMDA, "insert", t);
+    let cpu = |t: u32| at(t).and_then(|r| r.thread_cpu_us);
+    let wait = |t: u32| at(t).and_then(|r| r.run_wait_us);
+    let _ = writeln!(
+        s,
+        "\nelimda inserts, CPU time per insert summed over the threads (schedstat): {} µs at 1 thread, {} µs at \
+         2 threads; run-queue wait per insert {} µs and {} µs. With two free cores, 2 threads would reach \
+         2 × (CPU at 1 ÷ CPU at 2) = {} of 1 thread; the rest of the gap is cores the threads did not get.\n",
+        fmt(cpu(1), 3),
+        fmt(cpu(2), 3),
+        fmt(wait(1), 3),
+        fmt(wait(2), 3),
+        times(ratio(cpu(1), cpu(2)).map(|r| 2.0 * r)),
     );
     s
 }

@@ -32,6 +32,10 @@
 //!   positive searches at one thread with D-buckets written back at 2 / 4 / 8 / 15 entries (the seed's
 //!   32 / 64 / 128 / 256 B; workloads `dbucket-<bytes>-insert`, `dbucket-<bytes>-pos-search`). The seed's
 //!   512 B D-bucket and P-bucket sweep are not measured (the region's format fixes them).
+//! * **Value sizes** (Exp 8, `values`): `elimda` and `dash` with 16 / 64 / 128 / 256 B values stored out of
+//!   line (`ValueIndex`: a value log in the same region), one thread, N/2 inserts then N/2 positive
+//!   searches per size (workloads `value-<bytes>-insert` / `value-<bytes>-pos-search`), and the same on the
+//!   ADR traffic model (`*-adr-model`, media bytes per phase).
 //! * **Limited PM bandwidth** (Exp 13, `limited`): the main phases at one thread of `elimda`, `dash` and
 //!   `cceh` (engines `*-limited`) on the `*-adr-model` rows' model with emulated media timing — 300 ns
 //!   busy-wait per XPBuffer read miss, media writes paced by a 2 GB/s token bucket (16 KiB burst) — so that
@@ -51,6 +55,7 @@ mod params;
 mod recovery;
 mod sections;
 mod threads;
+mod values;
 mod ycsb;
 mod zipf;
 
@@ -59,6 +64,7 @@ mod tests;
 
 pub use analysis::analysis;
 pub use params::{DBUCKET_SLOTS, LOG_LINES, dbucket_workload, log_workload};
+pub use values::{VALUE_SIZES, value_workload};
 
 /// The engines of the limited-bandwidth experiment (Exp 13).
 pub const LIMITED_ENGINES: [&str; 3] = [
@@ -453,6 +459,7 @@ pub fn run(cfg: &SuiteConfig, _engines: &[Box<dyn Engine>]) -> Result<Vec<BenchR
     out.extend(recovery::rows(cfg, &k, &threads)?);
     out.extend(params::log_rows(cfg, &k, &threads)?);
     out.extend(params::dbucket_rows(cfg, &k)?);
+    out.extend(values::rows(cfg, &k)?);
     Ok(out)
 }
 

@@ -6,6 +6,10 @@
 //! [`parallel`] is the harness every multi-threaded experiment of the suite uses: each thread runs its own
 //! list of operations after a common barrier, timing batches of [`BATCH`] operations; the phase's time is the
 //! slowest thread's summed batch time (at 1 thread: exactly the single-threaded harness's definition).
+//! It also reads each thread's `/proc/thread-self/schedstat` around its run: the CPU time the threads got
+//! and the time they were runnable but waited for a core (rows: `thread_cpu_us`, `run_wait_us` per
+//! operation). On a machine shared with other work, these tell a scaling limit of the index (more CPU per
+//! operation at 2 threads) from a lack of free cores (run-queue wait).
 
 use super::{BATCH, Keys, PHASES, Shape, exhausted, region_bytes, shaped_row, value};
 use crate::error::{BenchError, Result};
@@ -58,6 +62,26 @@ pub(super) struct Timed {
     pub lat: Latency,
     /// Operations whose answer was wrong.
     pub wrong: u64,
+    /// CPU time and run-queue wait of all threads, in seconds (`None` where schedstat is unreadable).
+    pub cpu: Option<(f64, f64)>,
+}
+
+/// This thread's `(time on a CPU, time runnable waiting for one)` so far, in ns (Linux schedstat).
+fn schedstat() -> Option<(u64, u64)> {
+    let s = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    let mut f = s.split_whitespace().map(|w| w.parse::<u64>().ok());
+    Some((f.next()??, f.next()??))
+}
+
+impl Timed {
+    /// Sets `row`'s CPU time and run-queue wait per operation (µs).
+    pub fn annotate(&self, row: &mut BenchResult) {
+        if let Some((cpu, wait)) = self.cpu {
+            let ops = row.ops.max(1) as f64;
+            row.thread_cpu_us = Some(cpu * 1e6 / ops);
+            row.run_wait_us = Some(wait * 1e6 / ops);
+        }
+    }
 }
 
 /// Runs `lists[t]` on thread `t` (all threads start together), calling `each(t, item)`, which returns
@@ -67,7 +91,8 @@ pub(super) fn parallel<T: Sync>(
     each: impl Fn(usize, &T) -> Result<bool> + Sync,
 ) -> Result<Timed> {
     let barrier = Barrier::new(lists.len());
-    let per_thread: Vec<Result<(f64, Latency, u64)>> = std::thread::scope(|s| {
+    type PerThread = (f64, Latency, u64, Option<(u64, u64)>);
+    let per_thread: Vec<Result<PerThread>> = std::thread::scope(|s| {
         let handles: Vec<_> = lists
             .iter()
             .enumerate()
@@ -77,6 +102,7 @@ pub(super) fn parallel<T: Sync>(
                     let mut lat = Latency::new();
                     let (mut secs, mut wrong) = (0.0, 0u64);
                     barrier.wait();
+                    let sched0 = schedstat();
                     for batch in list.chunks(BATCH) {
                         let start = Instant::now();
                         for item in batch {
@@ -89,7 +115,10 @@ pub(super) fn parallel<T: Sync>(
                             lat.record(one);
                         }
                     }
-                    Ok((secs, lat, wrong))
+                    let sched = sched0
+                        .zip(schedstat())
+                        .map(|(a, b)| (b.0.saturating_sub(a.0), b.1.saturating_sub(a.1)));
+                    Ok((secs, lat, wrong, sched))
                 })
             })
             .collect();
@@ -106,12 +135,17 @@ pub(super) fn parallel<T: Sync>(
         secs: 0.0,
         lat: Latency::new(),
         wrong: 0,
+        cpu: Some((0.0, 0.0)),
     };
     for r in per_thread {
-        let (secs, lat, wrong) = r?;
+        let (secs, lat, wrong, sched) = r?;
         out.secs = out.secs.max(secs);
         out.lat.merge(&lat);
         out.wrong += wrong;
+        out.cpu = out
+            .cpu
+            .zip(sched)
+            .map(|((c, w), (dc, dw))| (c + dc as f64 / 1e9, w + dw as f64 / 1e9));
     }
     Ok(out)
 }
@@ -188,7 +222,9 @@ fn sweep_one(
             op,
             threads,
         };
-        out.push(shaped_row(cfg, &shape, &t.lat, t.secs, index.state()));
+        let mut r = shaped_row(cfg, &shape, &t.lat, t.secs, index.state());
+        t.annotate(&mut r);
+        out.push(r);
     }
     Ok(out)
 }

@@ -130,7 +130,9 @@ fn workloads(
             .map(|t| ops_of(cfg, k, workload, reads, t, per, fresh[t]))
             .collect();
         let slices: Vec<&[Op]> = lists.iter().map(Vec::as_slice).collect();
-        let Timed { secs, lat, wrong } = parallel(&slices, |_, &op| apply(index, op))?;
+        let Timed {
+            secs, lat, wrong, ..
+        } = parallel(&slices, |_, &op| apply(index, op))?;
         if wrong > 0 {
             return Err(BenchError::Usage(format!(
                 "{engine} {workload} at {threads} threads: {wrong} reads did not find their key's value"

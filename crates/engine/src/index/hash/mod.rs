@@ -104,6 +104,7 @@ mod write;
 pub(crate) mod testkit;
 #[cfg(test)]
 mod tests;
+pub mod values;
 
 pub use api::PmHashIndex;
 pub use index::{HashConfig, HashIndex, HashStats};

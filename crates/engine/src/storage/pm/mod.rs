@@ -55,6 +55,7 @@ pub mod pacing;
 pub mod shadow;
 pub mod traffic;
 pub mod traits;
+pub mod window;
 mod words;
 pub mod xpbuffer;
 
@@ -71,6 +72,7 @@ pub use pacing::WriteBucket;
 pub use shadow::{CrashPlan, ShadowPm};
 pub use traffic::{Traffic, TrafficConfig};
 pub use traits::Pm;
+pub use window::PmWindow;
 pub use xpbuffer::XpBuffer;
 
 use crate::error::{Error, Result};
