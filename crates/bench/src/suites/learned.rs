@@ -28,8 +28,9 @@
 //! billed to the next round; those a round's own inserts start are): a load that comes and goes hits the
 //! engines alike. A row's throughput is the fastest round's (a busy machine only slows rounds down); its latencies (operations timed in batches
 //! of 16, each getting the batch's mean) merge all rounds; `server_cpu_us` is the least CPU time per operation
-//! of any round — the workload threads' plus, for the learned index, its maintenance thread's (Linux
-//! schedstat) — a counted figure that preemption by other processes hardly moves. `STRATA_LEARNED_VERBOSE` prints every
+//! of any round — the workload threads' plus, for the learned index, its maintenance thread's and that of
+//! settling the backlog the round's writes left (Linux schedstat) — a counted figure that preemption by
+//! other processes hardly moves. `STRATA_LEARNED_VERBOSE` prints every
 //! round's throughput and the maintenance thread's CPU time; `STRATA_LEARNED_SETS`, `_WORKLOADS` and
 //! `_ENGINES` (comma-separated names) run a part of the suite, e.g. to profile one phase. `rss_bytes` (scope `index`) holds the index
 //! memory: for the learned index its models, pivots and group headers (`LearnedStats::index_bytes`), for
@@ -495,10 +496,16 @@ pub fn run(cfg: &SuiteConfig, _engines: &[Box<dyn Engine>]) -> Result<Vec<BenchR
                             (workload, per_phase)
                         };
                         let seed = cfg.seed ^ ((round as u64) << 32);
-                        let r = drive(target.as_ref(), w, loaded, pool, next, o, th as usize, seed)
-                            .map_err(|err| {
-                                BenchError::Usage(format!("{} on {set}: {err}", engines[e].0))
-                            })?;
+                        let mut r =
+                            drive(target.as_ref(), w, loaded, pool, next, o, th as usize, seed)
+                                .map_err(|err| {
+                                    BenchError::Usage(format!("{} on {set}: {err}", engines[e].0))
+                                })?;
+                        // The background work the round's writes left is done now, and its CPU time billed to
+                        // the round (not its wall time).
+                        let cpu0 = thread_cpu_ns();
+                        target.settle()?;
+                        r.worker_cpu_ns += thread_cpu_ns().saturating_sub(cpu0);
                         if round > 0 {
                             runs[e].push(r);
                         }
