@@ -69,6 +69,17 @@ impl Table {
         }
     }
 
+    /// Moves the entries `pos..len` up by one (`len` < capacity), highest first. Over subslices, so the
+    /// loop carries no bounds check per entry (the shift is most of an insert's cost).
+    fn shift_up(&self, pos: usize, len: usize) {
+        shift_column(&self.keys, pos, len, |from, to| {
+            to.store(from.load(Ordering::Relaxed), Ordering::Relaxed);
+        });
+        shift_column(&self.slots, pos, len, |from, to| {
+            to.store(from.load(Ordering::Relaxed), Ordering::Relaxed);
+        });
+    }
+
     /// The first position of `0..len` whose key is ≥ `key` (`len` if none).
     fn lower_bound(&self, len: usize, key: u64) -> usize {
         let (mut lo, mut hi) = (0, len.min(self.keys.len()));
@@ -81,6 +92,18 @@ impl Table {
             }
         }
         lo
+    }
+}
+
+/// Moves `column[pos..len]` to `column[pos + 1..=len]` with `step(from, to)`, highest first.
+#[inline]
+fn shift_column<A>(column: &[A], pos: usize, len: usize, step: impl Fn(&A, &A)) {
+    if let Some(run) = column.get(pos..=len) {
+        for w in run.windows(2).rev() {
+            if let [from, to] = w {
+                step(from, to);
+            }
+        }
     }
 }
 
@@ -284,9 +307,7 @@ impl Buffer {
         // Orders the odd word before the entry stores (a reader seeing a store sees the odd word).
         fence(Ordering::Release);
         if !replace {
-            for i in (pos..len).rev() {
-                table.set(i + 1, table.key(i), table.slot(i));
-            }
+            table.shift_up(pos, len);
             self.len.store(len + 1, Ordering::Relaxed);
         }
         table.set(pos, key, new);

@@ -52,7 +52,7 @@ impl Default for LearnedOptions {
         LearnedOptions {
             group_size: 4096,
             max_group: 8192,
-            compact_at: 256,
+            compact_at: 512,
             inline_compact_at: 2048,
             merge_below: 1024,
         }

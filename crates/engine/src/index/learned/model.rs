@@ -6,11 +6,13 @@
 //!   each with its measured maximum error, whose prediction is followed by an exponential search outward
 //!   from it within the window `[pred − err, pred + err]`; or, where four pieces cannot meet the error bound (locally hard keys), a
 //!   fallback node: every [`FALLBACK_FANOUT`]th key in an upper array searched by binary search, then one
-//!   block — a two-level B+-tree-like node, never much worse than a B+-tree's leaf search.
+//!   block searched 8-ary (7 independent probes per round, so their misses overlap) — a two-level
+//!   B+-tree-like node, never much worse than a B+-tree's leaf search.
 //! * A piece is 32 bytes (first key, slope, intercept, start position and error; its end is the next
 //!   piece's start), so four fit in two cache lines of the group header; the fallback's upper array costs
-//!   8 bytes per [`FALLBACK_FANOUT`] keys (0.125 B/key), about the B+-tree's inner nodes (24 bytes per leaf
-//!   of ~140 keys) rather than the 0.5 B/key of a 16-key fanout.
+//!   8 bytes per [`FALLBACK_FANOUT`] keys (1/64 B/key), a tenth of the B+-tree's inner nodes (24 bytes per
+//!   leaf of ~140 keys); a sparse upper array costs a wider block search, which the 8-ary search keeps to
+//!   two rounds of overlapping misses plus one or two cache lines.
 //!
 //! Every search checks its answer against the neighbouring keys and falls back to a binary search of the
 //! whole range when a window missed (floating-point rounding), so a model can only cost time, never
@@ -18,7 +20,8 @@
 //!
 //! Cost: a model search is a multiply-add and an exponential search outward from the prediction within
 //! the ≤ 2·err + 1 keys of its window (err ≤ [`ERROR_BOUND`]): about 2·log2(d) probes for a prediction `d`
-//! positions off; the fallback is two binary searches (`n / 64` keys and 64 keys).
+//! positions off; the fallback is a binary search of `n / 512` keys (one cache line for a group of 4,096)
+//! and an 8-ary search of 512 keys.
 
 use smallvec::SmallVec;
 
@@ -27,7 +30,7 @@ pub const ERROR_BOUND: usize = 32;
 /// Most linear pieces per group.
 pub const MAX_MODELS: usize = 4;
 /// Keys per block of the fallback node.
-pub const FALLBACK_FANOUT: usize = 64;
+pub const FALLBACK_FANOUT: usize = 512;
 
 /// A linear model from keys to positions.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -114,7 +117,7 @@ impl Piece {
 pub enum GroupSearch {
     /// Up to four linear pieces, each meeting the error bound (inline: no pointer to chase).
     Models(SmallVec<[Piece; MAX_MODELS]>),
-    /// Every 16th key (the fallback node's upper level).
+    /// Every [`FALLBACK_FANOUT`]th key (the fallback node's upper level).
     Fallback(Box<[u64]>),
 }
 
@@ -124,6 +127,29 @@ fn lower_bound_in(keys: &[u64], lo: usize, hi: usize, key: u64) -> usize {
     lo + keys
         .get(lo..hi)
         .map_or(0, |w| w.partition_point(|&k| k < key))
+}
+
+/// As [`lower_bound_in`], by 8-ary search: each round compares `key` with 7 evenly spaced keys of the range
+/// and keeps the part between the last smaller one and the next; those 7 loads do not depend on each
+/// other, so their cache misses overlap, and a range of `n` keys costs about log8(n / 16) rounds of
+/// memory latency instead of log2(n) dependent probes (the fallback node's blocks are cold).
+#[inline]
+fn lower_bound_kary(keys: &[u64], mut lo: usize, mut hi: usize, key: u64) -> usize {
+    hi = hi.min(keys.len());
+    while hi > lo + 16 {
+        let step = (hi - lo) / 8;
+        // Sorted keys: the probes below `key` are a prefix, of `c` probes.
+        let c = (1..8)
+            .filter(|&j| keys.get(lo + j * step).is_some_and(|&k| k < key))
+            .count();
+        // The answer lies after probe `c` (if c > 0) and at or before probe `c + 1` (or `hi`).
+        let next_hi = if c < 7 { lo + (c + 1) * step } else { hi };
+        if c > 0 {
+            lo += c * step + 1;
+        }
+        hi = next_hi;
+    }
+    lower_bound_in(keys, lo, hi, key)
 }
 
 /// As [`lower_bound_in`], searching outward from the predicted position `pred` in steps of 1, 2, 4, …
@@ -229,7 +255,7 @@ impl GroupSearch {
             GroupSearch::Fallback(upper) => {
                 let b = upper.partition_point(|&k| k <= key).saturating_sub(1);
                 let (lo, hi) = (b * FALLBACK_FANOUT, ((b + 1) * FALLBACK_FANOUT + 1).min(n));
-                lower_bound_in(keys, lo, hi, key)
+                lower_bound_kary(keys, lo, hi, key)
             }
         };
         let below_ok = pos == 0 || keys.get(pos - 1).is_some_and(|&k| k < key);
@@ -308,6 +334,23 @@ mod tests {
                             "lo {lo} hi {hi} pred {pred} key {key}"
                         );
                     }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn kary_search_agrees_with_binary_search() {
+        let keys: Vec<u64> = (0..700u64).map(|i| 3 + i * 4 + i % 3).collect();
+        let n = keys.len();
+        for lo in (0..=n).step_by(37) {
+            for hi in (lo..=n).step_by(23).chain([n]) {
+                for key in 0..keys[n - 1] + 6 {
+                    assert_eq!(
+                        lower_bound_kary(&keys, lo, hi, key),
+                        lower_bound_in(&keys, lo, hi, key),
+                        "lo {lo} hi {hi} key {key}"
+                    );
                 }
             }
         }
