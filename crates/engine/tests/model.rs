@@ -65,10 +65,17 @@ fn u64_key() -> BoxedStrategy<Vec<u8>> {
 fn u64_value() -> BoxedStrategy<Vec<u8>> {
     any::<u64>().prop_map(|v| v.to_be_bytes().to_vec()).boxed()
 }
-/// Keys and values for a bytes/bytes database: short keys from a small alphabet, values from empty to a few
-/// pages long (overflow chains).
+/// Keys and values for a bytes/bytes database: short keys from a small alphabet, and a third of them after a
+/// long shared start (as `user:000000012345`: B+-tree nodes whose keys share more than the 7 prefix bytes a
+/// node header holds); values from empty to a few pages long (overflow chains).
 fn bytes_key() -> BoxedStrategy<Vec<u8>> {
-    proptest::collection::vec(prop_oneof![Just(b'a'), Just(b'b'), Just(b'c')], 0..12).boxed()
+    let letters = || prop_oneof![Just(b'a'), Just(b'b'), Just(b'c')];
+    prop_oneof![
+        2 => proptest::collection::vec(letters(), 0..12),
+        1 => proptest::collection::vec(letters(), 0..6)
+            .prop_map(|tail| [&b"bb/tenant-000000"[..], &tail].concat()),
+    ]
+    .boxed()
 }
 fn bytes_value() -> BoxedStrategy<Vec<u8>> {
     prop_oneof![

@@ -1,8 +1,10 @@
 //! The tree's root record, stored as the page file's user root at every checkpoint.
 //!
-//! Layout (little endian): magic `b"SBT2"`, root u64, height u32, len u64, seqno u64, key width u16, value
+//! Layout (little endian): magic `b"SBT3"`, root u64, height u32, len u64, seqno u64, key width u16, value
 //! width u16 (0 = variable). The magic versions the node formats too: `SBT1` trees (slots without key heads,
-//! before format 2 of the slotted nodes) are refused as incompatible.
+//! before format 2 of the slotted nodes) are refused as incompatible; `SBT2` trees (node prefixes of at most
+//! 7 bytes, all in the header) are read as they are, since every format-2 node is a valid format-3 node, and
+//! are stamped `SBT3` at their next checkpoint.
 
 // A decoder of bytes read from disk: every index and slice is checked.
 #![deny(clippy::indexing_slicing)]
@@ -10,7 +12,9 @@
 use crate::storage::PageId;
 use crate::storage::codec::{Reader, Writer};
 
-const MAGIC: &[u8; 4] = b"SBT2";
+const MAGIC: &[u8; 4] = b"SBT3";
+/// The magic of trees whose node prefixes are at most 7 bytes (readable as format 3).
+const MAGIC_V2: &[u8; 4] = b"SBT2";
 /// The magic of trees whose slotted nodes have 2-byte slots (no key heads).
 const MAGIC_V1: &[u8; 4] = b"SBT1";
 const LEN: usize = 4 + 8 + 4 + 8 + 8 + 2 + 2;
@@ -45,9 +49,9 @@ impl TreeMeta {
     }
 
     pub fn decode(b: &[u8]) -> Result<TreeMeta, String> {
-        if b.len() != LEN || b.get(..4) != Some(&MAGIC[..]) {
+        if b.len() != LEN || (b.get(..4) != Some(&MAGIC[..]) && b.get(..4) != Some(&MAGIC_V2[..])) {
             return Err(format!(
-                "expected {LEN} bytes starting with SBT2, found {} bytes",
+                "expected {LEN} bytes starting with SBT3 or SBT2, found {} bytes",
                 b.len()
             ));
         }
@@ -85,5 +89,11 @@ mod tests {
         old[..4].copy_from_slice(MAGIC_V1);
         assert!(TreeMeta::is_earlier_format(&old) && TreeMeta::decode(&old).is_err());
         assert!(!TreeMeta::is_earlier_format(&m.encode()));
+        // Format 2 (prefixes of at most 7 bytes) reads as format 3 and is written back as format 3.
+        let mut v2 = m.encode();
+        assert_eq!(&v2[..4], b"SBT3");
+        v2[..4].copy_from_slice(MAGIC_V2);
+        assert!(!TreeMeta::is_earlier_format(&v2));
+        assert_eq!(TreeMeta::decode(&v2).unwrap().encode(), m.encode());
     }
 }

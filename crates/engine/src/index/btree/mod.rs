@@ -475,7 +475,7 @@ mod tests {
         let tree =
             BTree::create(page_file(&vfs, 4096, true), None, None, 0, stats.clone()).unwrap();
         let mut root = tree.pool.file().user_root();
-        assert_eq!(&root[..4], b"SBT2");
+        assert_eq!(&root[..4], b"SBT3");
         root[..4].copy_from_slice(b"SBT1");
         tree.pool.commit(&root).unwrap();
         drop(tree);

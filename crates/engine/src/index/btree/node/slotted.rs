@@ -3,14 +3,17 @@
 //! parent module.
 //!
 //! **Prefix and heads.** A node records a prefix of up to [`MAX_PREFIX`] bytes that every key in it starts
-//! with (length in byte 31, bytes in the page header's owner bytes 9..16), and each slot holds the **head** of
-//! its entry's key: the [`HEAD_LEN`] bytes after the prefix, zero-padded, beside the cell offset. Heads order
-//! like the keys' remainders (a smaller head means a smaller key; equal heads say nothing), so a search checks
-//! the prefix in the header, compares heads in the contiguous slot array and reads a cell only where heads tie:
-//! keys of a node that differ within 6 bytes after their common prefix (dense or random integers, most
-//! generated keys) are found with one cell read — the match — instead of one per probe, each of which is a
-//! cache miss on a page that is not hot. The prefix shrinks when a key without it is inserted (every head is
-//! then recomputed) and is set to the longest common one at splits; removals keep it.
+//! with (length in byte 31; its first [`HEADER_PREFIX`] bytes in the page header's owner bytes 9..16, the rest
+//! read from the node's first key, which starts with it), and each slot holds the **head** of its entry's key:
+//! the [`HEAD_LEN`] bytes after the prefix, zero-padded, beside the cell offset. Heads order like the keys'
+//! remainders (a smaller head means a smaller key; equal heads say nothing), so a search checks the prefix,
+//! compares heads in the contiguous slot array and reads a cell only where heads tie: keys of a node that
+//! differ within 6 bytes after their common prefix are found with one cell read — the match — instead of one
+//! per probe, each of which is a cache miss on a page that is not hot. A prefix longer than the header holds
+//! costs one more cell read (the first key's); it is what keeps heads distinct for keys that share long
+//! starts, such as `user:000000012345` (node format 3: format 2 capped the prefix at 7 bytes, so such keys
+//! tied on every head and a search read a cell per probe). The prefix shrinks when a key without it is
+//! inserted (every head is then recomputed) and is set to the longest common one at splits; removals keep it.
 
 use super::{
     CELL_BYTES_AT, FRAG_AT, LEVEL_AT, MAX_BTREE_PAGE_SIZE, NODE_HEADER_LEN, PageId, PageType,
@@ -24,8 +27,10 @@ use std::ops::Range;
 const SLOT: usize = 8;
 /// Bytes of a key (after the node's prefix) kept in its slot.
 pub(super) const HEAD_LEN: usize = 6;
-/// Longest node prefix; its bytes live in the page header's owner bytes.
-pub(super) const MAX_PREFIX: usize = 7;
+/// Longest node prefix (its length is one byte).
+pub(super) const MAX_PREFIX: usize = 255;
+/// Prefix bytes kept in the page header's owner bytes; the rest of a longer prefix is read from the first key.
+pub(super) const HEADER_PREFIX: usize = 7;
 /// Where the prefix bytes are (page header bytes 9..16).
 pub(super) const PREFIX_AT: usize = 9;
 /// Where the prefix length is (node header byte 31).
@@ -94,11 +99,42 @@ fn set_head(page: &mut [u8], i: usize, head: u64) {
     page[at..at + HEAD_LEN].copy_from_slice(&head.to_be_bytes()[8 - HEAD_LEN..]);
 }
 
-/// The node's key prefix.
+/// Length of the node's key prefix.
 #[inline]
-fn prefix(page: &[u8]) -> &[u8] {
-    let len = (page[PREFIX_LEN_AT] as usize).min(MAX_PREFIX);
-    &page[PREFIX_AT..PREFIX_AT + len]
+fn prefix_len(page: &[u8]) -> usize {
+    page[PREFIX_LEN_AT] as usize
+}
+
+/// The node's key prefix in two parts: the bytes kept in the header, then the rest (empty unless the prefix is
+/// longer than [`HEADER_PREFIX`]) from the key of entry `first`, which every key of the node starts with. A
+/// node without entries from `first` on has no key to read the rest from: its rest is empty (searches of such
+/// a node need no prefix, and inserts set a new one).
+#[inline]
+fn prefix(page: &[u8], first: usize, key_at: KeyAt) -> (&[u8], &[u8]) {
+    let len = prefix_len(page);
+    let stored = len.min(HEADER_PREFIX);
+    let header = &page[PREFIX_AT..PREFIX_AT + stored];
+    if len == stored || entry_count(page) <= first {
+        return (header, &[]);
+    }
+    (header, &key_at(page, first)[stored..len])
+}
+
+/// How `key` compares with the prefix `header ++ rest`: `Less` if it sorts before every key that has the prefix
+/// (including when it is a proper start of the prefix), `Greater` if after all of them, `Equal` if it has it.
+#[inline]
+fn cmp_with_prefix(key: &[u8], header: &[u8], rest: &[u8]) -> std::cmp::Ordering {
+    use std::cmp::Ordering::{Equal, Less};
+    let mut key = key;
+    for part in [header, rest] {
+        let k = &key[..key.len().min(part.len())];
+        match k.cmp(part) {
+            Equal if k.len() == part.len() => key = &key[k.len()..],
+            Equal => return Less,
+            o => return o,
+        }
+    }
+    Equal
 }
 
 /// The key of entry `i`, read from its cell.
@@ -107,9 +143,10 @@ type KeyAt = for<'a> fn(&'a [u8], usize) -> &'a [u8];
 /// Sets the prefix to `p` (≤ `MAX_PREFIX` bytes, shared by the keys of entries `first..`) and recomputes every
 /// head.
 fn set_prefix(page: &mut [u8], first: usize, p: &[u8], key_at: KeyAt) {
-    let mut bytes = [0u8; MAX_PREFIX];
-    bytes[..p.len()].copy_from_slice(p);
-    page[PREFIX_AT..PREFIX_AT + MAX_PREFIX].copy_from_slice(&bytes);
+    let stored = p.len().min(HEADER_PREFIX);
+    let mut bytes = [0u8; HEADER_PREFIX];
+    bytes[..stored].copy_from_slice(&p[..stored]);
+    page[PREFIX_AT..PREFIX_AT + HEADER_PREFIX].copy_from_slice(&bytes);
     page[PREFIX_LEN_AT] = p.len() as u8;
     for i in first..entry_count(page) {
         let h = head_of(&key_at(page, i)[p.len()..]);
@@ -126,13 +163,19 @@ fn common_len(a: &[u8], b: &[u8]) -> usize {
 /// otherwise the common part of the prefix and `key`. Returns the head of `key`.
 fn admit_key(page: &mut [u8], first: usize, key: &[u8], key_at: KeyAt) -> u64 {
     let empty = entry_count(page) == first;
-    let old = prefix(page);
+    let old_len = prefix_len(page);
     let keep = if empty {
         key.len().min(MAX_PREFIX)
     } else {
-        common_len(old, key)
+        let (header, rest) = prefix(page, first, key_at);
+        let shared = common_len(header, key);
+        if shared == header.len() {
+            shared + common_len(rest, &key[shared..])
+        } else {
+            shared
+        }
     };
-    if empty || keep != old.len() {
+    if empty || keep != old_len {
         set_prefix(page, first, &key[..keep], key_at);
     }
     head_of(&key[keep..])
@@ -157,15 +200,16 @@ fn reset_prefix(page: &mut [u8], first: usize, key_at: KeyAt) {
 #[inline]
 fn search_by_head(page: &[u8], first: usize, key: &[u8], key_at: KeyAt) -> Result<usize, usize> {
     let n = entry_count(page);
-    let p = prefix(page);
-    let kp = &key[..key.len().min(p.len())];
-    match kp.cmp(p) {
-        // A key shorter than the prefix and equal to its start sorts before every key, like a smaller one.
-        std::cmp::Ordering::Equal if kp.len() == p.len() => {}
-        std::cmp::Ordering::Greater => return Err(n - first),
-        _ => return Err(0),
+    if n == first {
+        return Err(0);
     }
-    let qh = head_of(&key[p.len()..]);
+    let (header, rest) = prefix(page, first, key_at);
+    match cmp_with_prefix(key, header, rest) {
+        std::cmp::Ordering::Equal => {}
+        std::cmp::Ordering::Greater => return Err(n - first),
+        std::cmp::Ordering::Less => return Err(0),
+    }
+    let qh = head_of(&key[prefix_len(page)..]);
     binary_search_by(n - first, |j| {
         let i = first + j;
         head(page, i)
@@ -362,30 +406,30 @@ fn validate_cells(
     Ok(())
 }
 
-/// Checks that `key` (entry `i`'s) starts with the node's prefix and that its slot holds its head.
-fn check_head(page: &[u8], i: usize, key: &[u8]) -> Result<(), String> {
-    let p = prefix(page);
-    if !key.starts_with(p) {
+/// Checks that `key` (entry `i`'s) starts with the node's prefix — its header bytes, and the rest as the node's
+/// first key `first_key` has it — and that its slot holds its head.
+fn check_head(page: &[u8], i: usize, key: &[u8], first_key: &[u8]) -> Result<(), String> {
+    let len = prefix_len(page);
+    let stored = len.min(HEADER_PREFIX);
+    if key.len() < len
+        || first_key.len() < len
+        || key[..stored] != page[PREFIX_AT..PREFIX_AT + stored]
+        || key[stored..len] != first_key[stored..len]
+    {
         return Err(format!(
-            "key does not start with the node's {}-byte prefix",
-            p.len()
+            "key does not start with the node's {len}-byte prefix"
         ));
     }
-    if head(page, i) != head_of(&key[p.len()..]) {
+    if head(page, i) != head_of(&key[len..]) {
         return Err("slot head does not match the key".into());
     }
     Ok(())
 }
 
-/// Checks the prefix fields of the header: a length ≤ `MAX_PREFIX` and zeros after the prefix bytes.
+/// Checks the prefix fields of the header: zeros after the prefix bytes it keeps.
 fn validate_prefix(page: &[u8], what: &str) -> Result<(), String> {
-    let len = page[PREFIX_LEN_AT] as usize;
-    if len > MAX_PREFIX {
-        return Err(format!(
-            "{what}: prefix of {len} bytes, at most {MAX_PREFIX}"
-        ));
-    }
-    if page[PREFIX_AT + len..PREFIX_AT + MAX_PREFIX]
+    let len = prefix_len(page);
+    if page[PREFIX_AT + len.min(HEADER_PREFIX)..PREFIX_AT + HEADER_PREFIX]
         .iter()
         .any(|&b| b != 0)
     {
@@ -609,6 +653,7 @@ impl SlottedLeaf {
     pub(super) fn validate(&self, page: &[u8]) -> Result<(), String> {
         validate_prefix(page, "leaf")?;
         let mut prev: Option<Range<usize>> = None;
+        let mut first: Option<Range<usize>> = None;
         validate_cells(
             page,
             "leaf",
@@ -651,7 +696,8 @@ impl SlottedLeaf {
                     ));
                 }
                 let key = off + LEAF_CELL_HEADER..off + LEAF_CELL_HEADER + klen;
-                check_head(page, i, &page[key.clone()])
+                let first_key = first.get_or_insert_with(|| key.clone()).clone();
+                check_head(page, i, &page[key.clone()], &page[first_key])
                     .map_err(|e| format!("leaf entry {i}: {e}"))?;
                 if let Some(p) = prev.take()
                     && page[p] >= page[key.clone()]
@@ -826,6 +872,7 @@ impl SlottedInner {
         }
         validate_prefix(page, "inner node")?;
         let mut prev: Option<Range<usize>> = None;
+        let mut first: Option<Range<usize>> = None;
         let mut total = Some(0u64);
         validate_cells(
             page,
@@ -859,7 +906,8 @@ impl SlottedInner {
                         return Err("inner entry 0: slot head of the empty key is not 0".into());
                     }
                 } else {
-                    check_head(page, i, &page[key.clone()])
+                    let first_key = first.get_or_insert_with(|| key.clone()).clone();
+                    check_head(page, i, &page[key.clone()], &page[first_key])
                         .map_err(|e| format!("inner entry {i}: {e}"))?;
                 }
                 if let Some(p) = prev.take()

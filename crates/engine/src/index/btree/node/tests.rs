@@ -1174,6 +1174,11 @@ fn node_prefixes_shrink_on_insert_and_grow_at_splits() {
         b"",
         b"zzz",
         b"tenant-A/item-99999",
+        // Below and above the 17-byte prefix after its first 7 bytes (the part read from the first key).
+        b"tenant-A/a",
+        b"tenant-A/item-0",
+        b"tenant-A/item-001",
+        b"tenant-A/z",
     ]
     .iter()
     .map(|p| p.to_vec())
@@ -1198,12 +1203,16 @@ fn node_prefixes_shrink_on_insert_and_grow_at_splits() {
         }
         prefixes.push((prefix_len(&leaf), prefix_len(&inner)));
     }
-    // 7 bytes ("tenant-") while only tenant-A and tenant-B keys are in, then 6 ("tenant"), then 0 ("alpha").
-    assert_eq!(prefixes[0], (7, 7));
+    // The first key whole, then the prefix the keys share: "tenant-A/item-000" (17 bytes, longer than the 7
+    // the header holds) while only tenant-A keys are in, "tenant-" (7) with tenant-B keys, then "tenant" (6),
+    // then nothing ("alpha").
+    assert_eq!(prefixes[0], (19, 19));
+    assert_eq!(prefixes[59], (17, 17));
+    assert_eq!(prefixes[60], (7, 7));
     assert_eq!(prefixes[79], (7, 7));
     assert_eq!(prefixes[80], (6, 6));
     assert_eq!(prefixes[81], (0, 0));
-    // Splits give each half the longest prefix its keys share (up to 7 bytes).
+    // Splits give each half the longest prefix its keys share.
     let mut right = blank_page(&v, 0);
     let k = v.leaf_split(&mut leaf, &mut right);
     let mut inner_right = blank_page(&v, 0);
@@ -1221,15 +1230,15 @@ fn node_prefixes_shrink_on_insert_and_grow_at_splits() {
                 .iter()
                 .zip(&half[half.len() - 1])
                 .take_while(|(a, b)| a == b)
-                .count()
-                .min(7);
+                .count();
             assert_eq!(prefix_len(page), shared);
             for q in half.iter().chain(&probes) {
                 assert_eq!(v.leaf_search(page, q), half.binary_search(q), "{q:?}");
             }
         }
     }
-    assert!(prefix_len(&right) == 7 || prefix_len(&leaf) == 7);
+    // The upper half (the last tenant-A keys and the tenant-B ones) gains "tenant-".
+    assert!(prefix_len(&right) >= 7 || prefix_len(&leaf) >= 7);
     // The inner halves: separators of the right half all ≥ sep.
     let right_seps: Vec<&Vec<u8>> = sorted.iter().filter(|s| **s > sep).collect();
     for q in sorted.iter().chain(&probes) {
