@@ -303,6 +303,52 @@ fn a_query_reads_no_more_pages_than_its_range_spans() {
     }
 }
 
+/// A wide query's record pages are read in spans of nearby pages (`shard_file::batch_read`): a query of
+/// k = 1000 over 30 000 of 40 000 records wants most record pages of its range in every shard, and reads
+/// them in a few calls per shard — besides its bound searches (at most 4 pages per shard) and tombstone
+/// checks — where one read per page took one call per distinct page (about 8 pages per call here), and
+/// never more bytes than the range's pages.
+#[test]
+fn a_wide_query_reads_its_pages_in_few_calls() {
+    const PAGE: u64 = 4096;
+    let vfs: Arc<dyn Vfs> = Arc::new(MemVfs::new());
+    let o = DynOptions {
+        max_rejection_rate: 1.0,
+        ..opts(Layout::Tiering, DeletePolicy::Tombstone)
+    };
+    let db = Db::<u64, u64>::create("/w", &config(o), &options(vfs.clone())).unwrap();
+    let mut keys: Vec<u64> = (0..40_000).collect();
+    keys.shuffle(&mut ChaCha8Rng::seed_from_u64(5));
+    for &k in &keys {
+        db.insert(&k, &(k * 3)).unwrap();
+    }
+    db.checkpoint().unwrap();
+    db.raw().settle().unwrap();
+    let d = db.stats().unwrap().family_stats::<DynStats>().unwrap();
+    let shards = d.shards as u64;
+    let per_page = (PAGE - 8) / 16;
+    let mut rng = ChaCha8Rng::seed_from_u64(12);
+    let (lo, hi) = (5_000u64, 34_999u64);
+    let before = db.io().kind(FileKind::Shards);
+    let got = db.sample_range(&lo, &hi, 1_000, &mut rng).unwrap();
+    let read = db.io().kind(FileKind::Shards) - before;
+    assert_eq!(got.len(), 1_000);
+    assert!(
+        got.iter()
+            .all(|&(k, v)| (lo..=hi).contains(&k) && v == k * 3)
+    );
+    let pages = read.bytes_read / PAGE;
+    let spanned = (hi - lo + 1).div_ceil(per_page) + 4 * shards;
+    assert!(pages <= spanned, "{pages} pages, the range spans {spanned}");
+    // Measured: 14 calls for 97 pages (12 shards, the larger on disk); one read per page: 64 for 64.
+    let calls = 2 * shards + 10;
+    assert!(
+        read.reads <= calls && read.reads * 3 <= pages,
+        "{} read calls for {pages} pages ({shards} shards); at most {calls}",
+        read.reads
+    );
+}
+
 #[test]
 fn tag_deletes_of_disk_resident_records_take_effect() {
     let vfs: Arc<dyn Vfs> = Arc::new(MemVfs::new());

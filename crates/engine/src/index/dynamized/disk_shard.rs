@@ -479,7 +479,7 @@ impl Shard for DiskShard {
     }
 
     /// Pages in the cache are served from it; the others are read as one batch (`ShardFile::read_batch`:
-    /// one read per distinct page, issued together), each checked once, and not cached (a query's many pages
+    /// each distinct page once, nearby pages in one read, issued together), each checked once, and not cached (a query's many pages
     /// would only push out the two end pages its bounds cached). With batched reads off on this thread
     /// (`shard_file::with_batched_reads`), one `record_at` after another.
     fn records_at(&self, indexes: &[usize], out: &mut Vec<Record>) -> Result<()> {
@@ -929,6 +929,52 @@ mod tests {
         }
     }
 
+    /// A batch of draws dense over a range of pages is read in spans — a few calls, no page outside the
+    /// range — and sparse draws one call per page; the records are those of one fetch after another. (One
+    /// read per distinct page would make 120 calls for the dense batch.)
+    #[test]
+    fn dense_batches_read_in_few_spans_and_sparse_ones_page_by_page() {
+        use crate::index::dynamized::shard_file::batch_read::span_limits;
+        use rand::Rng;
+        let r = run(60_000, false);
+        let stats = Arc::new(IoStats::new());
+        let d = disk(&r, false, &stats);
+        let pp = d.per_page;
+        let (max_gap, max_pages) = span_limits(4096);
+        let mut rng = rand::rngs::StdRng::seed_from_u64(3);
+        // Fetches `idx` in one batch, checks the records, and returns (read calls, bytes read).
+        let fetch = |idx: &[usize]| {
+            let before = stats.snapshot().kind(FileKind::Shards);
+            let mut got = Vec::new();
+            d.records_at(idx, &mut got).unwrap();
+            let read = stats.snapshot().kind(FileKind::Shards) - before;
+            assert_eq!(got, idx.iter().map(|&i| r.records[i]).collect::<Vec<_>>());
+            (read.reads, read.bytes_read)
+        };
+        // 1000 draws over record pages 40..160: every page is drawn. Spans of 64 pages of 4 KiB
+        // (`MAX_SPAN_BYTES` = 256 KiB): 2 reads.
+        let idx: Vec<usize> = (0..1000)
+            .map(|_| rng.random_range(40 * pp..160 * pp))
+            .collect();
+        let (reads, bytes) = fetch(&idx);
+        assert!(
+            reads <= 3 && bytes <= 120 * 4096,
+            "{reads} reads, {bytes} bytes"
+        );
+        // One draw every `max_gap + 2` pages: no gap is bridged, one read per page.
+        let every = |stride: u64| -> Vec<usize> {
+            (0..20).map(|p| (p * stride) as usize * pp + 7).collect()
+        };
+        assert_eq!(fetch(&every(max_gap + 2)), (20, 20 * 4096));
+        // One draw every `max_gap + 1` pages: each gap bridged, spans of at most `max_pages` pages.
+        let (reads, bytes) = fetch(&every(max_gap + 1));
+        let spanned = 19 * (max_gap + 1) + 1;
+        assert!(
+            reads <= spanned.div_ceil(max_pages) + 1 && bytes <= spanned * 4096,
+            "{reads} reads, {bytes} bytes"
+        );
+    }
+
     #[test]
     fn a_damaged_page_in_a_batch_is_corruption_at_its_offset() {
         let mem = Arc::new(MemVfs::new());
@@ -947,6 +993,14 @@ mod tests {
         let e = d.records_at(&idx, &mut out).unwrap_err();
         assert!(
             matches!(&e, Error::Corruption { offset, file, .. } if *offset == 41 * 4096 && *file == path),
+            "{e}"
+        );
+        assert!(out.is_empty());
+        // Record pages 39 and 41 read as one span: the damaged page between them fails the batch too.
+        let idx = [39 * d.per_page + 1, 41 * d.per_page + 2];
+        let e = d.records_at(&idx, &mut out).unwrap_err();
+        assert!(
+            matches!(&e, Error::Corruption { offset, .. } if *offset == 41 * 4096),
             "{e}"
         );
         assert!(out.is_empty());

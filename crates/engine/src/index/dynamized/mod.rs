@@ -74,8 +74,9 @@
 //!   Bloom filter reports the key (the key is there, or a 1 % false positive).
 //! * IRS of k samples: two page reads per disk shard to find the candidate interval (plus its tombstone
 //!   bounds and, with few tombstones in range, the tombstone pages between them for the killer table), then
-//!   one read per distinct page the round's draws land on in disk shards (none if cached), plus one
-//!   tombstone page read per distinct page of a newer shard whose tombstone filter reports a drawn key; each
+//!   the distinct pages the round's draws land on in disk shards (none if cached), read in spans of nearby
+//!   pages (one call per span: a wide range's pages in a few dozen calls, `shard_file::batch_read`), plus
+//!   the tombstone pages of newer shards whose tombstone filters report a drawn key, likewise; each
 //!   step's reads of all shards are spread over the shard I/O pool together (`sample_io`). A uniform index i is record slot i mod p of page
 //!   1 + ⌊i / p⌋, so draws stay exactly uniform. Weighted draws read at most one page besides the two end
 //!   pages of the interval, which the preprocessing cached.

@@ -7,8 +7,10 @@
 //! 2. [`BatchedFetch`]: a round's drawn records. Each disk shard's draws are sorted and cut into chunks of
 //!    whole pages ([`Shard::records_per_read`]), about ⌈pages / (pool threads + 1)⌉ distinct pages each, and
 //!    every chunk of every shard is one task of one `run_jobs` call: each distinct page is read once (pages
-//!    the bound searches cached are not read at all), and the round's reads run about as deep as its pages
-//!    divided by the threads, not as the sum over shards.
+//!    the bound searches cached are not read at all), nearby pages of a chunk in one call (spans,
+//!    `shard_file::batch_read`; the chunks of a shard are consecutive page ranges, so a wide range's
+//!    pages become a few large reads), and the round's reads run about as deep as its spans divided by
+//!    the threads, not as the sum over shards.
 //! 3. [`TombstoneAnswers`]: a round's tombstone checks, the keys each shard's tombstone filter lets through,
 //!    one task per shard.
 //!

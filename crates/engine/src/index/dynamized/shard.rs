@@ -114,8 +114,8 @@ pub trait Shard: Send + Sync + Sized + 'static {
     /// Record `i` (`i < len()`).
     fn record_at(&self, i: usize) -> Result<Record>;
     /// Appends records `indexes[0]`, `indexes[1]`, … (each `< len()`, in any order, repeats allowed) to `out`
-    /// in that order. A shard on disk reads each distinct page once, every page of the call together
-    /// (`DiskShard`); by default one [`record_at`](Self::record_at) after another.
+    /// in that order. A shard on disk reads each distinct page once, every page of the call together, nearby
+    /// pages in one call (`DiskShard`); by default one [`record_at`](Self::record_at) after another.
     fn records_at(&self, indexes: &[usize], out: &mut Vec<Record>) -> Result<()> {
         out.reserve(indexes.len());
         for &i in indexes {

@@ -585,7 +585,8 @@ impl ShardFile {
     }
 
     /// Reads and verifies the checksums of `pages` (sorted, distinct page numbers) as one batch through the
-    /// shard I/O pool (`batch_read`): one read per page, issued together.
+    /// shard I/O pool (`batch_read`): nearby pages in one read (spans, gap pages verified too), issued
+    /// together.
     pub fn read_batch(&self, pages: Vec<u64>) -> Result<PageBatch> {
         batch_read::read_batch(&self.file, &self.path, self.header.page_size, pages)
     }
