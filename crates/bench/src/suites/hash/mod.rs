@@ -323,6 +323,16 @@ fn main_steps(k: &Keys) -> Vec<Step<'_>> {
         .collect()
 }
 
+/// Charges a timed batch of `n` operations that took `d`: its seconds to `secs`, and the batch's mean to each
+/// of its operations (operations are timed in batches of [`BATCH`], which keeps the clock's cost out of them).
+pub(super) fn charge_batch(lat: &mut Latency, secs: &mut f64, d: std::time::Duration, n: usize) {
+    *secs += d.as_secs_f64();
+    let each = d / n.max(1) as u32;
+    for _ in 0..n {
+        lat.record(each);
+    }
+}
+
 /// Loads `preload`, then runs `steps` on `index` on one thread; `traffic` snapshots the model (drained) when
 /// counted.
 pub(super) fn phases(
@@ -355,12 +365,7 @@ pub(super) fn phases(
                 };
                 wrong += u64::from(!right);
             }
-            let d = t.elapsed();
-            secs += d.as_secs_f64();
-            let each = d / batch.len() as u32;
-            for _ in batch {
-                lat.record(each);
-            }
+            charge_batch(&mut lat, &mut secs, t.elapsed(), batch.len());
         }
         if wrong > 0 {
             return Err(BenchError::Usage(format!(

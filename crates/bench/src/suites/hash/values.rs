@@ -12,8 +12,8 @@ use std::time::Instant;
 
 use super::analysis::{find_at, fmt, ratio, times};
 use super::{
-    BATCH, DASH, DASH_MODEL, ELIMDA, ELIMDA_MODEL, Keys, Shape, SuiteConfig, exhausted, modelled,
-    region_bytes, shaped_row, value,
+    BATCH, DASH, DASH_MODEL, ELIMDA, ELIMDA_MODEL, Keys, Shape, SuiteConfig, charge_batch,
+    exhausted, modelled, region_bytes, shaped_row, value,
 };
 use crate::error::{BenchError, Result};
 use crate::measure::Latency;
@@ -87,12 +87,7 @@ fn measure<P: Pm, I: PmHashIndex<Part<P>>>(
                     wrong += u64::from(!found || buf != *v);
                 }
             }
-            let d = t.elapsed();
-            secs += d.as_secs_f64();
-            let each = d / batch.len() as u32;
-            for _ in batch {
-                lat.record(each);
-            }
+            charge_batch(&mut lat, &mut secs, t.elapsed(), batch.len());
         }
         if wrong > 0 {
             return Err(BenchError::Usage(format!(

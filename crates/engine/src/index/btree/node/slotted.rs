@@ -10,10 +10,12 @@
 //! compares heads in the contiguous slot array and reads a cell only where heads tie: keys of a node that
 //! differ within 6 bytes after their common prefix are found with one cell read — the match — instead of one
 //! per probe, each of which is a cache miss on a page that is not hot. A prefix longer than the header holds
-//! costs one more cell read (the first key's); it is what keeps heads distinct for keys that share long
-//! starts, such as `user:000000012345` (node format 3: format 2 capped the prefix at 7 bytes, so such keys
-//! tied on every head and a search read a cell per probe). The prefix shrinks when a key without it is
-//! inserted (every head is then recomputed) and is set to the longest common one at splits; removals keep it.
+//! costs one more cell read (the first key's) only when the key is not found (a found key's cell has the
+//! prefix); it is what keeps heads distinct for keys that share long starts, such as `user:000000012345`
+//! (node format 3: format 2 capped the prefix at 7 bytes, so such keys tied on every head and a search read
+//! a cell per probe). The slot array's lines are prefetched together before the search. The prefix shrinks
+//! when a key without it is inserted (every head is then recomputed) and is set to the longest common one at
+//! splits; removals keep it.
 
 use super::{
     CELL_BYTES_AT, FRAG_AT, LEVEL_AT, MAX_BTREE_PAGE_SIZE, NODE_HEADER_LEN, PageId, PageType,
