@@ -67,6 +67,27 @@ impl Error {
         }
     }
 
+    /// The same error with a damage report moved to where its bytes are in a larger whole: `place` maps the
+    /// report's file and offset (those of a part, such as a window of a region) to the whole's. Other errors
+    /// are returned as they are.
+    pub(crate) fn relocated(self, place: impl FnOnce(PathBuf, u64) -> (PathBuf, u64)) -> Self {
+        match self {
+            Error::Corruption {
+                file,
+                offset,
+                detail,
+            } => {
+                let (file, offset) = place(file, offset);
+                Error::Corruption {
+                    file,
+                    offset,
+                    detail,
+                }
+            }
+            e => e,
+        }
+    }
+
     /// An invalid argument, with a message naming what was wrong.
     pub fn invalid(detail: impl Into<String>) -> Self {
         Error::InvalidArgument(detail.into())

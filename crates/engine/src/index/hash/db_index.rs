@@ -76,18 +76,13 @@ fn persist_of(ctx: &IndexContext<'_>, path: &Path, options: &HashOptions) -> Per
 
 /// The index's damage reports name its region `<...>`: they are damage of `hash.pm` 4 KiB further on.
 fn in_region(e: Error, path: &Path) -> Error {
-    match e {
-        Error::Corruption {
-            file,
-            offset,
-            detail,
-        } if file.to_string_lossy().starts_with('<') => Error::Corruption {
-            file: path.to_path_buf(),
-            offset: offset + HEADER_BYTES,
-            detail,
-        },
-        e => e,
-    }
+    e.relocated(|file, offset| {
+        if file.to_string_lossy().starts_with('<') {
+            (path.to_path_buf(), offset + HEADER_BYTES)
+        } else {
+            (file, offset)
+        }
+    })
 }
 
 /// An error while recovering: what the index refuses in its own region is damage.

@@ -350,16 +350,5 @@ impl<P: Pm, I: PmHashIndex<Part<P>>> ValueIndex<P, I> {
 
 /// A damage report of a window, shifted to the region's offsets.
 fn shifted(e: Error, base: u64) -> Error {
-    match e {
-        Error::Corruption {
-            file,
-            offset,
-            detail,
-        } => Error::Corruption {
-            file,
-            offset: offset + base,
-            detail,
-        },
-        e => e,
-    }
+    e.relocated(|file, offset| (file, offset + base))
 }
