@@ -308,6 +308,32 @@ fn contents(db: &RawDb, touched: &Keys) -> Model {
     found
 }
 
+/// `get_many` against the model: every key a write named (deleted ones are absent), in a scrambled order
+/// with repeats, in batches of sizes around the B+-tree's interleaving group (16) so that groups hold
+/// keys of one leaf, of many leaves, and the same key twice.
+fn check_get_many(db: &RawDb, model: &Model, touched: &Keys) {
+    let mut keys: Vec<&[u8]> = touched.iter().map(|k| &k[..]).collect();
+    let n = keys.len();
+    keys.extend(touched.iter().step_by(3).map(|k| &k[..]));
+    let len = keys.len();
+    for i in 0..len {
+        keys.swap(i, (i * 7919 + 13) % len);
+    }
+    let mut at = 0;
+    for size in [1usize, 16, 7, 17, 40, 2].into_iter().cycle() {
+        if at >= keys.len() {
+            break;
+        }
+        let batch = &keys[at..(at + size).min(keys.len())];
+        let got = db.get_many(batch).expect("get_many");
+        assert_eq!(got.len(), batch.len(), "one answer per key");
+        for (k, v) in batch.iter().zip(&got) {
+            assert_eq!(v.as_ref(), model.get(*k), "get_many {k:?} (of {n} keys)");
+        }
+        at += size;
+    }
+}
+
 /// Every key a write of the run named (what `contents` looks up when there is no key order).
 type Keys = std::collections::BTreeSet<Vec<u8>>;
 
@@ -598,6 +624,7 @@ fn run_family(family: &Family, key: TypeKind, value: TypeKind, ops: Vec<Op>) {
                 hist.durable();
                 let d = RawDb::open(dir, &options(vfs.clone())).expect("reopen");
                 assert_eq!(&contents(&d, &touched), hist.current(), "after reopen");
+                check_get_many(&d, hist.current(), &touched);
                 db = Some(d);
             }
             Op::Crash => {
@@ -624,6 +651,7 @@ fn run_family(family: &Family, key: TypeKind, value: TypeKind, ops: Vec<Op>) {
         );
     }
     assert_eq!(&contents(&d, &touched), hist.current());
+    check_get_many(&d, hist.current(), &touched);
     assert_eq!(d.len(), hist.current().len() as u64);
     d.check().expect("final check");
 }

@@ -12,12 +12,18 @@
 //! write — answers them all. Reads never wait for that turn (point reads go to the database directly and
 //! count for their partition, unless partitions are emulated servers of fixed capacity, whose queues serve
 //! every operation), and a write is still acknowledged only after its WAL bytes reached the OS.
+//!
+//! A pipeline's point reads on the database are made together, one batched lookup per partition
+//! (`RawDb::get_many`: the B+-tree interleaves the descents so their cache misses overlap), right after
+//! planning and before any job of the pipeline runs — or earlier, when the planning reaches a write, so a
+//! read never sees a write that comes after it in its pipeline.
 
 use crate::cache::Served;
 use crate::command::{self, OpResults, Plan, Session, Shared};
 use crate::resp::{Limits, Parsed, Protocol, Reply, parse_request};
 use crate::store::{Job, Op, OpResult};
 use bytes::{Bytes, BytesMut};
+use smallvec::SmallVec;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -184,21 +190,61 @@ struct Scratch {
     /// Per partition: the operations of its job (handed over with the job), and where each one's result goes.
     per_part: Vec<Vec<Op>>,
     slots: Vec<Vec<(usize, usize)>>,
+    /// Per partition: the point reads answered on this thread, in one batch after planning.
+    direct: Vec<Vec<DirectRead>>,
 }
 
-/// Answers a GET or EXISTS from partition `p`'s database on this thread; `None` for other operations.
-fn direct_read(shared: &Shared, p: usize, op: &Op) -> Option<OpResult> {
-    let (key, exists) = match op {
-        Op::Get(k) => (k, false),
-        Op::Exists(k) => (k, true),
-        _ => return None,
-    };
-    let db = shared.store.direct_reader(p)?;
-    Some(match db.get(key) {
-        Ok(v) if exists => OpResult::Bool(v.is_some()),
+/// A point read answered from a partition's database on this thread: where its result goes, its key, and
+/// whether the command asks only whether the key exists (EXISTS) or for the value (GET).
+struct DirectRead {
+    at: (usize, usize),
+    key: Vec<u8>,
+    exists: bool,
+}
+
+/// The key of a GET or EXISTS and whether it is an EXISTS; `None` for other operations.
+fn point_read(op: Op) -> Result<(Vec<u8>, bool), Op> {
+    match op {
+        Op::Get(k) => Ok((k, false)),
+        Op::Exists(k) => Ok((k, true)),
+        op => Err(op),
+    }
+}
+
+/// Answers the direct reads planned so far (taking them out of `direct`), with one batched lookup per
+/// partition so that the lookups' cache misses overlap; if a batch fails, each of its reads is answered
+/// alone (with its own error).
+fn answer_direct_reads(
+    shared: &Shared,
+    direct: &mut [Vec<DirectRead>],
+    early: &mut Vec<((usize, usize), OpResult)>,
+) {
+    let answer = |r: &DirectRead, v: strata::Result<Option<Vec<u8>>>| match v {
+        Ok(v) if r.exists => OpResult::Bool(v.is_some()),
         Ok(v) => OpResult::Value(v),
         Err(e) => OpResult::Error(format!("ERR {e}")),
-    })
+    };
+    for (p, reads) in direct.iter_mut().enumerate() {
+        let Some(db) = shared.store.direct_reader(p).filter(|_| !reads.is_empty()) else {
+            continue;
+        };
+        shared.store.count_reads(p, reads.len());
+        let keys: SmallVec<[&[u8]; 16]> = reads.iter().map(|r| &r.key[..]).collect();
+        match db.get_many(&keys) {
+            Ok(values) => {
+                for (r, v) in reads.iter().zip(values) {
+                    early.push((r.at, answer(r, Ok(v))));
+                }
+            }
+            Err(_) => {
+                for r in reads.iter() {
+                    early.push((r.at, answer(r, db.get(&r.key))));
+                }
+            }
+        }
+        drop(keys);
+        reads.clear();
+    }
 }
 
 /// The slot of an operation no command waits for (a cache population).
@@ -225,6 +271,7 @@ async fn run_pipeline(
         queued,
         per_part,
         slots,
+        direct,
     } = scratch;
     shared
         .total_commands
@@ -234,6 +281,7 @@ async fn run_pipeline(
     // Per partition: its operations, and for each, (plan index, index among the plan's operations).
     per_part.resize_with(parts, Vec::new);
     slots.resize_with(parts, Vec::new);
+    direct.resize_with(parts, Vec::new);
     let cache = shared.store.cache().map(|c| &**c);
     // The cache-log ticket the early results wait for.
     let mut ticket = 0u64;
@@ -254,6 +302,10 @@ async fn run_pipeline(
                     // Keys are tracked by hash: a collision only sends an operation the slower, safe way.
                     let queued_before =
                         key_hash.is_some_and(|h| queued.find(h, |&q| q == h).is_some());
+                    // A write the cache may answer at once comes after the reads planned before it.
+                    if crate::store::writes(&op) {
+                        answer_direct_reads(shared, direct, early);
+                    }
                     let mut populate = None;
                     if let (Some(cache), false) = (cache, queued_before) {
                         match cache.serve(&op) {
@@ -274,13 +326,24 @@ async fn run_pipeline(
                     }
                     // A point read on a partition this pipeline has queued nothing at yet reads the database
                     // here: every acknowledged write is already in it, and nothing of this connection waits in
-                    // the partition's queue to come before it.
-                    if !queued_before
+                    // the partition's queue to come before it. The reads are made together after planning
+                    // (batched per partition), before any job of this pipeline runs, so they still come
+                    // before everything this pipeline queues.
+                    let op = if !queued_before
                         && per_part[p].is_empty()
-                        && let Some(result) = direct_read(shared, p, &op)
+                        && shared.store.direct_reader(p).is_some()
                     {
-                        early.push((at, result));
+                        match point_read(op) {
+                            Ok((key, exists)) => {
+                                direct[p].push(DirectRead { at, key, exists });
+                                None
+                            }
+                            Err(op) => Some(op),
+                        }
                     } else {
+                        Some(op)
+                    };
+                    if let Some(op) = op {
                         if let Some(h) = key_hash
                             && !queued_before
                         {
@@ -299,6 +362,7 @@ async fn run_pipeline(
         };
         plans.push(plan);
     }
+    answer_direct_reads(shared, direct, early);
     // Results of every routed plan, by plan then by operation.
     let mut results: Vec<OpResults> = plans
         .iter()

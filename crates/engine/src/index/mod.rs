@@ -182,6 +182,18 @@ pub trait OrderedIndex: Send + Sync {
     }
     /// Looks `key` up; on a hit, replaces `out`'s contents with the value and returns true.
     fn get(&self, key: &[u8], out: &mut Vec<u8>) -> Result<bool>;
+    /// Looks every key of `keys` up, appending one answer per key to `out` in order (`None`: absent).
+    /// Each answer is what `get` would give; families may interleave the lookups so that their cache
+    /// misses overlap (the B+-tree does). On an error nothing is appended.
+    fn get_many(&self, keys: &[&[u8]], out: &mut Vec<Option<Vec<u8>>>) -> Result<()> {
+        let mut answers = Vec::with_capacity(keys.len());
+        for key in keys {
+            let mut value = Vec::new();
+            answers.push(self.get(key, &mut value)?.then_some(value));
+        }
+        out.append(&mut answers);
+        Ok(())
+    }
     /// Checks a batch the shell is about to log against what this index takes (merges, entry sizes), so
     /// that `apply` does not fail on it. By default merges are refused.
     fn validate_batch(&self, ops: &[WriteOp]) -> Result<()> {

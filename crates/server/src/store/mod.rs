@@ -301,15 +301,21 @@ impl Store {
         self.durability == Durability::Flush
     }
 
-    /// Partition `p`'s database for a point read on the calling thread, counted as an operation of the
-    /// partition; `None` when reads must go through the partition's queue (emulated partition servers).
+    /// Partition `p`'s database for point reads on the calling thread, `None` when reads must go through
+    /// the partition's queue (emulated partition servers). The caller counts them ([`Self::count_reads`]).
     pub fn direct_reader(&self, p: usize) -> Option<&RawDb> {
         if self.paced {
             return None;
         }
-        let part = self.parts.get(p)?;
-        part.counters.ops.fetch_add(1, Ordering::Relaxed);
-        Some(&part.db)
+        Some(&self.parts.get(p)?.db)
+    }
+
+    /// Counts `n` point reads made on partition `p`'s database through [`Self::direct_reader`] as
+    /// operations of the partition.
+    pub fn count_reads(&self, p: usize, n: usize) {
+        if let Some(part) = self.parts.get(p) {
+            part.counters.ops.fetch_add(n as u64, Ordering::Relaxed);
+        }
     }
 
     /// Partition `p`'s counters.

@@ -30,6 +30,7 @@
 //! * `count_range`: two descents; `sample_range(k)`: two descents + k descents;
 //! * scans: one descent per chunk plus one page read per leaf visited.
 
+mod batch_get;
 mod check;
 pub mod family;
 pub(crate) mod meta;
@@ -227,6 +228,11 @@ impl OrderedIndex for BTree {
     fn get(&self, key: &[u8], out: &mut Vec<u8>) -> Result<bool> {
         let st = self.state.read();
         read::get(self, &st, key, out)
+    }
+
+    fn get_many(&self, keys: &[&[u8]], out: &mut Vec<Option<Vec<u8>>>) -> Result<()> {
+        let st = self.state.read();
+        batch_get::get_many(self, &st, keys, out)
     }
 
     fn apply(&self, ops: &[WriteOp]) -> Result<()> {

@@ -360,6 +360,34 @@ impl Layout {
     /// Binary search for `key`, like `slice::binary_search`: `Ok(i)` if entry i has the key, else `Err(i)`
     /// with i the position where it would be inserted.
     #[inline]
+    /// Asks the CPU for the cache lines a [`leaf_search`](Self::leaf_search) of this leaf probes (its slot
+    /// array or packed keys; reading the header for their number), so that a batch of lookups can overlap
+    /// their misses. Only a hint: no effect on results.
+    pub fn prefetch_leaf_search(&self, page: &[u8]) {
+        match &self.leaf {
+            LeafFormat::Fixed(f) => f.prefetch_search(page),
+            LeafFormat::Slotted(_) => slotted::prefetch_search(page, 0),
+        }
+    }
+
+    /// Asks the CPU for the entry a [`leaf_search`](Self::leaf_search) for `key` reads last (its cell),
+    /// located from the slot array alone: call after [`prefetch_leaf_search`](Self::prefetch_leaf_search)
+    /// has brought that in. Only a hint.
+    pub fn prefetch_leaf_entry(&self, page: &[u8], key: &[u8]) {
+        if let LeafFormat::Slotted(_) = &self.leaf {
+            slotted::prefetch_candidate(page, 0, key);
+        }
+    }
+
+    /// [`prefetch_leaf_search`](Self::prefetch_leaf_search) for an inner node's
+    /// [`inner_search`](Self::inner_search).
+    pub fn prefetch_inner_search(&self, page: &[u8]) {
+        match &self.inner {
+            InnerFormat::Fixed(f) => f.prefetch_search(page),
+            InnerFormat::Slotted(_) => slotted::prefetch_search(page, 1),
+        }
+    }
+
     pub fn leaf_search(&self, page: &[u8], key: &[u8]) -> Result<usize, usize> {
         match &self.leaf {
             LeafFormat::Fixed(f) => f.search(page, key),
@@ -575,6 +603,14 @@ fn init_node(page: &mut [u8], t: PageType) {
     page::set_page_type(page, t);
     page[9..PAGE_HEADER_LEN - 8].fill(0);
     page[PAGE_HEADER_LEN..].fill(0);
+}
+
+/// Asks the CPU for every cache line of `page[from..to]` (clamped to the page), so their misses overlap.
+#[inline]
+fn prefetch_bytes(page: &[u8], from: usize, to: usize) {
+    for at in (from..to.min(page.len())).step_by(64) {
+        crate::algo::prefetch_line(&page[at]);
+    }
 }
 
 #[inline]

@@ -13,28 +13,40 @@ use std::ops::Bound;
 /// Reads an inner node at `level` (≥ 1), checking that it is one.
 pub(super) fn read_inner(tree: &BTree, id: PageId, level: u32) -> Result<PageReadGuard<'_>> {
     let p = tree.pool.read(id)?;
-    if page_type(&p) != PageType::BTreeInner as u8 || tree.layout.inner_level(&p) as u32 != level {
+    check_inner(tree, id, &p, level)?;
+    Ok(p)
+}
+
+/// `Corruption` unless page `id` (its bytes `p`) is an inner node at `level`.
+pub(super) fn check_inner(tree: &BTree, id: PageId, p: &[u8], level: u32) -> Result<()> {
+    if page_type(p) != PageType::BTreeInner as u8 || tree.layout.inner_level(p) as u32 != level {
         return Err(tree.corrupt(
             id,
             format!(
                 "expected an inner node at level {level}, found page type {}",
-                page_type(&p)
+                page_type(p)
             ),
         ));
     }
-    Ok(p)
+    Ok(())
 }
 
 /// Reads a leaf, checking that it is one.
 pub(super) fn read_leaf(tree: &BTree, id: PageId) -> Result<PageReadGuard<'_>> {
     let p = tree.pool.read(id)?;
-    if page_type(&p) != PageType::BTreeLeaf as u8 {
+    check_leaf(tree, id, &p)?;
+    Ok(p)
+}
+
+/// `Corruption` unless page `id` (its bytes `p`) is a leaf.
+pub(super) fn check_leaf(tree: &BTree, id: PageId, p: &[u8]) -> Result<()> {
+    if page_type(p) != PageType::BTreeLeaf as u8 {
         return Err(tree.corrupt(
             id,
-            format!("expected a leaf, found page type {}", page_type(&p)),
+            format!("expected a leaf, found page type {}", page_type(p)),
         ));
     }
-    Ok(p)
+    Ok(())
 }
 
 /// Copies a value (inline or from its overflow chain) into `out`.

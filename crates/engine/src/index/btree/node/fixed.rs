@@ -3,7 +3,7 @@
 
 use super::{
     LEVEL_AT, NODE_HEADER_LEN, PageId, PageType, binary_search_by, check_increasing, entry_count,
-    get_u64, init_node, put_u64, set_entry_count,
+    get_u64, init_node, prefetch_bytes, put_u64, set_entry_count,
 };
 
 /// Binary search for `key` in `keys`, a packed array of `w`-byte keys in ascending byte-wise order.
@@ -68,6 +68,11 @@ impl FixedLeaf {
     pub(super) fn value<'a>(&self, page: &'a [u8], i: usize) -> &'a [u8] {
         let at = self.val_at(i);
         &page[at..at + self.vw]
+    }
+
+    /// Asks for the cache lines of the packed keys a search probes.
+    pub(super) fn prefetch_search(&self, page: &[u8]) {
+        prefetch_bytes(page, self.key_at(0), self.key_at(entry_count(page)));
     }
 
     #[inline]
@@ -222,6 +227,16 @@ impl FixedInner {
     }
 
     #[inline]
+    /// Asks for the cache lines of the packed separators a search probes.
+    pub(super) fn prefetch_search(&self, page: &[u8]) {
+        let n = entry_count(page);
+        prefetch_bytes(
+            page,
+            NODE_HEADER_LEN,
+            NODE_HEADER_LEN + n.saturating_sub(1) * self.kw,
+        );
+    }
+
     pub(super) fn search(&self, page: &[u8], key: &[u8]) -> usize {
         let n = entry_count(page);
         let seps = &page[NODE_HEADER_LEN..NODE_HEADER_LEN + (n - 1) * self.kw];

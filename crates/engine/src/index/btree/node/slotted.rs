@@ -20,7 +20,7 @@
 use super::{
     CELL_BYTES_AT, FRAG_AT, LEVEL_AT, MAX_BTREE_PAGE_SIZE, NODE_HEADER_LEN, PageId, PageType,
     ValueRef, balanced_split_point, binary_search_by, entry_count, get_u16, get_u32, get_u64,
-    init_node, put_u16, put_u32, put_u64, set_entry_count,
+    init_node, prefetch_bytes, put_u16, put_u32, put_u64, set_entry_count,
 };
 use crate::types::MAX_KEY_LEN;
 use std::ops::Range;
@@ -203,6 +203,38 @@ fn reset_prefix(page: &mut [u8], first: usize, key_at: KeyAt) {
     set_prefix(page, first, &p[..len], key_at);
 }
 
+/// Asks for the cache lines of the slot array (from entry `first`) that a search probes.
+pub(super) fn prefetch_search(page: &[u8], first: usize) {
+    prefetch_bytes(page, slot_at(first), slot_at(entry_count(page)));
+}
+
+/// Bytes of a candidate cell asked for: a key and a short value (the cell header, a 16-byte key and a
+/// 100-byte value take two lines).
+const CANDIDATE_BYTES: usize = 128;
+
+/// Asks for the first cache lines of the cell a search for `key` reads, found by heads alone from the slot
+/// array (which should be in cache: [`prefetch_search`] first): the first entry from `first` whose head is
+/// not below `key`'s, where heads tie when `key` is there. Reads no cell; only a hint.
+pub(super) fn prefetch_candidate(page: &[u8], first: usize, key: &[u8]) {
+    let n = entry_count(page);
+    let len = prefix_len(page);
+    if n <= first || key.len() < len {
+        return;
+    }
+    let qh = head_of(&key[len..]);
+    let (mut lo, mut hi) = (first, n);
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if head(page, mid) < qh {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    let at = slot(page, lo.min(n - 1));
+    prefetch_bytes(page, at, at + CANDIDATE_BYTES);
+}
+
 /// Binary search over entries `first..n` by key: the prefix, then heads, the cell's key only when heads tie.
 ///
 /// Of a prefix longer than the header holds, the rest is checked only where it matters: a search that finds
@@ -230,9 +262,7 @@ fn search_by_head(page: &[u8], first: usize, key: &[u8], key_at: KeyAt) -> Resul
     let qh = head_of(&key[len..]);
     // The probes land anywhere in the slot array: ask for all of its cache lines at once, so that their
     // misses overlap instead of costing one dependent miss per probe on a page that is not hot.
-    for at in (slot_at(first)..slot_at(n)).step_by(64) {
-        crate::algo::prefetch_line(&page[at]);
-    }
+    prefetch_bytes(page, slot_at(first), slot_at(n));
     let found = binary_search_by(n - first, |j| {
         let i = first + j;
         head(page, i)
