@@ -798,6 +798,9 @@ fn the_hash_suite_runs_every_experiment_at_a_tiny_size() {
     assert_eq!(
         rows.len(),
         16 + 5 * 4 + 3 * 4 + 5 * 4 + 3 * (2 + 3) + 5 * 2 + 4 * 2 + 3 * 4 + 4 * 4 * 2
+            // Each round's insert rows of the main contenders (elimda and dash at 1 and 2 threads, cceh,
+            // hashbrown), 3 rounds.
+            + 6 * 3
     );
     // Exp 8: insert and pos-search per value size for both engines, and media bytes on the model; a
     // 256 B value's insert writes more media bytes than a 16 B one's.

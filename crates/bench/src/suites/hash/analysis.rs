@@ -3,6 +3,7 @@
 //! measured from the same run.
 
 use super::recovery::ELIMDA_WORKLOAD;
+use super::rounds::insert_round_workload;
 use super::{
     CCEH, CCEH_MODEL, DASH, DASH_MODEL, ELIMDA, ELIMDA_MODEL, HASHBROWN, PHASES, SuiteConfig,
 };
@@ -211,14 +212,30 @@ pub fn analysis(_cfg: &SuiteConfig, rows: &[BenchResult]) -> String {
         s,
         "\nelimda inserts, CPU time per insert summed over the threads (schedstat): {} µs at 1 thread, {} µs at \
          2 threads; run-queue wait per insert {} µs and {} µs. With two free cores, 2 threads would reach \
-         2 × (CPU at 1 ÷ CPU at 2) = {} of 1 thread; the rest of the gap is cores the threads did not get.\n",
+         2 × (CPU at 1 ÷ CPU at 2) = {} of 1 thread; the rest of the gap is cores the threads did not get. \
+         Round by round (the goal rows take each engine's fastest round): elimda ÷ dash inserts at 1 thread \
+         {}; elimda inserts at 2 threads ÷ 1 thread {}.\n",
         fmt(cpu(1), 3),
         fmt(cpu(2), 3),
         fmt(wait(1), 3),
         fmt(wait(2), 3),
         times(ratio(cpu(1), cpu(2)).map(|r| 2.0 * r)),
+        per_round(rows, (ELIMDA, 1), (DASH, 1)),
+        per_round(rows, (ELIMDA, 2), (ELIMDA, 1)),
     );
     s
+}
+
+/// The ratios of `a`'s to `b`'s insert throughput (engine, threads) in each round, as `[2.41×, 2.55×]`.
+fn per_round(rows: &[BenchResult], a: (&str, u32), b: (&str, u32)) -> String {
+    let rate = |(engine, threads): (&str, u32), round: usize| {
+        find_at(rows, engine, &insert_round_workload(round), threads).map(|r| r.ops_per_sec)
+    };
+    let ratios: Vec<String> = (1..)
+        .map_while(|round| ratio(rate(a, round), rate(b, round)))
+        .map(|v| times(Some(v)))
+        .collect();
+    format!("[{}]", ratios.join(", "))
 }
 
 /// ElimDA's recovery rows at `threads` threads, one per size.

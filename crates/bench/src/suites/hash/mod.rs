@@ -3,7 +3,7 @@
 //! Dash's protocol scaled down, on the persistent hash indexes of `strata::lab::index::hash`: the
 //! ElimDA-style [`HashIndex`] (`elimda`) against the Dash-EH-style [`DashIndex`] (`dash`), each on an
 //! anonymous [`MmapRegion`] in eADR mode (the throughput rows), the CCEH-style [`CcehIndex`] (`cceh`, rows
-//! `cceh` and `cceh-adr-model` from `cceh_rows`), and a DRAM-only `hashbrown` table (std's
+//! `cceh` and its traffic-model run `cceh-adr-model`), and a DRAM-only `hashbrown` table (std's
 //! `HashMap`, a SwissTable, with a multiply-xorshift hasher; not durable: the upper bound).
 //!
 //! Keys are uniform random distinct `u64` drawn from a ChaCha8 RNG seeded with `--seed`; every answer is
@@ -11,7 +11,10 @@
 //!
 //! * **Main phases** (Exp 1, 4, 6, 7; here and `threads`): preload N = `--records` keys (not reported), then
 //!   `insert` (N/2 new keys), `pos-search` (N lookups of keys present, drawn uniformly from the 1.5 N
-//!   present), `neg-search` (N lookups of keys never inserted) and `delete` (N/2 present keys).
+//!   present), `neg-search` (N lookups of keys never inserted) and `delete` (N/2 present keys). These rows
+//!   come from interleaved rounds (`rounds`): a warm-up and 3 measured rounds, each contender (elimda and
+//!   dash at each thread count, hashbrown, cceh) on a fresh preloaded index per round, in rotating order; a
+//!   row is the fastest round's, and each round's insert rows are kept (`insert-round-<r>`).
 //! * **Thread sweep** (Exp 2, `threads`): the main phases of `elimda` (one collecting log per thread) and
 //!   `dash` at every thread count of the sweep — 1 and 2 always (the scaling goal needs both), plus every
 //!   count of `--threads`; rows carry `threads`. The 1-thread rows are the main rows. `cceh` has a single
@@ -53,6 +56,7 @@ mod exp_sections;
 mod limited;
 mod params;
 mod recovery;
+mod rounds;
 mod sections;
 mod threads;
 mod values;
@@ -64,6 +68,7 @@ mod tests;
 
 pub use analysis::analysis;
 pub use params::{DBUCKET_SLOTS, LOG_LINES, dbucket_workload, log_workload};
+pub use rounds::insert_round_workload;
 pub use values::{VALUE_SIZES, value_workload};
 
 /// The engines of the limited-bandwidth experiment (Exp 13).
@@ -120,11 +125,15 @@ pub fn notes(cfg: &SuiteConfig) -> Vec<String> {
             "Preload {n} uniform random distinct u64 keys (ChaCha8, seed {}), then insert {} new keys, {n} lookups \
              of present keys, {n} lookups of absent keys, delete {} present keys; every answer is checked. \
              Thread sweep {:?} (1 and 2 always, plus `--threads`) for elimda and dash (one collecting log per \
-             thread); cceh (single writer) and hashbrown at one thread.",
+             thread); cceh (single writer) and hashbrown at one thread. Main rows: an untimed warm-up round and \
+             {} measured rounds (`STRATA_HASH_ROUNDS`), every contender on a fresh preloaded index per round, in \
+             an order rotating per round; a row is the fastest round's, its CPU µs/op the least of any round; \
+             rows `insert-round-<r>` keep each round's inserts.",
             cfg.seed,
             n / 2,
             n / 2,
-            sweep(cfg)
+            sweep(cfg),
+            rounds::rounds()
         ),
         format!(
             "Zipf 0.8 rows (`zipf-*`, one thread): {h} inserts over a pool of {h} new keys, {h} lookups over the \
@@ -432,39 +441,65 @@ pub fn sweep(cfg: &SuiteConfig) -> Vec<usize> {
     t
 }
 
-/// Runs the suite (its engines are its own: the engine list is not used).
+/// Runs the suite (its engines are its own: the engine list is not used). The main rows come from
+/// interleaved rounds (`rounds`); `STRATA_HASH_PARTS` selects experiments.
 pub fn run(cfg: &SuiteConfig, _engines: &[Box<dyn Engine>]) -> Result<Vec<BenchResult>> {
     let k = keys(cfg);
     let bytes = region_bytes(cfg);
     let threads = sweep(cfg);
-    let mut out = threads::rows(cfg, &k, &threads)?;
-    out.extend(cceh_rows(cfg, &k, bytes)?);
-    let mut map = DramMap::default();
-    out.extend(phases(
-        cfg,
-        HASHBROWN,
-        &mut map,
-        &k.preload,
-        &main_steps(&k),
-        None,
-    )?);
-    drop(map);
-    out.extend(modelled(bytes, |pm, snap| {
-        let idx = HashIndex::create(pm, HashConfig::default())?;
-        persistent(cfg, ELIMDA_MODEL, idx, &k, Some(snap))
-    })?);
-    out.extend(modelled(bytes, |pm, snap| {
-        let idx = DashIndex::create(pm, DashConfig::default())?;
-        persistent(cfg, DASH_MODEL, idx, &k, Some(snap))
-    })?);
+    let mut out = Vec::new();
+    if rounds::selected("main") {
+        let mut contenders = threads::contenders(cfg, &k, &threads);
+        // Right after the 1-thread elimda and dash runs, so each round's goal ratios are of neighbours.
+        let at = 2.min(contenders.len());
+        let single: [rounds::Contender<'_>; 2] = [
+            Box::new(|| {
+                let mut map = DramMap::default();
+                phases(cfg, HASHBROWN, &mut map, &k.preload, &main_steps(&k), None)
+            }),
+            Box::new(|| {
+                let region = MmapRegion::anonymous(bytes, PersistMode::Eadr)?;
+                let idx = CcehIndex::create(region, CcehConfig::default())?;
+                persistent(cfg, CCEH, idx, &k, None)
+            }),
+        ];
+        contenders.splice(at..at, single);
+        out.extend(rounds::interleaved(&contenders, rounds::rounds())?);
+    }
+    if rounds::selected("models") {
+        out.extend(modelled(bytes, |pm, snap| {
+            let idx = CcehIndex::create(pm, CcehConfig::default())?;
+            persistent(cfg, CCEH_MODEL, idx, &k, Some(snap))
+        })?);
+        out.extend(modelled(bytes, |pm, snap| {
+            let idx = HashIndex::create(pm, HashConfig::default())?;
+            persistent(cfg, ELIMDA_MODEL, idx, &k, Some(snap))
+        })?);
+        out.extend(modelled(bytes, |pm, snap| {
+            let idx = DashIndex::create(pm, DashConfig::default())?;
+            persistent(cfg, DASH_MODEL, idx, &k, Some(snap))
+        })?);
+    }
     // Right after the untimed model rows they are compared with.
-    out.extend(limited::rows(cfg, &k)?);
-    out.extend(zipf::rows(cfg, &k)?);
-    out.extend(ycsb::rows(cfg, &k, &threads)?);
-    out.extend(recovery::rows(cfg, &k, &threads)?);
-    out.extend(params::log_rows(cfg, &k, &threads)?);
-    out.extend(params::dbucket_rows(cfg, &k)?);
-    out.extend(values::rows(cfg, &k)?);
+    if rounds::selected("limited") {
+        out.extend(limited::rows(cfg, &k)?);
+    }
+    if rounds::selected("zipf") {
+        out.extend(zipf::rows(cfg, &k)?);
+    }
+    if rounds::selected("ycsb") {
+        out.extend(ycsb::rows(cfg, &k, &threads)?);
+    }
+    if rounds::selected("recovery") {
+        out.extend(recovery::rows(cfg, &k, &threads)?);
+    }
+    if rounds::selected("params") {
+        out.extend(params::log_rows(cfg, &k, &threads)?);
+        out.extend(params::dbucket_rows(cfg, &k)?);
+    }
+    if rounds::selected("values") {
+        out.extend(values::rows(cfg, &k)?);
+    }
     Ok(out)
 }
 
@@ -512,20 +547,6 @@ pub(super) fn shaped_row(
     let mut r = row(&labels, shape.op, lat, &parts);
     r.load_factor = Some(load_factor);
     r
-}
-
-/// The CCEH-style engine's rows: on an eADR region (throughput), then on the ADR traffic model.
-fn cceh_rows(cfg: &SuiteConfig, k: &Keys, bytes: u64) -> Result<Vec<BenchResult>> {
-    let idx = CcehIndex::create(
-        MmapRegion::anonymous(bytes, PersistMode::Eadr)?,
-        CcehConfig::default(),
-    )?;
-    let mut out = persistent(cfg, CCEH, idx, k, None)?;
-    out.extend(modelled(bytes, |pm, snap| {
-        let idx = CcehIndex::create(pm, CcehConfig::default())?;
-        persistent(cfg, CCEH_MODEL, idx, k, Some(snap))
-    })?);
-    Ok(out)
 }
 
 /// Runs `run` on a fresh ADR traffic model of `bytes` bytes, with a snapshot function that drains the

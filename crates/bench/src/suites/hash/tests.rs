@@ -6,7 +6,7 @@ use super::threads::{Concurrent, parallel, split};
 use super::*;
 use std::sync::Mutex;
 
-fn cfg(records: u64, threads: Vec<u32>) -> SuiteConfig {
+pub(super) fn cfg(records: u64, threads: Vec<u32>) -> SuiteConfig {
     let opts = crate::suites::RunOptions::new(NAME);
     SuiteConfig {
         records,

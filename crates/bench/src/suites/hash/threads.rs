@@ -22,6 +22,7 @@ use strata::lab::index::hash::{HashConfig, HashIndex};
 use strata::lab::storage::pm::{MmapRegion, PersistMode, Pm};
 
 use super::SuiteConfig;
+use super::rounds::Contender;
 
 /// The operations of an index that many threads drive at once (`&self`).
 pub(super) trait Concurrent: Sync {
@@ -251,21 +252,25 @@ pub(super) fn dash(cfg: &SuiteConfig) -> Result<DashIndex<MmapRegion>> {
     Ok(DashIndex::create(region, DashConfig::default())?)
 }
 
-/// Rows of `elimda` and `dash` at every thread count of `sweep` (the 1-thread rows are the main rows).
-pub(super) fn rows(cfg: &SuiteConfig, k: &Keys, sweep: &[usize]) -> Result<Vec<BenchResult>> {
-    let mut out = Vec::new();
+/// The contenders of the main rows for `elimda` and `dash` at every thread count of `sweep` (the 1-thread
+/// rows are the main rows): each run builds a fresh index, preloads it and runs the four phases.
+pub(super) fn contenders<'a>(
+    cfg: &'a SuiteConfig,
+    k: &'a Keys,
+    sweep: &[usize],
+) -> Vec<Contender<'a>> {
+    let mut out: Vec<Contender<'a>> = Vec::new();
     for &threads in sweep {
-        let idx = elimda(cfg, threads)?;
-        out.extend(
+        out.push(Box::new(move || {
+            let idx = elimda(cfg, threads)?;
             sweep_one(cfg, super::ELIMDA, &idx, k, threads)
-                .map_err(|e| exhausted(super::ELIMDA, region_bytes(cfg), e))?,
-        );
-        drop(idx);
-        let idx = dash(cfg)?;
-        out.extend(
+                .map_err(|e| exhausted(super::ELIMDA, region_bytes(cfg), e))
+        }));
+        out.push(Box::new(move || {
+            let idx = dash(cfg)?;
             sweep_one(cfg, super::DASH, &idx, k, threads)
-                .map_err(|e| exhausted(super::DASH, region_bytes(cfg), e))?,
-        );
+                .map_err(|e| exhausted(super::DASH, region_bytes(cfg), e))
+        }));
     }
-    Ok(out)
+    out
 }

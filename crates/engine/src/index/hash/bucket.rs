@@ -12,8 +12,9 @@
 //! ordering. Home slots keep these in the bucket; pool chunk slots in [`Pool`].
 //!
 //! ## Reads without locks (seqlock)
-//! Everything a lookup reads is an atomic: the 16-bit fingerprints four to a word (compared with SWAR, no
-//! SIMD loads of racing memory), the live bits, the tail, the shape word and the pool links. A writer holds
+//! Everything a lookup reads is an atomic: the 16-bit fingerprints four to a word (home slots compared 16 at
+//! a time in SSE2 registers filled by atomic loads, `fpscan`; pool chunks with SWAR; no wide loads of racing
+//! memory), the live bits, the tail, the shape word and the pool links. A writer holds
 //! [`Bucket::writer`] and makes the version odd around every change a lookup could see ([`Bucket::edit`]);
 //! a lookup reads the version (even), reads what it needs (PM slots included), then checks the version is
 //! unchanged, else retries. Lookups take no lock and execute no locked instruction, so consecutive lookups
@@ -24,7 +25,9 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering, fence};
 
 use parking_lot::Mutex;
 
+use super::fpscan::scan_home;
 use super::layout::{CHUNK_SLOTS, ChunkHead, HOME_CHUNKS, HOME_SLOTS, MAX_CHAIN, MAX_OVERFLOW};
+use super::spin::SpinMutex;
 
 const FP_WORDS: usize = HOME_SLOTS / 4;
 const LANES: u64 = 0x0001_0001_0001_0001;
@@ -155,7 +158,7 @@ pub struct Bucket {
     tail_vals: [AtomicU64; CHUNK_SLOTS],
     overflow: [AtomicU32; MAX_OVERFLOW],
     /// The writers' lock, and what only writers use.
-    pub writer: Mutex<Writer>,
+    pub writer: SpinMutex<Writer>,
 }
 
 impl Default for Bucket {
@@ -168,7 +171,7 @@ impl Default for Bucket {
             tail_keys: Default::default(),
             tail_vals: Default::default(),
             overflow: Default::default(),
-            writer: Mutex::new(Writer::default()),
+            writer: SpinMutex::new(Writer::default()),
         }
     }
 }
@@ -362,18 +365,8 @@ impl Bucket {
     ) -> Option<R> {
         let fill = shape.fill();
         let home = fill.min(HOME_SLOTS);
-        for (w, word) in self.fps[..home.div_ceil(4)].iter().enumerate() {
-            let mut m = matches(word.load(Ordering::Relaxed), fp);
-            while m != 0 {
-                let p = w * 4 + (m.trailing_zeros() / 16) as usize;
-                m &= m - 1;
-                if p < home
-                    && self.live[p / 64].load(Ordering::Relaxed) >> (p % 64) & 1 == 1
-                    && let Some(r) = visit(p)
-                {
-                    return Some(r);
-                }
-            }
+        if let Some(r) = scan_home(&self.fps, &self.live, home, fp, &mut visit) {
+            return Some(r);
         }
         for pos in HOME_CHUNKS..shape.chunks().min(MAX_CHAIN) {
             let c = self.overflow(pos) as usize;

@@ -2,13 +2,12 @@
 //! chunks, and its collecting logs; plus the PM writes every generation shares (formatting a new one,
 //! committing a word, reading a slot, the identity of a chunk).
 
-use parking_lot::Mutex;
-
 use super::bucket::{Bucket, Pool, Shape};
 use super::format::le;
 use super::index::Padded;
 use super::layout::{Gen, HOME_CHUNKS, SLOT_BYTES, slot_off};
 use super::log::Log;
+use super::spin::SpinMutex;
 use crate::error::Result;
 use crate::storage::pm::{Pm, XPLINE};
 
@@ -18,17 +17,40 @@ pub struct Generation {
     pub layout: Gen,
     pub buckets: Box<[Bucket]>,
     /// Each alone on its lines: every write updates its log's cursor and counters.
-    pub logs: Box<[Padded<Mutex<Log>>]>,
+    pub logs: Box<[Padded<SpinMutex<Log>>]>,
     pub pool: Pool,
+}
+
+/// `n` empty buckets, in memory the kernel is asked to back with transparent huge pages before it is first
+/// touched (when `n` buckets span whole 2 MiB pages): every write and lookup lands on a random bucket, and
+/// with 4 KiB pages nearly each one adds a TLB miss (a page walk) to its cache miss. A hint only.
+fn new_buckets(n: usize) -> Box<[Bucket]> {
+    let mut v: Vec<Bucket> = Vec::with_capacity(n);
+    #[cfg(target_os = "linux")]
+    {
+        const HUGE: usize = 2 << 20;
+        let start = v.as_ptr() as usize;
+        let first = start.next_multiple_of(HUGE);
+        let end = (start + n * size_of::<Bucket>()) / HUGE * HUGE;
+        if end > first {
+            // SAFETY: [first, end) lies inside `v`'s allocation, alive for the call; MADV_HUGEPAGE only
+            // changes how the kernel backs those pages, never their contents.
+            unsafe {
+                libc::madvise(first as *mut libc::c_void, end - first, libc::MADV_HUGEPAGE);
+            }
+        }
+    }
+    v.extend((0..n).map(|_| Bucket::default()));
+    v.into_boxed_slice()
 }
 
 impl Generation {
     /// The DRAM state of an empty generation laid out as `layout`.
     pub fn new(layout: Gen, nonce: u64) -> Generation {
         Generation {
-            buckets: (0..layout.buckets()).map(|_| Bucket::default()).collect(),
+            buckets: new_buckets(layout.buckets() as usize),
             logs: (0..layout.logs)
-                .map(|i| Padded(Mutex::new(Log::new(&layout, nonce, i))))
+                .map(|i| Padded(SpinMutex::new(Log::new(&layout, nonce, i))))
                 .collect(),
             pool: Pool::new(layout.pool_chunks),
             layout,

@@ -5,7 +5,7 @@ use std::sync::atomic::{
     AtomicBool, AtomicI64, AtomicPtr, AtomicU64, AtomicUsize, Ordering, fence,
 };
 
-use parking_lot::{Mutex, MutexGuard};
+use parking_lot::Mutex;
 
 use super::bucket::Bucket;
 use super::generation::Generation;
@@ -14,6 +14,7 @@ use super::layout::{
     hash, slot_off,
 };
 use super::log::{Log, LogStats};
+use super::spin::SpinGuard;
 use super::write::{Applied, Source};
 use crate::error::{Error, Result};
 use crate::storage::pm::Pm;
@@ -277,7 +278,7 @@ impl<P: Pm> HashIndex<P> {
 
     /// Locks a collecting log of `g` for this thread: the thread's own if free, else any free one, else
     /// waits for its own.
-    pub(super) fn lock_log<'g>(&self, g: &'g Generation) -> MutexGuard<'g, Log> {
+    pub(super) fn lock_log<'g>(&self, g: &'g Generation) -> SpinGuard<'g, Log> {
         let n = g.logs.len();
         let first = THREAD_NO.with(|t| *t) % n;
         for i in 0..n {

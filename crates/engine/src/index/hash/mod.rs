@@ -89,6 +89,7 @@ pub mod dash;
 mod db_index;
 pub mod family;
 mod format;
+mod fpscan;
 mod generation;
 mod grow;
 mod header;
@@ -98,6 +99,7 @@ mod ledger;
 pub mod log;
 mod recover;
 mod region;
+mod spin;
 mod write;
 
 #[cfg(test)]
