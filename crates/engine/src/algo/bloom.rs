@@ -307,26 +307,10 @@ const HUGE_PAGE_MIN_BYTES: usize = 4 << 20;
 /// every probe of a large filter lands on a random page, and with 4 KiB pages nearly each one is a TLB miss
 /// on top of its cache miss. A hint only: nothing changes if the kernel declines.
 fn advise_huge_pages(bits: &[u64]) {
-    #[cfg(target_os = "linux")]
-    {
-        const HUGE: usize = 2 << 20;
-        let bytes = std::mem::size_of_val(bits);
-        if bytes < HUGE_PAGE_MIN_BYTES {
-            return;
-        }
-        let start = bits.as_ptr() as usize;
-        let first = start.next_multiple_of(HUGE);
-        let end = (start + bytes) / HUGE * HUGE;
-        if end > first {
-            // SAFETY: [first, end) lies inside the allocation of `bits`, which is alive for the call;
-            // MADV_HUGEPAGE only changes how the kernel backs those pages, never their contents.
-            unsafe {
-                libc::madvise(first as *mut libc::c_void, end - first, libc::MADV_HUGEPAGE);
-            }
-        }
+    let bytes = std::mem::size_of_val(bits);
+    if bytes >= HUGE_PAGE_MIN_BYTES {
+        super::advise_huge_pages(bits.as_ptr() as usize, bytes);
     }
-    #[cfg(not(target_os = "linux"))]
-    let _ = bits;
 }
 
 #[cfg(test)]

@@ -31,6 +31,29 @@ pub fn on_threads<T: Send>(parts: usize, work: impl Fn(usize) -> T + Sync) -> Ve
     })
 }
 
+/// Asks the kernel to back the 2 MiB-aligned interior of the `bytes` bytes at address `start` (memory not
+/// yet touched, for the hint to take) with transparent huge pages: for arrays probed at random, where with
+/// 4 KiB pages nearly every probe adds a TLB miss to its cache miss. A hint only: nothing changes if the
+/// kernel declines; no effect off Linux.
+pub fn advise_huge_pages(start: usize, bytes: usize) {
+    #[cfg(target_os = "linux")]
+    {
+        const HUGE: usize = 2 << 20;
+        let first = start.next_multiple_of(HUGE);
+        let end = (start + bytes) / HUGE * HUGE;
+        if end > first {
+            // SAFETY: MADV_HUGEPAGE only changes how the kernel backs the pages of a range, never their
+            // contents, so the call cannot affect memory safety whatever the range holds (an unmapped range
+            // is an error, ignored: the advice is a hint).
+            unsafe {
+                libc::madvise(first as *mut libc::c_void, end - first, libc::MADV_HUGEPAGE);
+            }
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = (start, bytes);
+}
+
 /// Asks the CPU to bring the cache line holding `item` into the cache (no effect on other targets).
 #[inline]
 pub fn prefetch_line<T>(item: &T) {

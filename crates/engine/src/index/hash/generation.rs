@@ -26,20 +26,7 @@ pub struct Generation {
 /// with 4 KiB pages nearly each one adds a TLB miss (a page walk) to its cache miss. A hint only.
 fn new_buckets(n: usize) -> Box<[Bucket]> {
     let mut v: Vec<Bucket> = Vec::with_capacity(n);
-    #[cfg(target_os = "linux")]
-    {
-        const HUGE: usize = 2 << 20;
-        let start = v.as_ptr() as usize;
-        let first = start.next_multiple_of(HUGE);
-        let end = (start + n * size_of::<Bucket>()) / HUGE * HUGE;
-        if end > first {
-            // SAFETY: [first, end) lies inside `v`'s allocation, alive for the call; MADV_HUGEPAGE only
-            // changes how the kernel backs those pages, never their contents.
-            unsafe {
-                libc::madvise(first as *mut libc::c_void, end - first, libc::MADV_HUGEPAGE);
-            }
-        }
-    }
+    crate::algo::advise_huge_pages(v.as_ptr() as usize, n * size_of::<Bucket>());
     v.extend((0..n).map(|_| Bucket::default()));
     v.into_boxed_slice()
 }
