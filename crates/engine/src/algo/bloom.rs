@@ -40,6 +40,42 @@ pub struct Probe {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct KeyHash(u128);
 
+/// A key's k bits inside its block, as a mask over the block's eight words (see [`BlockMask::of`]). It
+/// depends only on the key's hash and k, not on the filter's size: a key probed in many filters of the same
+/// k (every filter of the same rate over more than a handful of keys) computes it once.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct BlockMask {
+    words: [u64; WORDS_PER_BLOCK],
+    /// The k it was computed for (0: none; every filter then computes its own).
+    k: u32,
+}
+
+impl BlockMask {
+    /// The mask of the key of hash `hash` in filters of `k` probes.
+    #[inline]
+    pub fn of(hash: KeyHash, k: u32) -> BlockMask {
+        let hi = (hash.0 >> 64) as u64;
+        BlockMask {
+            words: mask_bits(hi, (hi >> 32) | 1, k),
+            k,
+        }
+    }
+}
+
+/// The k bits at h2 + i·h3 (mod 512), i < k, as a mask over a block's eight words (built in registers, no
+/// memory touched).
+#[inline]
+fn mask_bits(h2: u64, h3: u64, k: u32) -> [u64; WORDS_PER_BLOCK] {
+    let mut mask = [0u64; WORDS_PER_BLOCK];
+    let mut at = h2;
+    for _ in 0..k {
+        let bit = at % BLOCK_BITS;
+        mask[(bit / 64) as usize] |= 1 << (bit % 64);
+        at = at.wrapping_add(h3);
+    }
+    mask
+}
+
 /// A Bloom filter.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BloomFilter {
@@ -71,6 +107,12 @@ impl BloomFilter {
         let bits = vec![0; m.div_ceil(64) as usize];
         advise_huge_pages(&bits);
         Ok(BloomFilter { bits, m, k })
+    }
+
+    /// The [`BlockMask`] of the key of hash `hash` for this filter's k.
+    #[inline]
+    pub fn mask_of(&self, hash: KeyHash) -> BlockMask {
+        BlockMask::of(hash, self.k)
     }
 
     /// Number of bits.
@@ -133,14 +175,44 @@ impl BloomFilter {
     /// The probe's k bits as a mask over its block's eight words (built in registers, no memory touched).
     #[inline]
     fn block_mask(&self, p: Probe) -> [u64; WORDS_PER_BLOCK] {
-        let mut mask = [0u64; WORDS_PER_BLOCK];
-        let mut at = p.h2;
-        for _ in 0..self.k {
-            let bit = at % BLOCK_BITS;
-            mask[(bit / 64) as usize] |= 1 << (bit % 64);
-            at = at.wrapping_add(p.h3);
+        mask_bits(p.h2, p.h3, self.k)
+    }
+
+    /// The words of `m` if it was computed for this filter's k, else this probe's own mask.
+    #[inline]
+    fn mask_words(&self, p: Probe, m: &BlockMask) -> [u64; WORDS_PER_BLOCK] {
+        if m.k == self.k {
+            m.words
+        } else {
+            self.block_mask(p)
         }
-        mask
+    }
+
+    /// [`contains`](Self::contains) with the key's [`BlockMask`] computed by the caller; `p` and `m` must
+    /// come from the same hash (a mask of another k is ignored).
+    #[inline]
+    pub fn contains_masked(&self, p: Probe, m: &BlockMask) -> bool {
+        let mask = self.mask_words(p, m);
+        let block = self.block(p);
+        let mut missing = 0u64;
+        for (w, m) in block.iter().zip(&mask) {
+            missing |= m & !w;
+        }
+        missing == 0
+    }
+
+    /// [`set`](Self::set) with the key's [`BlockMask`] computed by the caller (as in
+    /// [`contains_masked`](Self::contains_masked)).
+    #[inline]
+    pub fn set_masked(&mut self, p: Probe, m: &BlockMask) {
+        let mask = self.mask_words(p, m);
+        let first = (p.base / 64) as usize;
+        for (w, m) in self.bits[first..first + WORDS_PER_BLOCK]
+            .iter_mut()
+            .zip(mask)
+        {
+            *w |= m;
+        }
     }
 
     /// The probe's block: its eight words.
@@ -155,27 +227,14 @@ impl BloomFilter {
     /// True when the probe's key may have been inserted.
     #[inline]
     pub fn contains(&self, p: Probe) -> bool {
-        let mask = self.block_mask(p);
-        let block = self.block(p);
         // Every word, no early exit: the loop folds into a few vector instructions.
-        let mut missing = 0u64;
-        for (w, m) in block.iter().zip(&mask) {
-            missing |= m & !w;
-        }
-        missing == 0
+        self.contains_masked(p, &BlockMask::default())
     }
 
     /// Sets the probe's bits (inserts its key).
     #[inline]
     pub fn set(&mut self, p: Probe) {
-        let mask = self.block_mask(p);
-        let first = (p.base / 64) as usize;
-        for (w, m) in self.bits[first..first + WORDS_PER_BLOCK]
-            .iter_mut()
-            .zip(mask)
-        {
-            *w |= m;
-        }
+        self.set_masked(p, &BlockMask::default());
     }
 
     /// Calls `each(i, maybe)` for every probe with whether its key may be present, prefetching blocks
@@ -374,6 +433,36 @@ mod tests {
             "suspiciously low rate {fp}: the filter may not be hashing all probes"
         );
         assert_eq!(f.hashes(), 7);
+    }
+
+    /// A mask computed once answers and inserts in filters of every size with its k exactly as each
+    /// filter's own probes do; a mask of another k is ignored, not misused.
+    #[test]
+    fn block_masks_are_shared_between_filters_of_one_k() {
+        let small = BloomFilter::new(1_000, 0.01).unwrap();
+        let large = BloomFilter::new(1_000_000, 0.01).unwrap();
+        let odd = BloomFilter::new(1, 0.01).unwrap();
+        assert_eq!(small.hashes(), large.hashes());
+        assert_ne!(odd.hashes(), small.hashes());
+        let mut by_mask = [small.clone(), large.clone(), odd.clone()];
+        let mut by_probe = by_mask.clone();
+        for i in 0..3_000u64 {
+            let h = BloomFilter::hash_u64(i * 7);
+            let m = small.mask_of(h);
+            for (a, b) in by_mask.iter_mut().zip(by_probe.iter_mut()) {
+                a.set_masked(a.probe_hashed(h), &m);
+                b.set(b.probe_hashed(h));
+            }
+        }
+        assert_eq!(by_mask, by_probe);
+        for i in 0..20_000u64 {
+            let h = BloomFilter::hash_u64(i);
+            let m = BlockMask::of(h, small.hashes());
+            for f in &by_probe {
+                let p = f.probe_hashed(h);
+                assert_eq!(f.contains_masked(p, &m), f.contains(p), "key {i}");
+            }
+        }
     }
 
     #[test]

@@ -51,6 +51,7 @@ use std::time::{Duration, Instant};
 mod factory;
 mod flush;
 mod reconstruction;
+mod threads;
 mod writes;
 
 pub use factory::{Filters, InMemory, ShardFactory, merge_in_memory};
@@ -78,6 +79,11 @@ pub struct DynCounters {
     /// Buffers sealed, and those of them that were recycled flushed buffers (no allocation).
     pub buffers_sealed: AtomicU64,
     pub buffers_recycled: AtomicU64,
+    /// CPU time of the background workers: flushes, merge tasks (parallel merge helpers not included) and
+    /// rebuilds of the global key filter (see `threads`).
+    pub flusher_cpu_nanos: AtomicU64,
+    pub merger_cpu_nanos: AtomicU64,
+    pub key_filter_cpu_nanos: AtomicU64,
 }
 
 /// A snapshot of [`DynCounters`] plus the structure's shape.
@@ -109,6 +115,9 @@ pub struct DynStats {
     pub key_filter_rebuilds: u64,
     pub buffers_sealed: u64,
     pub buffers_recycled: u64,
+    pub flusher_cpu_secs: f64,
+    pub merger_cpu_secs: f64,
+    pub key_filter_cpu_secs: f64,
 }
 
 /// What throttling knows about reconstruction progress (nanoseconds on the `epoch` clock).
@@ -169,7 +178,8 @@ pub(crate) struct Shared<S> {
     retired: Mutex<Vec<(u64, Weak<Version<S>>)>>,
     /// Ids of shards a published merge replaced, not yet collected by a checkpoint.
     replaced_ids: Mutex<Vec<u64>>,
-    /// Flushed buffers kept for reuse: `.0` may still be read through old versions, `.1` are reset.
+    /// Flushed buffers kept for reuse: `.0` may still be read through old versions, `.1` are free (nobody
+    /// can reach them; the writer that takes one resets it).
     spare_buffers: Mutex<SpareBuffers>,
     /// The global key filter (the flusher's; a rebuild swaps it).
     global_keys: Mutex<GlobalKeys>,
@@ -180,6 +190,9 @@ pub(crate) struct Shared<S> {
     /// Time base of the throttling clock.
     epoch: Instant,
 }
+
+/// Set (to anything) in the environment, a dynamized index prints its [`DynStats`] to stderr when dropped.
+pub const STATS_ENV: &str = "STRATA_DYN_STATS";
 
 /// Flushed buffers kept for reuse: those that may still be read through old versions, and reset ones.
 type SpareBuffers = (Vec<Arc<MutableBuffer>>, Vec<Arc<MutableBuffer>>);
@@ -401,6 +414,9 @@ impl<S: Shard> Dynamized<S> {
             key_filter_rebuilds: get(&c.key_filter_rebuilds),
             buffers_sealed: get(&c.buffers_sealed),
             buffers_recycled: get(&c.buffers_recycled),
+            flusher_cpu_secs: get(&c.flusher_cpu_nanos) as f64 / 1e9,
+            merger_cpu_secs: get(&c.merger_cpu_nanos) as f64 / 1e9,
+            key_filter_cpu_secs: get(&c.key_filter_cpu_nanos) as f64 / 1e9,
         }
     }
 
@@ -434,6 +450,12 @@ impl<S: Shard> Dynamized<S> {
 
 impl<S: Shard> Drop for Dynamized<S> {
     fn drop(&mut self) {
+        if std::env::var_os(STATS_ENV).is_some() {
+            // A diagnostic for profiling runs: the counters of the whole life of the index, one JSON line.
+            if let Ok(line) = serde_json::to_string(&self.stats()) {
+                eprintln!("{STATS_ENV}: {line}");
+            }
+        }
         {
             let mut st = self.shared.work.lock();
             st.shutdown = true;

@@ -286,7 +286,9 @@ impl<S: Shard> DynamizedIndex<S> {
     }
 
     fn apply_ops(&self, ops: &[WriteOp]) -> Result<()> {
-        let mut entries = Vec::with_capacity(ops.len());
+        // Small batches (a single put, usually) stay on the stack: no allocation on the writer's path.
+        let mut entries: smallvec::SmallVec<[BufferEntry; 4]> =
+            smallvec::SmallVec::with_capacity(ops.len());
         for op in ops {
             entries.push(match op {
                 WriteOp::Put { key, value } => BufferEntry {

@@ -143,10 +143,14 @@ impl GlobalKeys {
     /// key. A flush calls it with the record keys of the shard it is about to publish: a key in the filter
     /// before its shard is published is only a false positive meanwhile, and a rebuild (only the flusher
     /// begins one, after it published) either loads a version with the shard or notes these keys.
+    ///
+    /// The keys inserted go into `also` too (the new shard's key filter, built in the same pass): each key's
+    /// in-block bits are computed once for both filters ([`BlockMask`]).
     pub fn candidates_inserting(
         &mut self,
         hashes: &[KeyHash],
         insert: impl Fn(usize) -> bool,
+        mut also: Option<&mut BloomFilter>,
     ) -> Vec<usize> {
         let f = &mut self.filter;
         let mut out = Vec::new();
@@ -156,11 +160,15 @@ impl GlobalKeys {
                 f.prefetch(f.probe_hashed(ahead));
             }
             let p = f.probe_hashed(h);
-            if f.contains(p) {
+            let m = f.mask_of(h);
+            if f.contains_masked(p, &m) {
                 out.push(j);
             }
             if insert(j) {
-                f.set(p);
+                f.set_masked(p, &m);
+                if let Some(a) = also.as_deref_mut() {
+                    a.set_masked(a.probe_hashed(h), &m);
+                }
                 inserted += 1;
                 if let Some(since) = &mut self.since {
                     since.push(h);
@@ -280,7 +288,16 @@ mod tests {
         // the keys it is told to (its puts), noting them for the rebuild.
         let late: Vec<u64> = (5_000_000..5_000_600).collect();
         let late_puts: Vec<u64> = late.iter().copied().step_by(2).collect();
-        let c = g.candidates_inserting(&hashes(late.iter().copied()), |j| j % 2 == 0);
+        let mut shard_filter = BloomFilter::new(300, 0.01).unwrap();
+        let c = g.candidates_inserting(
+            &hashes(late.iter().copied()),
+            |j| j % 2 == 0,
+            Some(&mut shard_filter),
+        );
+        // The shard's filter got exactly the keys inserted: the same bits as inserting them one by one.
+        let mut expected = BloomFilter::new(300, 0.01).unwrap();
+        expected.insert_hashes(hashes(late_puts.iter().copied()).into_iter());
+        assert_eq!(shard_filter, expected);
         assert!(c.len() < 30, "{} of 600 fresh keys reported", c.len());
         assert!(all(&g, &late_puts));
         g.finish_rebuild(r);

@@ -186,7 +186,8 @@ pub struct RuntimeOptions {
     /// Delay of one throttled write.
     pub throttle_delay: std::time::Duration,
     /// Threads one reconstruction may use: a large in-memory merge and its Bloom filter are split by key
-    /// range over this many (default: the machine's cores). 1 keeps every reconstruction on the worker.
+    /// range over this many (default: the machine's cores but one, at least 1: a core stays the writer's).
+    /// 1 keeps every reconstruction on the worker.
     pub reconstruction_threads: usize,
 }
 
@@ -198,7 +199,10 @@ impl Default for RuntimeOptions {
             max_pending_shards: 96,
             throttle: false,
             throttle_delay: std::time::Duration::from_micros(20),
-            reconstruction_threads: std::thread::available_parallelism().map_or(1, usize::from),
+            // Every core but the writer's: a merge split over all of them would preempt the writer.
+            reconstruction_threads: std::thread::available_parallelism()
+                .map_or(1, |n| usize::from(n).saturating_sub(1))
+                .max(1),
         }
     }
 }

@@ -15,7 +15,7 @@ use super::buffer::MutableBuffer;
 use super::run::{PARALLEL_MERGE_MIN, SortedRun};
 use super::shard::Shard;
 use super::tags::TagBits;
-use crate::algo::bloom::{BloomFilter, KeyHash, PREFETCH_DISTANCE};
+use crate::algo::bloom::{BlockMask, BloomFilter, KeyHash, PREFETCH_DISTANCE};
 use crate::algo::on_threads;
 use crate::error::Result;
 use std::sync::Arc;
@@ -152,10 +152,14 @@ impl<S: Shard> ShardSlot<S> {
     /// `hashes[j]` is the hash of `keys[j]`. Three passes whose cache misses overlap: key filter probes
     /// pipelined [`PREFETCH_DISTANCE`] keys ahead, one batch search ([`Shard::find_many`]) of the keys the
     /// filter lets through, then tombstone filter probes (pipelined too) for the keys without a record.
+    ///
+    /// `masks.get(j)` is the [`BlockMask`] of `keys[j]` (computed once for every shard asked; a mask of
+    /// another k, or none, makes the filter compute its own).
     pub fn lookup_many(
         &self,
         keys: &[u64],
         hashes: &[KeyHash],
+        masks: &KeyMasks,
         which: &[usize],
         mut each: impl FnMut(usize, Lookup),
     ) -> Result<()> {
@@ -165,7 +169,7 @@ impl<S: Shard> ShardSlot<S> {
             if let Some(&ahead) = which.get(n + PREFETCH_DISTANCE) {
                 kf.prefetch(kf.probe_hashed(hashes[ahead]));
             }
-            if kf.contains(kf.probe_hashed(hashes[j])) {
+            if kf.contains_masked(kf.probe_hashed(hashes[j]), masks.get(j)) {
                 maybe.push(n);
             }
         }
@@ -196,9 +200,15 @@ impl<S: Shard> ShardSlot<S> {
                 );
                 continue;
             }
+            let tombstone = match tombs {
+                Some(t) if t.contains_masked(t.probe_hashed(hashes[j]), masks.get(j)) => {
+                    self.shard.has_tombstone(keys[j])?
+                }
+                _ => false,
+            };
             each(
                 j,
-                if self.has_tombstone_hashed(keys[j], hashes[j])? {
+                if tombstone {
                     Lookup::Deleted
                 } else {
                     Lookup::Absent
@@ -224,6 +234,42 @@ impl<S: Shard> ShardSlot<S> {
         } else {
             Lookup::Absent
         })
+    }
+}
+
+/// The [`BlockMask`]s of some of a batch's keys (those looked up), for filters of k probes: 4 bytes per
+/// key of the batch plus a mask per key computed.
+pub struct KeyMasks {
+    /// Index into `masks` per key of the batch (`u32::MAX`: not computed).
+    at: Vec<u32>,
+    masks: Vec<BlockMask>,
+    k: u32,
+    none: BlockMask,
+}
+
+impl KeyMasks {
+    /// No mask yet for a batch of `n` keys; masks will be for filters of `k` probes.
+    pub fn new(n: usize, k: u32) -> KeyMasks {
+        KeyMasks {
+            at: vec![u32::MAX; n],
+            masks: Vec::new(),
+            k,
+            none: BlockMask::default(),
+        }
+    }
+
+    /// Computes the mask of key `j` (of hash `hash`) if not done yet.
+    pub fn compute(&mut self, j: usize, hash: KeyHash) {
+        if self.at[j] == u32::MAX {
+            self.at[j] = self.masks.len() as u32;
+            self.masks.push(BlockMask::of(hash, self.k));
+        }
+    }
+
+    /// The mask of key `j`, or the empty one (filters then compute their own).
+    #[inline]
+    pub fn get(&self, j: usize) -> &BlockMask {
+        self.masks.get(self.at[j] as usize).unwrap_or(&self.none)
     }
 }
 
@@ -344,6 +390,14 @@ impl<S: Shard> Version<S> {
         debug_assert_eq!(keys.len(), hashes.len());
         let slots: Vec<&Arc<ShardSlot<S>>> = self.shards_newest_first().collect();
         let mut live: Vec<Option<LiveRecord<'_, S>>> = vec![None; keys.len()];
+        // Each looked-up key's filter bits, computed once for every shard's filters of the usual k.
+        let mut masks = KeyMasks::new(
+            keys.len(),
+            slots.first().map_or(0, |s| s.key_filter.hashes()),
+        );
+        for &j in &candidates {
+            masks.compute(j, hashes[j]);
+        }
         let mut open = candidates;
         let mut all_open = false;
         // Keys a record or a tombstone has settled.
@@ -358,6 +412,7 @@ impl<S: Shard> Version<S> {
                 }
                 let mut joining = Vec::new();
                 for j in (0..keys.len()).filter(|&j| !open_now[j] && !settled[j]) {
+                    masks.compute(j, hashes[j]);
                     let mut killed = false;
                     for newer in &slots[..p] {
                         if newer.has_tombstone_hashed(keys[j], hashes[j])? {
@@ -381,7 +436,7 @@ impl<S: Shard> Version<S> {
             }
             still.clear();
             let slot: &Arc<ShardSlot<S>> = slot;
-            slot.lookup_many(keys, hashes, &open, |j, found| match found {
+            slot.lookup_many(keys, hashes, &masks, &open, |j, found| match found {
                 Lookup::Record(i) => {
                     live[j] = Some((slot, i));
                     settled[j] = true;

@@ -7,8 +7,9 @@
 //! first, record and tombstone filters probed together and pipelined (`Version::lookup_shards_many`). Where an older live version
 //! exists, the delete policy removes it — a tombstone in the new run, or a tag set in place. So at every
 //! moment each key has at most one live record, and each tombstone and each tag stands for exactly one dead
-//! record (exact counts follow). The run becomes a shard built for level 0 (its filters from the hashes
-//! computed once per key) and is published as the newest pending shard, in the same version that drops the
+//! record (exact counts follow). The run becomes a shard built for level 0 (its key filter filled in the
+//! global filter's pass, with each key's filter bits computed once for both; its tombstone filter from the
+//! hashes computed once per key) and is published as the newest pending shard, in the same version that drops the
 //! buffer.
 //!
 //! Tags of a shard that a merge has replaced meanwhile would be lost: tags are set under the tag lock, and a
@@ -36,7 +37,9 @@ impl<S: Shard> Shared<S> {
                     self.flush_cv.wait(&mut st);
                 }
             }
-            match self.flush_oldest(true) {
+            let flushed =
+                threads::charged(&self.counters.flusher_cpu_nanos, || self.flush_oldest(true));
+            match flushed {
                 Ok(_) => {}
                 Err(e) => {
                     self.fail(&e);
@@ -118,11 +121,15 @@ impl<S: Shard> Shared<S> {
         let ops = buffer.resolved();
         let keys: Vec<u64> = ops.iter().map(|e| e.key).collect();
         let hashes: Vec<KeyHash> = keys.iter().map(|&k| BloomFilter::hash_u64(k)).collect();
-        // The shard's record keys (puts) go into the global filter in the same pass (see `global_keys`).
-        let candidates = self
-            .global_keys
-            .lock()
-            .candidates_inserting(&hashes, |j| ops[j].kind == OpKind::Put);
+        // The shard's record keys (puts) go into the global filter in the same pass (see `global_keys`),
+        // and into the new shard's key filter: each key's filter bits are computed once for both.
+        let puts = ops.iter().filter(|e| e.kind == OpKind::Put).count();
+        let mut key_filter = BloomFilter::new(puts, self.opts.bloom_fpr)?;
+        let candidates = self.global_keys.lock().candidates_inserting(
+            &hashes,
+            |j| ops[j].kind == OpKind::Put,
+            Some(&mut key_filter),
+        );
         let c = &self.counters;
         c.resolved_keys
             .fetch_add(keys.len() as u64, Ordering::Relaxed);
@@ -134,7 +141,6 @@ impl<S: Shard> Shared<S> {
             records: Vec::with_capacity(ops.len()),
             tombstones: Vec::new(),
         };
-        let mut record_hashes: Vec<KeyHash> = Vec::with_capacity(ops.len());
         let mut tombstone_hashes: Vec<KeyHash> = Vec::new();
         let mut to_tag: Vec<(Arc<ShardSlot<S>>, usize, u64)> = Vec::new();
         for ((e, older), &hash) in ops.iter().zip(older).zip(&hashes) {
@@ -153,7 +159,6 @@ impl<S: Shard> Shared<S> {
                     value: e.value,
                     weight: if self.opts.weighted { e.weight } else { 1.0 },
                 });
-                record_hashes.push(hash);
             }
         }
         drop(base);
@@ -161,7 +166,7 @@ impl<S: Shard> Shared<S> {
             self.set_tags(&to_tag)?;
         }
         let slot = if run.entries() > 0 {
-            Some(self.build_slot_hashed(run, 0, &record_hashes, &tombstone_hashes)?)
+            Some(self.build_slot_filtered(run, 0, key_filter, &tombstone_hashes)?)
         } else {
             None
         };
@@ -235,7 +240,10 @@ impl<S: Shard> Shared<S> {
         let spawned = std::thread::Builder::new()
             .name("strata-dyn-keys".into())
             .spawn(move || {
-                if let Err(e) = s.rebuild_key_filter() {
+                threads::lower_priority(threads::nice_step(1, threads::KEY_FILTER_NICE));
+                let rebuilt =
+                    threads::charged(&s.counters.key_filter_cpu_nanos, || s.rebuild_key_filter());
+                if let Err(e) = rebuilt {
                     s.fail(&e);
                 }
                 let mut st = s.work.lock();

@@ -23,6 +23,7 @@ type MergeLog<S> = Vec<(Arc<ShardSlot<S>>, Option<Vec<u64>>)>;
 
 impl<S: Shard> Shared<S> {
     pub(super) fn merger_loop(self: Arc<Self>) {
+        threads::lower_priority(threads::nice_step(0, threads::MERGER_NICE));
         loop {
             {
                 let mut st = self.work.lock();
@@ -40,7 +41,7 @@ impl<S: Shard> Shared<S> {
                     self.merge_cv.wait(&mut st);
                 }
             }
-            let r = self.merge_once();
+            let r = threads::charged(&self.counters.merger_cpu_nanos, || self.merge_once());
             let mut st = self.work.lock();
             st.merging = false;
             self.done_cv.notify_all();
@@ -162,26 +163,24 @@ impl<S: Shard> Shared<S> {
         Ok(())
     }
 
-    /// Builds a shard of `run` for `level`, with its filters built from the hashes of its record keys
-    /// and of its tombstones (the flush has them already: each key is hashed once).
-    pub(super) fn build_slot_hashed(
+    /// Builds a shard of `run` for `level` with `key_filter` (over its record keys, sized for them) and a
+    /// tombstone filter built from the hashes of its tombstones (the flush has them already: each key is
+    /// hashed once).
+    pub(super) fn build_slot_filtered(
         &self,
         run: SortedRun,
         level: usize,
-        record_hashes: &[KeyHash],
+        key_filter: BloomFilter,
         tombstone_hashes: &[KeyHash],
     ) -> Result<Arc<ShardSlot<S>>> {
-        debug_assert_eq!(run.records.len(), record_hashes.len());
         debug_assert_eq!(run.tombstones.len(), tombstone_hashes.len());
-        let filter_of = |hashes: &[KeyHash]| -> Result<BloomFilter> {
-            let mut f = BloomFilter::new(hashes.len(), self.opts.bloom_fpr)?;
-            f.insert_hashes(hashes.iter().copied());
-            Ok(f)
+        let tomb_filter = if tombstone_hashes.is_empty() {
+            None
+        } else {
+            let mut f = BloomFilter::new(tombstone_hashes.len(), self.opts.bloom_fpr)?;
+            f.insert_hashes(tombstone_hashes.iter().copied());
+            Some(f)
         };
-        let key_filter = filter_of(record_hashes)?;
-        let tomb_filter = (!tombstone_hashes.is_empty())
-            .then(|| filter_of(tombstone_hashes))
-            .transpose()?;
         self.build_slot_with(run, level, key_filter, tomb_filter)
     }
 
