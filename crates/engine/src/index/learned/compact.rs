@@ -38,6 +38,14 @@ impl LearnedIndex {
     /// `max_group` or that saw more than `compact_at` removals (and a quarter of its array), and merges
     /// adjacent groups that are small together (see `merge.rs`); returns how many changes it made.
     pub fn maintain(&self) -> usize {
+        let done = self.maintain_pass();
+        // Groups and roots replaced by earlier passes, released by the epoch since: freed here, not in
+        // a foreground thread (see `retire.rs`).
+        self.retired.free();
+        done
+    }
+
+    fn maintain_pass(&self) -> usize {
         let _s = self.structure.lock();
         let mut done = 0;
         let mut i = 0;
@@ -71,6 +79,7 @@ impl LearnedIndex {
         for _ in 0..RECLAIM_ROUNDS {
             epoch::pin().flush();
         }
+        self.retired.free();
     }
 
     /// Compacts every group (dropping every removed record no snapshot reads).
@@ -216,7 +225,7 @@ impl LearnedIndex {
             let new_root = Owned::new(Root::new(parts)).into_shared(guard);
             self.root.store(new_root, Ordering::Release);
             // SAFETY: the old root is unreachable now; its group pointers are not owned by it.
-            unsafe { guard.defer_destroy(root_shared) };
+            unsafe { self.retired.retire(root_shared, guard) };
             // SAFETY: the new root is alive (published); its groups i..i+count are the new ones.
             let nr = unsafe { new_root.deref() };
             (i..i + count)
@@ -232,7 +241,7 @@ impl LearnedIndex {
         }
         for g in old {
             // SAFETY: `g` is unreachable from the index now; threads still on it are pinned.
-            unsafe { guard.defer_destroy(g) };
+            unsafe { self.retired.retire(g, guard) };
         }
         guard.flush();
         count

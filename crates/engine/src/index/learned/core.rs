@@ -20,6 +20,7 @@
 
 use super::buffer::{Buffer, Insert};
 use super::group::{Group, Root};
+use super::retire::Retired;
 use super::slot::{DEAD, Lock, Read, Slot};
 use crossbeam_epoch::{self as epoch, Atomic, Guard, Owned};
 use parking_lot::Mutex;
@@ -105,6 +106,8 @@ pub struct LearnedIndex {
     pub(super) structure: Mutex<()>,
     pub(super) opts: LearnedOptions,
     pub(super) counters: Counters,
+    /// Replaced groups and roots the epoch released, freed by the maintenance thread.
+    pub(super) retired: Retired,
 }
 
 /// A record locked for a write: the slot found, the record it holds locked (itself or its target) and the
@@ -215,6 +218,7 @@ impl LearnedIndex {
             structure: Mutex::new(()),
             opts,
             counters: Counters::default(),
+            retired: Retired::default(),
         }
     }
 

@@ -14,7 +14,12 @@
 use super::buffer::Buffer;
 use super::model::GroupSearch;
 use super::rmi::Rmi;
-use super::slot::Slot;
+use super::slot::{Slot, prefetch_lines};
+
+/// Records either side of the models' prediction prefetched by a lookup.
+pub const NEAR_RECORDS: usize = 2;
+/// Keys either side of the models' prediction prefetched by a lookup.
+pub const NEAR_KEYS: usize = 4;
 use crossbeam_epoch::{Atomic, Guard, Owned, Shared};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -66,13 +71,28 @@ impl Group {
         self.keys.len() + self.buffered()
     }
 
-    /// The array record of `key`, if the array holds it. The record at the models' prediction is
-    /// prefetched first, so its cache miss overlaps the key search's (a good prediction is within a few
-    /// records of the answer, usually in the same cache line).
+    /// The array record of `key`, if the array holds it. Before the search, the keys and records near the
+    /// models' prediction are prefetched ([`NEAR_KEYS`] keys and [`NEAR_RECORDS`] records either side), so
+    /// the search's cache misses and the record's overlap instead of following each other (a prediction
+    /// is a few positions off on average: four records, half a key line).
     #[inline]
     pub fn array_slot(&self, key: u64) -> Option<&Slot> {
         if let Some(p) = self.search.predict(key, self.keys.len()) {
-            self.slots.get(p).map(Slot::prefetch);
+            if let Some(run) = self
+                .slots
+                .get(p.saturating_sub(NEAR_RECORDS)..(p + NEAR_RECORDS + 1).min(self.slots.len()))
+            {
+                Slot::prefetch_run(run);
+            }
+            if let Some(run) = self
+                .keys
+                .get(p.saturating_sub(NEAR_KEYS)..(p + NEAR_KEYS + 1).min(self.keys.len()))
+            {
+                prefetch_lines(
+                    run.as_ptr().cast(),
+                    run.as_ptr_range().end.cast::<u8>().wrapping_sub(1),
+                );
+            }
         }
         self.search
             .find(&self.keys, key)
@@ -87,6 +107,19 @@ impl Group {
     /// Records buffered (buffer and temporary buffer).
     pub fn buffered(&self) -> usize {
         self.buffer.len() + self.tmp.get().map_or(0, |t| t.len())
+    }
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Groups freed by the current thread (tests check which thread frees replaced groups).
+    pub(super) static GROUPS_FREED: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+#[cfg(test)]
+impl Drop for Group {
+    fn drop(&mut self) {
+        GROUPS_FREED.with(|c| c.set(c.get() + 1));
     }
 }
 

@@ -32,6 +32,7 @@ pub mod family;
 pub mod group;
 pub mod merge;
 pub mod model;
+mod retire;
 pub mod rmi;
 pub mod scan;
 pub mod slot;

@@ -182,6 +182,19 @@ impl Slot {
         s & (REMOVED | DEAD | MOVED) == 0
     }
 
+    /// Hints the CPU to load the status words and inline values of `slots` (consecutive records of one
+    /// array): every cache line from the first one's status word to the last one's inline value.
+    #[inline(always)]
+    pub fn prefetch_run(slots: &[Slot]) {
+        if let (Some(first), Some(last)) = (slots.first(), slots.last()) {
+            let start = (first as *const Slot).cast::<u8>();
+            let end = (last as *const Slot)
+                .cast::<u8>()
+                .wrapping_add(8 + 8 * INLINE_WORDS - 1);
+            prefetch_lines(start, end);
+        }
+    }
+
     /// Hints the CPU to load the slot's status word and inline value (a no-op off x86-64).
     #[inline(always)]
     pub fn prefetch(&self) {
@@ -527,4 +540,21 @@ impl Drop for Slot {
             }
         }
     }
+}
+
+/// Hints the CPU to load every cache line from `start` to `end` (inclusive; a no-op off x86-64).
+#[inline(always)]
+pub fn prefetch_lines(start: *const u8, end: *const u8) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+        let mut line = (start as usize) & !63;
+        while line <= end as usize {
+            // SAFETY: a prefetch is a hint: it neither faults nor changes memory, whatever the address.
+            unsafe { _mm_prefetch::<_MM_HINT_T0>(line as *const i8) };
+            line += 64;
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (start, end);
 }
