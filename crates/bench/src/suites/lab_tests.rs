@@ -850,8 +850,13 @@ fn the_hash_suite_runs_every_experiment_at_a_tiny_size() {
     // The goal rows, then the paragraph on the inserts' CPU time at 1 and 2 threads (blank line, text,
     // blank line).
     assert_eq!(goals.lines().count(), 4 + 12 + 3, "{goals}");
+    // A measured figure (its size depends on the machine's load, so only its presence is checked).
+    let cpu_line = "CPU time per insert summed over the threads (schedstat): ";
     assert!(
-        goals.contains("CPU time per insert summed over the threads (schedstat): 0."),
+        goals
+            .split(cpu_line)
+            .nth(1)
+            .is_some_and(|rest| rest.starts_with(|c: char| c.is_ascii_digit())),
         "{goals}"
     );
     assert!(!goals.contains("n/a"), "{goals}");
