@@ -91,9 +91,13 @@ impl VfsFile for GateFile {
 
 impl Vfs for GateVfs {
     fn open(&self, path: &Path, opts: OpenOptions) -> Result<Box<dyn VfsFile>> {
-        // Every file a checkpoint writes: page files, shard files and the dynamized state.
+        // Every file a checkpoint writes: page files, shard files, the dynamized state and the learned
+        // index's records.
         let gated = path.file_name().and_then(|n| n.to_str()).is_some_and(|n| {
-            n == "data.pages" || n.starts_with("shard-") || n.starts_with("DYNSTATE")
+            n == "data.pages"
+                || n.starts_with("shard-")
+                || n.starts_with("DYNSTATE")
+                || n.starts_with("LEARNED")
         });
         Ok(Box::new(GateFile(
             self.0.open(path, opts)?,
@@ -158,6 +162,7 @@ fn families() -> Vec<IndexConfig> {
         IndexConfig::default(),
         IndexConfig::BeTree(BeTreeOptions::default()),
         IndexKind::Dynamized.default_config(),
+        IndexKind::Learned.default_config(),
     ]
 }
 

@@ -3,7 +3,9 @@
 //! `checkpoint.rs`.
 //!
 //! `checkpoint(seqno)` writes the records of one snapshot (writes may go on; the WAL replay after
-//! `seqno` re-applies any it caught, puts and deletes being idempotent); opening loads the last checkpoint
+//! `seqno` re-applies any it caught, puts and deletes being idempotent). In the background (the shell's
+//! `begin_checkpoint` / `finish_checkpoint`), the writer only registers the snapshot, at exactly `seqno`, and
+//! the shell's checkpoint thread writes it while writes go on; opening loads the last checkpoint
 //! and retrains every model (bulk load), after which the shell replays the WAL. Scans read one snapshot, so a
 //! scan never sees half of a batch.
 //!
@@ -34,6 +36,9 @@ pub struct LearnedDbIndex {
     page_size: usize,
     seqno: AtomicU64,
     checkpoint_lock: Mutex<()>,
+    /// A checkpoint `begin_checkpoint` sealed and `finish_checkpoint` has not written yet: its seqno and the
+    /// snapshot of everything applied up to it (writes go on meanwhile; the snapshot keeps its versions).
+    sealed: Mutex<Option<(u64, OwnedSnapshot)>>,
 }
 
 /// The `u64` of an 8-byte big-endian key.
@@ -99,6 +104,19 @@ impl IndexSnapshot for LearnedDbSnapshot {
 }
 
 impl LearnedDbIndex {
+    /// Writes the records of `snapshot` as the checkpoint at WAL seqno `seqno` and then publishes the seqno.
+    fn write_checkpoint(&self, seqno: u64, snapshot: &OwnedSnapshot) -> Result<()> {
+        let _g = self.checkpoint_lock.lock();
+        let mut records = Vec::with_capacity(self.core.len() as usize);
+        snapshot.scan(0, u64::MAX, Direction::Forward, usize::MAX, &mut |k, v| {
+            records.push((k, v.to_vec()));
+            true
+        });
+        checkpoint::write(self.vfs.as_ref(), &self.dir, seqno, &records, &self.stats)?;
+        self.seqno.store(seqno, Ordering::Release);
+        Ok(())
+    }
+
     /// Creates an empty index and its first checkpoint (seqno 0), or opens the last checkpoint.
     pub fn instantiate(
         vfs: Arc<dyn Vfs>,
@@ -129,6 +147,7 @@ impl LearnedDbIndex {
             page_size,
             seqno: AtomicU64::new(seqno),
             checkpoint_lock: Mutex::new(()),
+            sealed: Mutex::new(None),
         })
     }
 
@@ -209,16 +228,22 @@ impl OrderedIndex for LearnedDbIndex {
     }
 
     fn checkpoint(&self, seqno: u64) -> Result<()> {
-        let _g = self.checkpoint_lock.lock();
-        let mut records = Vec::with_capacity(self.core.len() as usize);
-        self.core
-            .scan(0, u64::MAX, Direction::Forward, usize::MAX, &mut |k, v| {
-                records.push((k, v.to_vec()));
-                true
-            });
-        checkpoint::write(self.vfs.as_ref(), &self.dir, seqno, &records, &self.stats)?;
-        self.seqno.store(seqno, Ordering::Release);
-        Ok(())
+        let snapshot = self.core.snapshot_owned();
+        self.write_checkpoint(seqno, &snapshot)
+    }
+
+    /// Seals a snapshot of everything applied so far (cheap: a registered sequence number); the records
+    /// are written by `finish_checkpoint` in the shell's background thread, off the writer's path.
+    fn begin_checkpoint(&self, seqno: u64) -> Result<bool> {
+        *self.sealed.lock() = Some((seqno, self.core.snapshot_owned()));
+        Ok(true)
+    }
+
+    fn finish_checkpoint(&self) -> Result<()> {
+        let Some((seqno, snapshot)) = self.sealed.lock().take() else {
+            return Ok(());
+        };
+        self.write_checkpoint(seqno, &snapshot)
     }
 
     fn checkpointed_seqno(&self) -> u64 {
