@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use strata::vfs::{MemVfs, Vfs};
+use strata::vfs::{FaultVfs, MemVfs, Vfs};
 use strata::{
     Config, Db, Durability, Error, IndexKind, KeyRange, Options, RawDb, TypeKind, WriteOp,
 };
@@ -103,7 +103,11 @@ fn byte_values_survive_reopen_and_crash_and_damage_is_corruption() {
     }
     assert_eq!(contents(&db), model);
     db.close().unwrap();
-    let db = RawDb::open(dir, &mem_options(vfs.clone())).unwrap();
+    // This handle is lost at the power loss below. It reaches the files through a switch that the loss
+    // turns off, so its background checkpoint stops like a thread of a dead process instead of writing (or
+    // retiring a WAL) in the directory the next open recovers.
+    let life = FaultVfs::new(mem.clone());
+    let db = RawDb::open(dir, &mem_options(Arc::new(life.clone()))).unwrap();
     assert_eq!(contents(&db), model, "after reopen");
     assert_eq!(db.check().unwrap().records, model.len() as u64);
     // More synced writes, then a power loss: checkpoint + WAL replay bring them all back.
@@ -119,6 +123,7 @@ fn byte_values_survive_reopen_and_crash_and_damage_is_corruption() {
         model.insert(key(k), vec![9]);
     }
     std::mem::forget(db);
+    life.fail_after(0);
     mem.crash();
     let db = RawDb::open(dir, &mem_options(vfs.clone())).unwrap();
     let got = contents(&db);
