@@ -362,6 +362,14 @@ impl Progress {
     }
 }
 
+/// A thread's `(time on a CPU, time runnable waiting for one)` so far, in ns, from its Linux `schedstat`
+/// file (`/proc/thread-self/schedstat` for the calling thread); `None` where it is unreadable.
+pub fn schedstat(path: &str) -> Option<(u64, u64)> {
+    let s = std::fs::read_to_string(path).ok()?;
+    let mut f = s.split_whitespace().map(|w| w.parse::<u64>().ok());
+    Some((f.next()??, f.next()??))
+}
+
 /// Resets the kernel's peak-RSS counter of this process (`echo 5 > /proc/self/clear_refs`); false when
 /// that is not possible (not Linux, or refused).
 pub fn reset_peak_rss() -> bool {

@@ -275,11 +275,9 @@ fn thread_cpu_ns() -> u64 {
     schedstat_ns("/proc/thread-self/schedstat")
 }
 
+/// A thread's CPU time from its schedstat file, in nanoseconds (0 where it is unreadable).
 fn schedstat_ns(path: &str) -> u64 {
-    std::fs::read_to_string(path)
-        .ok()
-        .and_then(|s| s.split_whitespace().next().and_then(|t| t.parse().ok()))
-        .unwrap_or(0)
+    crate::measure::schedstat(path).map_or(0, |(cpu, _)| cpu)
 }
 
 /// The CPU time of the learned index's maintenance threads (`learned-maintain`), in nanoseconds.

@@ -69,9 +69,7 @@ pub(super) struct Timed {
 
 /// This thread's `(time on a CPU, time runnable waiting for one)` so far, in ns (Linux schedstat).
 fn schedstat() -> Option<(u64, u64)> {
-    let s = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
-    let mut f = s.split_whitespace().map(|w| w.parse::<u64>().ok());
-    Some((f.next()??, f.next()??))
+    crate::measure::schedstat("/proc/thread-self/schedstat")
 }
 
 impl Timed {
