@@ -20,9 +20,11 @@
 //! all of it or none of it. Writers are serialised by one mutex, so WAL order is apply order.
 //! When the WAL exceeds `Options::checkpoint_wal_bytes`, the index is checkpointed and a new WAL replaces the
 //! old one (see `recovery` for the protocol and what it guarantees). Families that can
-//! ([`OrderedIndex::begin_checkpoint`]) checkpoint in the background: the writer seals the index and switches
-//! to a new WAL, a thread writes the checkpoint and then removes the old WAL; the writer waits for it only
-//! when the live WAL reaches twice the checkpoint size first (a backlog of one checkpoint). Recovery then may
+//! ([`OrderedIndex::begin_checkpoint`]) checkpoint in the background (`background`): the writer
+//! seals the index and switches to a new WAL without waiting for the device, a thread syncs the old WAL, the
+//! new one and the directory, writes the checkpoint and then removes the old WAL; the writer waits for it
+//! only when the live WAL reaches twice the checkpoint size first (a backlog of one checkpoint), or to sync
+//! the new WAL before the thread synced the old one. Recovery then may
 //! find two WALs and replays both. A clean close checkpoints too. A bulk
 //! load consumes one sequence number and checkpoints, so it is ordered like any write.
 //!
@@ -39,6 +41,7 @@
 //! every later call returns [`Error::Poisoned`] and nothing wrong is ever served; reopening recovers the last
 //! durable state. A read that fails (e.g. a damaged page) is reported and the handle stays usable.
 
+mod background;
 mod config;
 mod iter;
 pub(crate) mod manifest;
@@ -63,6 +66,7 @@ use crate::storage::{
     IoSnapshot, IoStats, LogWriter, OpenOptions, RecoverMode, Vfs, VfsLock, recover_log,
 };
 use crate::types::{Durability, MAX_VALUE_LEN, TypeKind};
+use background::{Background, HELD_WAL_BYTES};
 use parking_lot::{Condvar, Mutex};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -105,14 +109,6 @@ struct DbInner {
     background: Mutex<Background>,
     background_done: Condvar,
     _lock: Option<Box<dyn VfsLock>>,
-}
-
-/// A checkpoint that finishes on its own thread while writes go on.
-#[derive(Default)]
-struct Background {
-    /// A checkpoint is finishing.
-    busy: bool,
-    thread: Option<std::thread::JoinHandle<()>>,
 }
 
 /// An untyped handle: keys and values as encoded bytes (see `types`). Cheap to clone; the database closes
@@ -288,8 +284,16 @@ impl RawDb {
             wal.append(&w.scratch)?;
             match durability {
                 Durability::None if wal.buffered_bytes() < WAL_BUFFER_LIMIT => {}
-                Durability::None | Durability::Flush => wal.flush()?,
-                Durability::Sync => wal.sync()?,
+                // While the WAL this one follows is not durable yet, its writes stay in memory (see
+                // `background`), up to a bound.
+                Durability::None
+                    if wal.buffered_bytes() < HELD_WAL_BYTES && self.inner.wal_unsynced() => {}
+                Durability::None => {
+                    self.inner.wait_wal_durable();
+                    wal.flush()?;
+                }
+                Durability::Flush => wal.flush()?,
+                Durability::Sync => self.inner.sync_live_wal(w)?,
             }
             self.inner.index.apply(ops)
         })();
@@ -504,7 +508,7 @@ impl RawDb {
         self.check_poison()?;
         self.check_writable()?;
         let mut w = self.inner.writer.lock();
-        if let Err(e) = w.wal.as_mut().expect("a writable handle has a WAL").sync() {
+        if let Err(e) = self.inner.sync_live_wal(&mut w) {
             self.poison(&e);
             return Err(e);
         }
@@ -681,8 +685,8 @@ impl RawDb {
             // Background work finishes first, so the last checkpoint lists every file it wrote.
             self.inner.index.settle()?;
             self.checkpoint_locked(&mut w)?;
-        } else if let Some(wal) = w.wal.as_mut() {
-            wal.sync()?;
+        } else if w.wal.is_some() {
+            self.inner.sync_live_wal(&mut w)?;
         }
         Ok(())
     }
@@ -731,7 +735,7 @@ impl DbInner {
         let wal = w.wal.as_mut().expect("a writable handle has a WAL");
         wal::encode_intent(seqno, &mut w.scratch);
         wal.append(&w.scratch)?;
-        wal.sync()
+        self.sync_live_wal(w)
     }
 
     /// After the index checkpointed `seqno`: creates the next WAL with that base, syncs the directory, removes
@@ -750,70 +754,6 @@ impl DbInner {
         w.wal = Some(wal);
         Ok(std::mem::replace(&mut w.wal_number, number))
     }
-
-    /// Starts a checkpoint of everything written so far that finishes on its own thread while writes go on
-    /// (families that cannot do that checkpoint at once, as [`checkpoint`](Self::checkpoint) does):
-    /// 1. a checkpoint intent for `S` (the last seqno) is appended to the live WAL `N` and synced;
-    /// 2. the index seals its state at `S` (in memory, quickly: `OrderedIndex::begin_checkpoint`);
-    /// 3. WAL `N + 1`, based on `S`, becomes the live one; WAL `N` stays, since it holds the writes up to `S`
-    ///    until the checkpoint is durable;
-    /// 4. a thread writes the checkpoint (`OrderedIndex::finish_checkpoint`), then removes WAL `N`.
-    ///
-    /// A crash before step 4 completes leaves the index at its previous checkpoint `C`, and recovery replays
-    /// WAL `N` after `C`, then WAL `N + 1`. A failure in the thread poisons the handle.
-    fn checkpoint_in_background(this: &Arc<DbInner>, w: &mut Writer) -> Result<()> {
-        let seqno = w.next_seqno - 1;
-        this.intend_checkpoint(w, seqno)?;
-        if !this.index.begin_checkpoint(seqno)? {
-            this.rotate_wal(w, seqno)?;
-            w.dirty = false;
-            return Ok(());
-        }
-        let old = this.switch_wal(w, seqno)?;
-        w.dirty = false;
-        let mut bg = this.background.lock();
-        bg.busy = true;
-        let inner = this.clone();
-        let spawned = std::thread::Builder::new()
-            .name("strata-checkpoint".into())
-            .spawn(move || {
-                let r = inner
-                    .index
-                    .finish_checkpoint()
-                    .and_then(|()| inner.vfs.remove_file(&wal_path(&inner.dir, old)));
-                if let Err(e) = r {
-                    inner.poison(&e);
-                }
-                inner.background.lock().busy = false;
-                inner.background_done.notify_all();
-            });
-        match spawned {
-            Ok(t) => {
-                bg.thread = Some(t);
-                Ok(())
-            }
-            Err(_) => {
-                // No thread to be had: finish here.
-                bg.busy = false;
-                drop(bg);
-                this.index.finish_checkpoint()?;
-                this.vfs.remove_file(&wal_path(&this.dir, old))
-            }
-        }
-    }
-
-    /// Waits until no checkpoint is finishing in the background.
-    fn wait_background(&self) {
-        let mut bg = self.background.lock();
-        while bg.busy {
-            self.background_done.wait(&mut bg);
-        }
-        if let Some(t) = bg.thread.take()
-            && t.thread().id() != std::thread::current().id()
-        {
-            let _ = t.join();
-        }
-    }
 }
 
 impl Drop for DbInner {
@@ -826,8 +766,10 @@ impl Drop for DbInner {
         // Best effort: `RawDb::close` reports these errors; recovery covers a failure here.
         let _ = if w.dirty {
             self.index.settle().and_then(|()| self.checkpoint(&mut w))
+        } else if w.wal.is_some() {
+            self.sync_live_wal(&mut w)
         } else {
-            w.wal.as_mut().map_or(Ok(()), LogWriter::sync)
+            Ok(())
         };
     }
 }

@@ -239,11 +239,14 @@ pub trait OrderedIndex: Send + Sync {
     /// Makes the state durable and records `seqno` as contained in it.
     fn checkpoint(&self, seqno: u64) -> Result<()>;
     /// Starts a checkpoint of everything applied so far, up to WAL seqno `seqno`, whose writing can run
-    /// while writes go on: the state is sealed in memory now (quickly), and
-    /// [`finish_checkpoint`](Self::finish_checkpoint), called once from another thread, writes it. Returns
-    /// false when the family instead checkpointed at once (the default: [`checkpoint`](Self::checkpoint)).
+    /// while writes go on: the state is sealed now (quickly, overwriting nothing the last durable checkpoint
+    /// references: the shell syncs the WAL's checkpoint intent only before `finish_checkpoint`),
+    /// and [`finish_checkpoint`](Self::finish_checkpoint), called once from another thread, writes it.
+    /// Returns false, having done nothing, when the family cannot (the default): the caller then
+    /// checkpoints at once with [`checkpoint`](Self::checkpoint).
     fn begin_checkpoint(&self, seqno: u64) -> Result<bool> {
-        self.checkpoint(seqno).map(|()| false)
+        let _ = seqno;
+        Ok(false)
     }
     /// Writes the checkpoint `begin_checkpoint` sealed and makes it durable; afterwards
     /// [`checkpointed_seqno`](Self::checkpointed_seqno) is its seqno. Nothing to do by default.

@@ -200,6 +200,22 @@ impl LogWriter {
         header: LogHeader,
         stats: Arc<IoStats>,
     ) -> Result<LogWriter> {
+        let log = Self::create_unsynced(vfs, path, header, stats)?;
+        log.file.sync_data()?;
+        log.stats.record_sync(FileKind::Wal);
+        Ok(log)
+    }
+
+    /// [`create`](Self::create) without the `fdatasync`: the caller makes the file durable later (e.g. by
+    /// [`sync_file`] from another thread) and before anything relies on it. Until then a power loss may
+    /// leave the file missing, empty or with zero header slots — the state of a creation a crash
+    /// interrupted, which recovery tells apart from damage while the log holds no durable record.
+    pub fn create_unsynced(
+        vfs: &Arc<dyn Vfs>,
+        path: &Path,
+        header: LogHeader,
+        stats: Arc<IoStats>,
+    ) -> Result<LogWriter> {
         let file = vfs.open(
             path,
             OpenOptions {
@@ -223,8 +239,6 @@ impl LogWriter {
         }
         file.write_all_at(&head, 0)?;
         stats.record_write(FileKind::Wal, head.len());
-        file.sync_data()?;
-        stats.record_sync(FileKind::Wal);
         Ok(LogWriter {
             file,
             path: path.to_path_buf(),
@@ -322,6 +336,14 @@ impl LogWriter {
         self.handed_back = self.written;
         Ok(())
     }
+}
+
+/// `fdatasync`s the existing log at `path` through a handle of its own: what any handle wrote to it so far
+/// becomes durable (a thread other than the log's writer can make it durable while the writer goes on).
+pub fn sync_file(vfs: &Arc<dyn Vfs>, path: &Path, stats: &IoStats) -> Result<()> {
+    vfs.open(path, OpenOptions::default())?.sync_data()?;
+    stats.record_sync(FileKind::Wal);
+    Ok(())
 }
 
 /// The file length after a growth from `length` that must hold `end` bytes: at least double the length (by at

@@ -1,0 +1,175 @@
+//! Checkpoints that finish on the shell's checkpoint thread while writes go on, and the WAL rotation that
+//! goes with them, with no `fdatasync` on the writer's path.
+//!
+//! ## Protocol (families whose [`OrderedIndex::begin_checkpoint`](crate::index::OrderedIndex::begin_checkpoint) seals)
+//! On the writer, when the live WAL `N` grows past the checkpoint size (everything here is in memory or a
+//! plain write to the OS; nothing waits for the device):
+//! 1. a checkpoint intent for `S` (the last seqno) is appended to WAL `N` and written, not synced;
+//! 2. the index seals its state at `S` (`begin_checkpoint`: quickly, overwriting nothing the last durable
+//!    checkpoint references);
+//! 3. WAL `N + 1`, based on `S`, is created (header written, not synced, directory not synced) and becomes
+//!    the live one; WAL `N` is left to the checkpoint thread.
+//!
+//! On the checkpoint thread:
+//! 4. WAL `N` is synced (its records up to `S` and the intent), then WAL `N + 1` (its header) and the
+//!    directory (its entry). From here on the state on disk is the one the synchronous protocol
+//!    (`recovery`) leaves after its step "WAL `N + 1` created and synced".
+//! 5. the index writes the checkpoint (`finish_checkpoint`), then WAL `N` is removed.
+//!
+//! ## Why a crash at any point recovers
+//! * Before step 4 completes: `N + 1` was never synced, so after a power loss it is missing, empty, or has
+//!   zero header slots and no durable record — recovery's "creation a crash interrupted", skipped — and WAL
+//!   `N` is live again with its durable prefix (a torn tail is what durability `none`/`flush` allow). The
+//!   index wrote nothing of the checkpoint yet (step 5 follows step 4), so its spare slot is intact.
+//! * **No sync of WAL `N + 1` precedes step 4**: a write with durability `sync`, [`RawDb::flush`](super::RawDb::flush)
+//!   and a checkpoint intent wait for step 4 first ([`DbInner::sync_live_wal`]). So a synced record of
+//!   `N + 1` implies that `N` is durable through `S`: the chain recovery replays has no hole.
+//! * Durability `none` keeps the writes of `N + 1` in the WAL buffer until step 4 completes (up to
+//!   [`HELD_WAL_BYTES`]; past that the writer waits), so the OS cannot write them back before `N` is
+//!   durable. Durability `flush` must hand each write to the OS at once: a power loss in the milliseconds
+//!   before step 4 completes that finds some of `N + 1`'s pages written back by the OS but not `N`'s tail is
+//!   refused by recovery (`Error::Corruption`, "records are missing"; `strata repair` keeps the prefix)
+//!   rather than served — `flush` promises survival of a killed process, not of a power loss.
+//!
+//! Cost on the writer: one `write` of the intent, the index's seal, one file create (`open`, `set_len`, one
+//! 1 KiB write). The thread: three `fdatasync`s and a directory sync, then the checkpoint. The writer waits
+//! only when the live WAL reaches twice the checkpoint size while a checkpoint is still finishing (the
+//! backlog bound), or for a sync as said above.
+
+use super::{DbInner, Writer, wal, wal_path};
+use crate::error::Result;
+use crate::storage::log::sync_file;
+use crate::storage::{LogHeader, LogWriter};
+use std::sync::Arc;
+
+/// WAL bytes a `none`-durability writer keeps buffered while the previous WAL is not yet durable (step 4
+/// of the protocol), before it waits for that.
+pub(super) const HELD_WAL_BYTES: usize = 64 << 20;
+
+/// A checkpoint that finishes on its own thread while writes go on.
+#[derive(Default)]
+pub(super) struct Background {
+    /// A checkpoint is finishing.
+    pub busy: bool,
+    /// Step 4 has not completed: the retired WAL, the live WAL's header or its directory entry is not durable
+    /// yet.
+    pub wal_unsynced: bool,
+    pub thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl DbInner {
+    /// Starts a checkpoint of everything written so far that finishes on the checkpoint thread (see the
+    /// module doc); families that cannot seal one checkpoint at once (their intent synced first), as
+    /// [`checkpoint`](Self::checkpoint) does. A failure in the thread poisons the handle.
+    pub(super) fn checkpoint_in_background(this: &Arc<DbInner>, w: &mut Writer) -> Result<()> {
+        let seqno = w.next_seqno - 1;
+        // 1. The intent, written (the thread syncs it before the checkpoint writes anything).
+        let live = w.wal.as_mut().expect("a writable handle has a WAL");
+        wal::encode_intent(seqno, &mut w.scratch);
+        live.append(&w.scratch)?;
+        live.flush()?;
+        // 2. The seal.
+        if !this.index.begin_checkpoint(seqno)? {
+            // The family cannot: the synchronous protocol (the intent durable before the checkpoint writes).
+            this.sync_live_wal(w)?;
+            this.index.checkpoint(seqno)?;
+            this.rotate_wal(w, seqno)?;
+            w.dirty = false;
+            return Ok(());
+        }
+        // 3. The next WAL, unsynced.
+        let number = w.wal_number + 1;
+        let next = LogWriter::create_unsynced(
+            &this.vfs,
+            &wal_path(&this.dir, number),
+            LogHeader {
+                number,
+                base_seqno: seqno,
+            },
+            this.stats.clone(),
+        )?;
+        // The retired WAL's buffer is empty (the intent was written): the thread syncs it by its path.
+        drop(w.wal.replace(next));
+        let old = std::mem::replace(&mut w.wal_number, number);
+        w.dirty = false;
+        let mut bg = this.background.lock();
+        bg.busy = true;
+        bg.wal_unsynced = true;
+        let inner = this.clone();
+        let spawned = std::thread::Builder::new()
+            .name("strata-checkpoint".into())
+            .spawn(move || {
+                let r = inner
+                    .sync_rotation(old, number)
+                    .and_then(|()| inner.index.finish_checkpoint())
+                    .and_then(|()| inner.vfs.remove_file(&wal_path(&inner.dir, old)));
+                if let Err(e) = r {
+                    inner.poison(&e);
+                }
+                let mut bg = inner.background.lock();
+                bg.busy = false;
+                bg.wal_unsynced = false;
+                inner.background_done.notify_all();
+            });
+        match spawned {
+            Ok(t) => {
+                bg.thread = Some(t);
+                Ok(())
+            }
+            Err(_) => {
+                // No thread to be had: finish here.
+                bg.busy = false;
+                drop(bg);
+                this.sync_rotation(old, number)?;
+                this.index.finish_checkpoint()?;
+                this.vfs.remove_file(&wal_path(&this.dir, old))
+            }
+        }
+    }
+
+    /// Step 4: the retired WAL `old`, the live WAL `number` and the directory made durable; then writers
+    /// that wait to sync the live WAL may go on. (On failure the flag stays set until the thread ends: the
+    /// handle is poisoned by then.)
+    fn sync_rotation(&self, old: u64, number: u64) -> Result<()> {
+        sync_file(&self.vfs, &wal_path(&self.dir, old), &self.stats)?;
+        sync_file(&self.vfs, &wal_path(&self.dir, number), &self.stats)?;
+        self.vfs.sync_dir(&self.dir)?;
+        self.background.lock().wal_unsynced = false;
+        self.background_done.notify_all();
+        Ok(())
+    }
+
+    /// Waits until step 4 of a rotation in the background, if one is under way, has completed (the live WAL
+    /// may then be synced: its records follow a durable chain).
+    pub(super) fn wait_wal_durable(&self) {
+        let mut bg = self.background.lock();
+        while bg.wal_unsynced {
+            self.background_done.wait(&mut bg);
+        }
+    }
+
+    /// True while step 4 of a rotation in the background has not completed.
+    pub(super) fn wal_unsynced(&self) -> bool {
+        self.background.lock().wal_unsynced
+    }
+
+    /// Makes the live WAL durable (every record appended so far), after the WAL it follows.
+    pub(super) fn sync_live_wal(&self, w: &mut Writer) -> Result<()> {
+        self.wait_wal_durable();
+        self.check_poison()?;
+        w.wal.as_mut().expect("a writable handle has a WAL").sync()
+    }
+
+    /// Waits until no checkpoint is finishing in the background.
+    pub(super) fn wait_background(&self) {
+        let mut bg = self.background.lock();
+        while bg.busy {
+            self.background_done.wait(&mut bg);
+        }
+        if let Some(t) = bg.thread.take()
+            && t.thread().id() != std::thread::current().id()
+        {
+            let _ = t.join();
+        }
+    }
+}

@@ -1,0 +1,364 @@
+//! The writer's own I/O while checkpoints run in the background (B+-tree, Bε-tree, dynamized, learned): at
+//! durability `none` and `flush` the writing thread never waits for the device — no `fdatasync`, no
+//! directory sync — although the WAL rotates many times (the rotation's syncs run on the checkpoint thread);
+//! a `sync` write right after a rotation waits until the retired WAL is durable; and a power loss before the
+//! checkpoint thread synced anything recovers every write that was synced.
+
+use parking_lot::{Condvar, Mutex};
+use std::cell::Cell;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+use strata::options::BeTreeOptions;
+use strata::vfs::{MemVfs, OpenOptions, Vfs, VfsFile, VfsLock};
+use strata::{
+    Config, Durability, IndexConfig, IndexKind, Options, RawDb, Result, TypeKind, WriteOp,
+};
+
+thread_local! {
+    /// This thread is the test's writer.
+    static WRITER: Cell<bool> = const { Cell::new(false) };
+}
+
+fn on_writer() -> bool {
+    WRITER.with(Cell::get)
+}
+
+/// What the files saw, and a gate that can hold the WAL syncs of threads other than the writer.
+#[derive(Debug, Default)]
+struct Probe {
+    writer_syncs: AtomicU64,
+    writer_dir_syncs: AtomicU64,
+    other_syncs: AtomicU64,
+    wal_creates: AtomicU64,
+    /// The power is lost: every later operation fails (a handle that outlives the crash must not reach the
+    /// files that recovery reads).
+    dead: AtomicBool,
+    /// (held, syncs waiting)
+    gate: Mutex<(bool, usize)>,
+    cv: Condvar,
+}
+
+impl Probe {
+    fn hold(&self, held: bool) {
+        self.gate.lock().0 = held;
+        self.cv.notify_all();
+    }
+    fn waiting(&self) -> usize {
+        self.gate.lock().1
+    }
+    fn alive(&self) -> Result<()> {
+        if self.dead.load(Ordering::Acquire) {
+            return Err(strata::Error::io(
+                "/db",
+                std::io::Error::other("power lost"),
+            ));
+        }
+        Ok(())
+    }
+    fn pass(&self) {
+        let mut g = self.gate.lock();
+        g.1 += 1;
+        while g.0 {
+            self.cv.wait(&mut g);
+        }
+        g.1 -= 1;
+    }
+}
+
+#[derive(Debug)]
+struct ProbeVfs(Arc<MemVfs>, Arc<Probe>);
+
+#[derive(Debug)]
+struct ProbeFile(Box<dyn VfsFile>, Arc<Probe>, bool);
+
+impl VfsFile for ProbeFile {
+    fn path(&self) -> &Path {
+        self.0.path()
+    }
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<usize> {
+        self.0.read_at(buf, offset)
+    }
+    fn write_all_at(&self, buf: &[u8], offset: u64) -> Result<()> {
+        self.1.alive()?;
+        self.0.write_all_at(buf, offset)
+    }
+    fn len(&self) -> Result<u64> {
+        self.0.len()
+    }
+    fn set_len(&self, len: u64) -> Result<()> {
+        self.1.alive()?;
+        self.0.set_len(len)
+    }
+    fn sync_data(&self) -> Result<()> {
+        if on_writer() {
+            self.1.writer_syncs.fetch_add(1, Ordering::Relaxed);
+        } else {
+            self.1.other_syncs.fetch_add(1, Ordering::Relaxed);
+            if self.2 {
+                self.1.pass();
+            }
+        }
+        self.1.alive()?;
+        self.0.sync_data()
+    }
+}
+
+impl Vfs for ProbeVfs {
+    fn open(&self, path: &Path, opts: OpenOptions) -> Result<Box<dyn VfsFile>> {
+        let wal = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.starts_with("wal-"));
+        self.1.alive()?;
+        if wal && opts.create {
+            self.1.wal_creates.fetch_add(1, Ordering::Relaxed);
+        }
+        Ok(Box::new(ProbeFile(
+            self.0.open(path, opts)?,
+            self.1.clone(),
+            wal,
+        )))
+    }
+    fn exists(&self, path: &Path) -> bool {
+        self.0.exists(path)
+    }
+    fn create_dir_all(&self, path: &Path) -> Result<()> {
+        self.0.create_dir_all(path)
+    }
+    fn list_dir(&self, path: &Path) -> Result<Vec<String>> {
+        self.0.list_dir(path)
+    }
+    fn remove_file(&self, path: &Path) -> Result<()> {
+        self.1.alive()?;
+        self.0.remove_file(path)
+    }
+    fn rename(&self, from: &Path, to: &Path) -> Result<()> {
+        self.1.alive()?;
+        self.0.rename(from, to)
+    }
+    fn sync_dir(&self, path: &Path) -> Result<()> {
+        self.1.alive()?;
+        if on_writer() {
+            self.1.writer_dir_syncs.fetch_add(1, Ordering::Relaxed);
+        }
+        self.0.sync_dir(path)
+    }
+    fn lock(&self, path: &Path) -> Result<Box<dyn VfsLock>> {
+        self.0.lock(path)
+    }
+    fn lock_shared(&self, path: &Path) -> Result<Box<dyn VfsLock>> {
+        self.0.lock_shared(path)
+    }
+}
+
+const CHECKPOINT_BYTES: u64 = 64 << 10;
+
+fn families() -> Vec<IndexConfig> {
+    vec![
+        IndexConfig::default(),
+        IndexConfig::BeTree(BeTreeOptions::default()),
+        IndexKind::Dynamized.default_config(),
+        IndexKind::Learned.default_config(),
+    ]
+}
+
+fn options(vfs: Arc<dyn Vfs>, durability: Durability) -> Options {
+    Options {
+        vfs,
+        cache_bytes: 1 << 20,
+        checkpoint_wal_bytes: CHECKPOINT_BYTES,
+        durability: Some(durability),
+        ..Options::default()
+    }
+}
+
+fn put(i: u64) -> WriteOp {
+    WriteOp::Put {
+        key: i.to_be_bytes().to_vec(),
+        value: (i % 251).to_be_bytes().to_vec(),
+    }
+}
+
+fn setup(index: &IndexConfig, durability: Durability) -> (Arc<MemVfs>, Arc<Probe>, RawDb) {
+    let mem = Arc::new(MemVfs::new());
+    let probe = Arc::new(Probe::default());
+    let vfs: Arc<dyn Vfs> = Arc::new(ProbeVfs(mem.clone(), probe.clone()));
+    let config = Config {
+        index: index.clone(),
+        key: TypeKind::U64,
+        value: TypeKind::U64,
+        ..Config::default()
+    };
+    let db = RawDb::create("/db", &config, &options(vfs, durability)).expect("create");
+    (mem, probe, db)
+}
+
+/// A power loss: the handle is abandoned (its threads' later operations fail) and unsynced bytes are
+/// dropped.
+fn power_loss(db: RawDb, mem: &MemVfs, probe: &Probe) {
+    probe.dead.store(true, Ordering::Release);
+    std::mem::forget(db);
+    mem.crash();
+    probe.hold(false);
+}
+
+fn wal_files(mem: &MemVfs) -> usize {
+    mem.list_dir(Path::new("/db"))
+        .expect("list")
+        .iter()
+        .filter(|n| n.starts_with("wal-"))
+        .count()
+}
+
+/// Waits (bounded) until no checkpoint is finishing: the WAL it retires is gone.
+fn wait_checkpoint_done(mem: &MemVfs) {
+    for _ in 0..60_000 {
+        if wal_files(mem) == 1 {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    panic!("a checkpoint in the background did not finish within a minute");
+}
+
+fn check_all(mem: &Arc<MemVfs>, durability: Durability, n: u64, index: &IndexConfig) {
+    let probe = Arc::new(Probe::default());
+    let vfs: Arc<dyn Vfs> = Arc::new(ProbeVfs(mem.clone(), probe));
+    let db = RawDb::open("/db", &options(vfs, durability)).expect("reopen");
+    for i in 0..n {
+        let v = db.get(&i.to_be_bytes()).expect("get");
+        assert_eq!(
+            v,
+            Some((i % 251).to_be_bytes().to_vec()),
+            "{index:?}: key {i}"
+        );
+    }
+    db.check().expect("check");
+}
+
+#[test]
+fn the_writer_never_syncs_at_durability_none_or_flush() {
+    let n = 12_000u64;
+    for index in families() {
+        for durability in [Durability::None, Durability::Flush] {
+            let (mem, probe, db) = setup(&index, durability);
+            let creates_before = probe.wal_creates.load(Ordering::Relaxed);
+            WRITER.with(|w| w.set(true));
+            for i in 0..n {
+                db.write(&[put(i)], None).expect("write");
+                // Stay below the backlog's bound (where the writer would checkpoint itself): a rotation
+                // finishes before the WAL can grow that far.
+                if i % 64 == 0 && wal_files(&mem) > 1 {
+                    wait_checkpoint_done(&mem);
+                }
+            }
+            WRITER.with(|w| w.set(false));
+            let rotations = probe.wal_creates.load(Ordering::Relaxed) - creates_before;
+            assert!(
+                rotations >= 5,
+                "{index:?} {durability:?}: only {rotations} WAL rotations"
+            );
+            assert_eq!(
+                (
+                    probe.writer_syncs.load(Ordering::Relaxed),
+                    probe.writer_dir_syncs.load(Ordering::Relaxed)
+                ),
+                (0, 0),
+                "{index:?} {durability:?}: the writer synced a file or the directory ({rotations} rotations)"
+            );
+            assert!(probe.other_syncs.load(Ordering::Relaxed) >= 3 * rotations);
+            db.close().expect("close");
+            check_all(&mem, durability, n, &index);
+        }
+    }
+}
+
+/// Writes (durability `none`) until a rotation has begun and its thread is held at its first WAL sync.
+fn hold_a_rotation(db: &RawDb, probe: &Probe) -> u64 {
+    probe.hold(true);
+    let mut i = 0;
+    while probe.waiting() == 0 {
+        db.write(&[put(i)], None).expect("write");
+        i += 1;
+        assert!(
+            i < 100_000,
+            "no rotation left its WAL syncs to the checkpoint thread"
+        );
+        if i % 64 == 0 {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+    i
+}
+
+#[test]
+fn a_sync_write_after_a_rotation_waits_for_the_retired_wal_and_survives_a_power_loss() {
+    for index in families() {
+        let (mem, probe, db) = setup(&index, Durability::None);
+        WRITER.with(|w| w.set(true));
+        let held_at = hold_a_rotation(&db, &probe);
+        // Writes without a sync go on while the retired WAL is not durable.
+        for i in held_at..held_at + 100 {
+            db.write(&[put(i)], None).expect("write");
+        }
+        let synced = held_at + 100;
+        let (tx, rx) = std::sync::mpsc::channel();
+        let db2 = db.clone();
+        let writer = std::thread::spawn(move || {
+            WRITER.with(|w| w.set(true));
+            db2.write(&[put(synced)], Some(Durability::Sync))
+                .expect("sync write");
+            let _ = tx.send(());
+        });
+        assert!(
+            rx.recv_timeout(Duration::from_millis(300)).is_err(),
+            "{index:?}: a sync write completed before the WAL it follows was durable"
+        );
+        probe.hold(false);
+        rx.recv_timeout(Duration::from_secs(60))
+            .expect("the sync write completes once the retired WAL is durable");
+        writer.join().expect("writer");
+        WRITER.with(|w| w.set(false));
+        // Power loss now (the checkpoint may or may not have finished): every write up to the synced one
+        // was made durable by it, through the chain of WALs.
+        power_loss(db, &mem, &probe);
+        check_all(&mem, Durability::None, synced + 1, &index);
+    }
+}
+
+#[test]
+fn a_power_loss_before_the_rotation_is_durable_recovers_a_prefix() {
+    for index in families() {
+        for durability in [Durability::None, Durability::Flush] {
+            let (mem, probe, db) = setup(&index, durability);
+            WRITER.with(|w| w.set(true));
+            // One durable point before the rotation.
+            db.write(&[put(0)], Some(Durability::Sync))
+                .expect("sync write");
+            let held_at = hold_a_rotation(&db, &probe).max(1);
+            for i in held_at..held_at + 200 {
+                db.write(&[put(i)], None).expect("write");
+            }
+            WRITER.with(|w| w.set(false));
+            power_loss(db, &mem, &probe);
+            let vfs: Arc<dyn Vfs> = Arc::new(ProbeVfs(mem.clone(), Arc::new(Probe::default())));
+            let db = RawDb::open("/db", &options(vfs, durability)).expect("reopen after the crash");
+            // A prefix: key 0 (synced) is there, and whatever else survived is every key below some bound.
+            let present: Vec<bool> = (0..held_at + 200)
+                .map(|i| db.get(&i.to_be_bytes()).expect("get").is_some())
+                .collect();
+            assert!(
+                present[0],
+                "{index:?} {durability:?}: the synced write was lost"
+            );
+            let end = present.iter().position(|p| !p).unwrap_or(present.len());
+            assert!(
+                present[end..].iter().all(|p| !p),
+                "{index:?} {durability:?}: not a prefix (first hole at {end})"
+            );
+            db.check().expect("check");
+        }
+    }
+}
