@@ -26,15 +26,15 @@
 //!   `N + 1` implies that `N` is durable through `S`: the chain recovery replays has no hole.
 //! * Durability `none` keeps the writes of `N + 1` in the WAL buffer until step 4 completes (up to
 //!   [`HELD_WAL_BYTES`]; past that the writer waits), so the OS cannot write them back before `N` is
-//!   durable. Durability `flush` must hand each write to the OS at once: a power loss in the milliseconds
-//!   before step 4 completes that finds some of `N + 1`'s pages written back by the OS but not `N`'s tail is
-//!   refused by recovery (`Error::Corruption`, "records are missing"; `strata repair` keeps the prefix)
-//!   rather than served — `flush` promises survival of a killed process, not of a power loss.
+//!   durable. Durability `flush` must hand each write to the OS at once, so a flushed write to `N + 1`
+//!   waits for step 4 before it is written: otherwise a power loss could find some of `N + 1`'s pages
+//!   written back by the OS but not `N`'s tail, a hole recovery refuses as damage.
 //!
 //! Cost on the writer: one `write` of the intent, the index's seal, one file create (`open`, `set_len`, one
 //! 1 KiB write). The thread: three `fdatasync`s and a directory sync, then the checkpoint. The writer waits
 //! only when the live WAL reaches twice the checkpoint size while a checkpoint is still finishing (the
-//! backlog bound), or for a sync as said above.
+//! backlog bound), or for step 4 as said above: at durability `none` never (below the buffer bound), at
+//! `flush` and `sync` the first write after a rotation waits for the syncs the thread began at once.
 
 use super::{DbInner, Writer, wal, wal_path};
 use crate::error::Result;

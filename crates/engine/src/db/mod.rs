@@ -292,7 +292,14 @@ impl RawDb {
                     self.inner.wait_wal_durable();
                     wal.flush()?;
                 }
-                Durability::Flush => wal.flush()?,
+                // A flushed write may reach the disk before the WAL it follows (the OS writes pages back in
+                // any order): a power loss could then leave a hole between the two WALs, which recovery
+                // refuses as damage. So a flushed write to a WAL whose predecessor is not synced yet waits
+                // for that sync (begun by the checkpoint thread at the rotation) before it is written.
+                Durability::Flush => {
+                    self.inner.wait_wal_durable();
+                    wal.flush()?
+                }
                 Durability::Sync => self.inner.sync_live_wal(w)?,
             }
             self.inner.index.apply(ops)
