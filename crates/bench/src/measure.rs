@@ -254,6 +254,8 @@ pub(crate) fn row(l: &PhaseLabels, op: &str, lat: &Latency, p: &RowParts) -> Ben
         load_factor: None,
         thread_cpu_us: None,
         run_wait_us: None,
+        huge_page_bytes: None,
+        array_huge_share: None,
     }
 }
 

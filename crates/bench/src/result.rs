@@ -83,6 +83,15 @@ pub struct BenchResult {
     pub thread_cpu_us: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run_wait_us: Option<f64>,
+    /// Hash suite's main rows: the process's anonymous memory backed by transparent huge pages at the end of
+    /// the phase (`AnonHugePages` of `/proc/self/smaps_rollup`; the index of the row is the only one alive),
+    /// so rounds and thread counts are compared under the same page sizes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub huge_page_bytes: Option<u64>,
+    /// Hash suite's `elimda` main rows: the share of its DRAM bucket array backed by huge pages at the end of
+    /// the phase (`AnonHugePages` of the mappings of `/proc/self/smaps` that overlap it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub array_huge_share: Option<f64>,
 }
 
 impl BenchResult {

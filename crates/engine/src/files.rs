@@ -12,6 +12,7 @@
 //! | `shard-NNNNNNNNNNNNNNNN.dat` | an immutable shard of the dynamized family |
 //! | `hash.pm` | the hash family's persistent-memory region (mapped) |
 //! | `hash.batch` | the hash family's bodies of multi-operation batches |
+//! | `hash.values` | the hash family's value log (bytes values only, mapped) |
 //! | `NAME.tmp` | a sealed file being replaced |
 
 /// The directory's lock.
@@ -29,6 +30,8 @@ pub const LEARNED_STATE: &str = "LEARNED";
 pub const HASH_REGION: &str = "hash.pm";
 /// The hash family's batch bodies.
 pub const HASH_BATCH: &str = "hash.batch";
+/// The hash family's value log (databases with bytes values).
+pub const HASH_VALUES: &str = "hash.values";
 
 /// A 16-digit numbered name `prefix` + number + `suffix`.
 fn numbered(prefix: &str, n: u64, suffix: &str) -> String {
@@ -71,6 +74,7 @@ pub fn is_database_file(name: &str) -> bool {
         || name == LEARNED_STATE
         || name == HASH_REGION
         || name == HASH_BATCH
+        || name == HASH_VALUES
         || parse_wal_name(name).is_some()
         || parse_shard_file_name(name).is_some()
 }

@@ -182,6 +182,7 @@ fn a_full_region_refuses_the_batch_and_keeps_serving() {
         persist: PersistChoice::Eadr,
         log_lines: 8,
         initial_buckets: 16,
+        ..HashOptions::default()
     };
     options.region_bytes = 4096 + 4096 + options.generation_bytes(4) + options.generation_bytes(5);
     let config = hash_config(options);

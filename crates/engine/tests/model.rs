@@ -270,6 +270,26 @@ fn hash() -> impl Strategy<Value = Family> {
         })
 }
 
+/// Hash indexes with bytes values (in `hash.values`): the variations of [`hash`], with a value log small
+/// enough that its cleaning runs in most cases (48 KiB) or the 1 MiB one it never laps.
+fn hash_bytes() -> impl Strategy<Value = Family> {
+    (hash(), prop_oneof![Just(48u64 << 10), Just(1u64 << 20)]).prop_map(|(mut family, bytes)| {
+        if let IndexConfig::Hash(o) = &mut family.index {
+            o.value_log_bytes = bytes;
+        }
+        family
+    })
+}
+
+/// Values of a bytes-valued hash database: empty up to its 256-byte limit.
+fn hash_bytes_value() -> BoxedStrategy<Vec<u8>> {
+    prop_oneof![
+        4 => proptest::collection::vec(any::<u8>(), 0..24),
+        1 => proptest::collection::vec(any::<u8>(), 24..=256),
+    ]
+    .boxed()
+}
+
 /// Every family of the registry with its default options (a family added to the engine is tested here
 /// before it has tests of its own).
 fn registry_family() -> impl Strategy<Value = Family> {
@@ -708,6 +728,13 @@ proptest! {
         run_family(&family, TypeKind::U64, TypeKind::U64, ops);
     }
 
+    /// The hash family with bytes values up to 256 B (a value log beside the region, cleaned as it fills),
+    /// with reopen and power loss, multi-operation batches and runs.
+    #[test]
+    fn hash_bytes_db_matches_model(family in hash_bytes(), ops in ops_with_runs(u64_key(), hash_bytes_value(), 300, 2, 300)) {
+        run_family(&family, TypeKind::U64, TypeKind::Bytes, ops);
+    }
+
     /// Injected I/O errors on the hash family (its region's write-backs and syncs, `hash.batch`, the WAL).
     #[test]
     fn hash_injected_faults_never_return_wrong_data(
@@ -715,7 +742,17 @@ proptest! {
         ops in ops_with_runs(u64_key(), u64_value(), 300, 2, 3_000),
         fail_after in 0u64..3000,
     ) {
-        faults(&family, ops, fail_after)?;
+        faults(&family, TypeKind::U64, ops, fail_after)?;
+    }
+
+    /// Injected I/O errors on the hash family with bytes values (`hash.values` too).
+    #[test]
+    fn hash_bytes_injected_faults_never_return_wrong_data(
+        family in hash_bytes(),
+        ops in ops_with_runs(u64_key(), hash_bytes_value(), 300, 2, 300),
+        fail_after in 0u64..3000,
+    ) {
+        faults(&family, TypeKind::Bytes, ops, fail_after)?;
     }
 
     /// Injected I/O errors on the Bε-tree.
@@ -725,7 +762,7 @@ proptest! {
         ops in ops_with_runs(u64_key(), u64_value(), 300, 2, 4_000),
         fail_after in 0u64..3000,
     ) {
-        faults(&family, with_merges(ops), fail_after)?;
+        faults(&family, TypeKind::U64, with_merges(ops), fail_after)?;
     }
 
     /// Injected I/O errors on the dynamized family (shard files, state file, WAL).
@@ -735,7 +772,7 @@ proptest! {
         ops in ops_with_runs(u64_key(), u64_value(), 300, 2, 2_000),
         fail_after in 0u64..3000,
     ) {
-        faults(&family, ops, fail_after)?;
+        faults(&family, TypeKind::U64, ops, fail_after)?;
     }
 
     /// Injected I/O errors: from a random operation on, every file operation fails. The database must report
@@ -745,11 +782,16 @@ proptest! {
         ops in ops_with_runs(u64_key(), u64_value(), 300, 2, 4_000),
         fail_after in 0u64..3000,
     ) {
-        faults(&Family::of(IndexKind::BTree.default_config()), ops, fail_after)?;
+        faults(&Family::of(IndexKind::BTree.default_config()), TypeKind::U64, ops, fail_after)?;
     }
 }
 
-fn faults(family: &Family, ops: Vec<Op>, fail_after: u64) -> Result<(), TestCaseError> {
+fn faults(
+    family: &Family,
+    value: TypeKind,
+    ops: Vec<Op>,
+    fail_after: u64,
+) -> Result<(), TestCaseError> {
     let mem = Arc::new(MemVfs::new());
     let fault = FaultVfs::new(mem.clone());
     let vfs: Arc<dyn Vfs> = Arc::new(fault.clone());
@@ -757,7 +799,7 @@ fn faults(family: &Family, ops: Vec<Op>, fail_after: u64) -> Result<(), TestCase
     let options = |vfs: Arc<dyn Vfs>| family_options(family, vfs);
     let db = RawDb::create(
         dir,
-        &config(family, TypeKind::U64, TypeKind::U64),
+        &config(family, TypeKind::U64, value),
         &options(vfs.clone()),
     )
     .expect("create");

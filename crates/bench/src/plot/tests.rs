@@ -42,6 +42,8 @@ fn row(engine: &str, workload: &str, op: &str, threads: u32, ops: u64, secs: f64
         load_factor: None,
         thread_cpu_us: None,
         run_wait_us: None,
+        huge_page_bytes: None,
+        array_huge_share: None,
     }
 }
 

@@ -889,8 +889,12 @@ fn the_hash_suite_runs_every_experiment_at_a_tiny_size() {
     }
     let goals = &out.analysis[out.analysis.find("### Goals").unwrap()..];
     // The goal rows, then the paragraph on the inserts' CPU time at 1 and 2 threads (blank line, text,
-    // blank line).
-    assert_eq!(goals.lines().count(), 4 + 12 + 3, "{goals}");
+    // blank line) and the one on each round's huge-page coverage (text, blank line).
+    assert_eq!(goals.lines().count(), 4 + 12 + 5, "{goals}");
+    assert!(
+        goals.contains("Like for like (huge pages): ") && goals.contains(" MiB huge"),
+        "{goals}"
+    );
     // A measured figure (its size depends on the machine's load, so only its presence is checked).
     let cpu_line = "CPU time per insert summed over the threads (schedstat): ";
     assert!(

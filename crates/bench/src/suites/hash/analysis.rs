@@ -223,16 +223,68 @@ pub fn analysis(_cfg: &SuiteConfig, rows: &[BenchResult]) -> String {
         per_round(rows, (ELIMDA, 1), (DASH, 1)),
         per_round(rows, (ELIMDA, 2), (ELIMDA, 1)),
     );
+    let _ = writeln!(
+        s,
+        "Like for like (huge pages): each round's inserts with the process's AnonHugePages at the end of the \
+         phase (the elimda bucket array is advised for huge pages; the kernel may not grant them) — elimda 1 \
+         thread {}; elimda 2 threads {}; dash 1 thread {}. elimda 2 threads ÷ 1 thread over the rounds: {}.\n",
+        round_detail(rows, ELIMDA, 1),
+        round_detail(rows, ELIMDA, 2),
+        round_detail(rows, DASH, 1),
+        spread(&round_ratios(rows, (ELIMDA, 2), (ELIMDA, 1))),
+    );
     s
+}
+
+/// Each round's insert row of `engine` at `threads` threads: Mops/s, CPU µs per insert, huge-page MiB.
+fn round_detail(rows: &[BenchResult], engine: &str, threads: u32) -> String {
+    let parts: Vec<String> = (1..)
+        .map_while(|round| find_at(rows, engine, &insert_round_workload(round), threads))
+        .map(|r| {
+            let array = r.array_huge_share.map_or(String::new(), |v| {
+                format!(", bucket array {:.0} % huge", v * 100.0)
+            });
+            format!(
+                "{} Mops/s, {} µs CPU, {} MiB huge{array}",
+                fmt(Some(r.ops_per_sec / 1e6), 2),
+                fmt(r.thread_cpu_us, 3),
+                super::thp::mib(r.huge_page_bytes)
+            )
+        })
+        .collect();
+    format!("[{}]", parts.join("; "))
+}
+
+/// The ratios of `a`'s to `b`'s insert throughput in each round.
+fn round_ratios(rows: &[BenchResult], a: (&str, u32), b: (&str, u32)) -> Vec<f64> {
+    let rate = |(engine, threads): (&str, u32), round: usize| {
+        find_at(rows, engine, &insert_round_workload(round), threads).map(|r| r.ops_per_sec)
+    };
+    (1..)
+        .map_while(|round| ratio(rate(a, round), rate(b, round)))
+        .collect()
+}
+
+/// `median (min – max, n rounds)` of ratios.
+fn spread(ratios: &[f64]) -> String {
+    let mut v = ratios.to_vec();
+    v.sort_by(f64::total_cmp);
+    match (v.first(), v.last()) {
+        (Some(&lo), Some(&hi)) => format!(
+            "median {} (min {}, max {}, {} rounds)",
+            times(Some(v[v.len() / 2])),
+            times(Some(lo)),
+            times(Some(hi)),
+            v.len()
+        ),
+        _ => "–".to_string(),
+    }
 }
 
 /// The ratios of `a`'s to `b`'s insert throughput (engine, threads) in each round, as `[2.41×, 2.55×]`.
 fn per_round(rows: &[BenchResult], a: (&str, u32), b: (&str, u32)) -> String {
-    let rate = |(engine, threads): (&str, u32), round: usize| {
-        find_at(rows, engine, &insert_round_workload(round), threads).map(|r| r.ops_per_sec)
-    };
-    let ratios: Vec<String> = (1..)
-        .map_while(|round| ratio(rate(a, round), rate(b, round)))
+    let ratios: Vec<String> = round_ratios(rows, a, b)
+        .into_iter()
         .map(|v| times(Some(v)))
         .collect();
     format!("[{}]", ratios.join(", "))

@@ -58,6 +58,7 @@ mod params;
 mod recovery;
 mod rounds;
 mod sections;
+mod thp;
 mod threads;
 mod values;
 mod ycsb;

@@ -9,7 +9,9 @@
 //! every round measures the same state), in an order that rotates by one contender per round. A row's
 //! figures are the **fastest round's** (another process only ever slows a round down); its CPU time per
 //! operation (`thread_cpu_us`) is the least of any round, for the same reason. Each measured round's insert
-//! row is also kept as workload `insert-round-<r>`, so the report shows the insert ratios round by round.
+//! row is also kept as workload `insert-round-<r>`, so the report shows the insert ratios round by round,
+//! each beside the huge-page coverage of its round (`huge_page_bytes`, `array_huge_share`; see `thp`): a
+//! round whose bucket array the kernel backed with huge pages and one it did not are not like for like.
 //!
 //! `STRATA_HASH_ROUNDS` sets the measured rounds (default 3); `STRATA_HASH_PARTS` (a comma-separated list
 //! of `main`, `models`, `limited`, `zipf`, `ycsb`, `recovery`, `params`, `values`; default all) runs only

@@ -31,11 +31,15 @@ pub(super) trait Concurrent: Sync {
     fn del(&self, k: u64) -> Result<bool>;
     /// Live keys ÷ slots, DRAM bytes, PM bytes in use.
     fn state(&self) -> (f64, u64, u64);
+    /// Address and bytes of the index's DRAM bucket array, if it has one advised for huge pages.
+    fn bucket_array(&self) -> Option<(usize, usize)> {
+        None
+    }
 }
 
 /// Implements [`Concurrent`] for an index type whose inherent methods take `&self`.
 macro_rules! concurrent_index {
-    ($index:ident) => {
+    ($index:ident, $array:expr) => {
         impl<P: Pm> Concurrent for $index<P> {
             fn put(&self, k: u64, v: u64) -> Result<()> {
                 Ok(self.insert(k, v)?)
@@ -49,12 +53,15 @@ macro_rules! concurrent_index {
             fn state(&self) -> (f64, u64, u64) {
                 (self.load_factor(), self.dram_bytes(), self.pm_bytes_used())
             }
+            fn bucket_array(&self) -> Option<(usize, usize)> {
+                $array(self)
+            }
         }
     };
 }
 
-concurrent_index!(HashIndex);
-concurrent_index!(DashIndex);
+concurrent_index!(HashIndex, |i: &HashIndex<P>| Some(i.bucket_array()));
+concurrent_index!(DashIndex, |_: &DashIndex<P>| None);
 
 /// What a parallel phase measured.
 pub(super) struct Timed {
@@ -223,6 +230,10 @@ fn sweep_one(
         };
         let mut r = shaped_row(cfg, &shape, &t.lat, t.secs, index.state());
         t.annotate(&mut r);
+        r.huge_page_bytes = super::thp::anon_huge_bytes();
+        r.array_huge_share = index
+            .bucket_array()
+            .and_then(|(at, bytes)| super::thp::huge_share(at, bytes));
         out.push(r);
     }
     Ok(out)

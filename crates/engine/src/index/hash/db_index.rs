@@ -34,7 +34,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use parking_lot::{RwLock, RwLockReadGuard};
 
 use super::HashIndex;
-use super::batch::{Inner, Step, decode, key_of};
+use super::batch::{Inner, Raw, Step, decode, key_of, puts, value_need};
+use super::db_values::DbValues;
 use super::family::{HashOptions, Persist};
 use super::header::{HEADER_BYTES, Header};
 use super::ledger::{BatchFile, Ledger, SLOT_OFFSETS, batch_path};
@@ -46,6 +47,7 @@ use crate::index::{
     CheckReport, Direction, IndexStats, KeyRange, OrderedIndex, RecordVisitor, WriteOp,
 };
 use crate::storage::{FileMapping, IoSnapshot, IoStats, OpenOptions};
+use crate::types::TypeKind;
 
 /// The error of every ordered operation.
 pub const NO_KEY_ORDER: &str = "the hash index has no key order (scans, ranges, counts and samples need an \
@@ -57,6 +59,8 @@ pub struct HashDbIndex {
     inner: RwLock<Inner>,
     /// A write failed after it started changing the region: refuse everything until reopened.
     broken: AtomicBool,
+    /// Values are bytes (in `hash.values`), not `u64`s.
+    bytes_values: bool,
     stats: Arc<IoStats>,
 }
 
@@ -75,7 +79,7 @@ fn persist_of(ctx: &IndexContext<'_>, path: &Path, options: &HashOptions) -> Per
 }
 
 /// The index's damage reports name its region `<...>`: they are damage of `hash.pm` 4 KiB further on.
-fn in_region(e: Error, path: &Path) -> Error {
+pub(super) fn in_region(e: Error, path: &Path) -> Error {
     e.relocated(|file, offset| {
         if file.to_string_lossy().starts_with('<') {
             (path.to_path_buf(), offset + HEADER_BYTES)
@@ -124,6 +128,10 @@ impl HashDbIndex {
             stats: ctx.stats.clone(),
         };
         batch.file.sync_data()?;
+        let values = match ctx.value {
+            TypeKind::Bytes => Some(DbValues::create(ctx, options, persist)?),
+            TypeKind::U64 => None,
+        };
         region.sync()?;
         region.take_failure()?;
         let db = HashDbIndex::new(
@@ -132,6 +140,7 @@ impl HashDbIndex {
                 index,
                 ledger,
                 batch,
+                values,
             },
             ctx.stats.clone(),
         );
@@ -169,10 +178,18 @@ impl HashDbIndex {
         };
         let index = HashIndex::open(region.core_view()).map_err(|e| recovering(e, &path))?;
         let ledger = Ledger::open(&region)?;
+        let (values, starts) = match ctx.value {
+            TypeKind::Bytes => {
+                let (values, starts) = DbValues::open(ctx, options, persist)?;
+                (Some(values), starts)
+            }
+            TypeKind::U64 => (None, Vec::new()),
+        };
         let mut inner = Inner {
             index,
             ledger,
             batch,
+            values,
         };
         let nonce = inner.ledger.nonce();
         let want = inner.ledger.slot.after;
@@ -190,6 +207,10 @@ impl HashDbIndex {
             }
             region.take_failure()?;
             found = inner.scan_state(nonce).map_err(|e| recovering(e, &path))?;
+        }
+        // Only now is every value the index will name named: the rest of the log's run is orphans.
+        if let Some(values) = &mut inner.values {
+            values.drop_orphans(&inner.index, &starts)?;
         }
         if found != want || inner.index.len() != found.records {
             return Err(Error::corruption(
@@ -215,6 +236,7 @@ impl HashDbIndex {
     fn new(region: Arc<RegionFile>, inner: Inner, stats: Arc<IoStats>) -> HashDbIndex {
         HashDbIndex {
             region,
+            bytes_values: inner.values.is_some(),
             inner: RwLock::new(inner),
             broken: AtomicBool::new(false),
             stats,
@@ -254,6 +276,31 @@ impl HashDbIndex {
         }
     }
 
+    /// Cleans the value log until `batch`'s values fit (bytes values only). A batch larger than the log can
+    /// ever hold is `InvalidArgument`; a log full of live values `ResourceExhausted` (cleaning stops between
+    /// stretches, so the handle stays usable); any other failure breaks the handle.
+    fn value_room(&self, inner: &mut Inner, batch: &[Raw<'_>]) -> Result<()> {
+        let Some(values) = &inner.values else {
+            return Ok(());
+        };
+        let need = value_need(batch);
+        if need > values.max_need() {
+            return Err(Error::invalid(format!(
+                "a batch whose values need {need} bytes of value log, more than the {} one batch may use \
+                 (option value_log_bytes)",
+                values.max_need()
+            )));
+        }
+        match inner.make_value_room(batch) {
+            Ok(()) => Ok(()),
+            Err(e @ Error::ResourceExhausted(_)) => Err(e),
+            Err(e) => {
+                self.broken.store(true, Ordering::Release);
+                Err(self.err(e))
+            }
+        }
+    }
+
     fn err(&self, e: Error) -> Error {
         in_region(e, self.region.path())
     }
@@ -274,6 +321,7 @@ impl HashDbIndex {
             "persist": self.region.persist_mode().name(),
             "ledger_seqno": inner.ledger.slot.seqno,
             "counters": ix.stats(),
+            "values": inner.values.as_ref().map(DbValues::figures),
         })
     }
 }
@@ -281,40 +329,59 @@ impl HashDbIndex {
 impl OrderedIndex for HashDbIndex {
     fn get(&self, key: &[u8], out: &mut Vec<u8>) -> Result<bool> {
         let key = key_of(key)?;
-        match self.read()?.index.get(key).map_err(|e| self.err(e))? {
+        let inner = self.read()?;
+        match inner.index.get(key).map_err(|e| self.err(e))? {
             Some(v) => {
-                out.clear();
-                out.extend_from_slice(&v.to_be_bytes());
+                match &inner.values {
+                    None => {
+                        out.clear();
+                        out.extend_from_slice(&v.to_be_bytes());
+                    }
+                    Some(values) => values.read(key, v, out)?,
+                }
                 Ok(true)
             }
             None => Ok(false),
         }
     }
 
-    /// Refuses merges and weights, and a batch the region has no room for (before the shell logs it, so a
-    /// logged batch always fits).
+    /// Refuses merges, weights and values of the wrong size, and a batch the region (or the value log, which
+    /// is cleaned here if need be) has no room for — before the shell logs it, so a logged batch always fits.
     fn validate_batch(&self, ops: &[WriteOp]) -> Result<()> {
-        let batch = decode(ops)?;
+        let batch = decode(ops, self.bytes_values)?;
         self.usable()?;
-        self.reserve(batch.iter().filter(|(_, v)| v.is_some()).count() as u64)
+        self.reserve(puts(&batch))?;
+        if self.bytes_values {
+            let mut inner = self.inner.write();
+            self.usable()?;
+            self.value_room(&mut inner, &batch)?;
+        }
+        Ok(())
     }
 
     fn apply(&self, ops: &[WriteOp]) -> Result<()> {
-        let batch = decode(ops)?;
+        let batch = decode(ops, self.bytes_values)?;
         let mut inner = self.inner.write();
         self.usable()?;
-        let (steps, after) = inner.plan(&batch).map_err(|e| self.err(e))?;
-        let puts = batch.iter().filter(|(_, v)| v.is_some()).count() as u64;
-        let end = inner.room_for(&self.region, puts)?;
+        let end = inner.room_for(&self.region, puts(&batch))?;
         self.region.reserve(end)?;
+        self.value_room(&mut inner, &batch)?;
         // From here on a failure may leave the region ahead of memory: the handle refuses further work.
         let inner = &mut *inner;
         let seqno = inner.ledger.slot.seqno + 1;
-        let result = inner
-            .ledger
-            .commit(&self.region, &inner.batch, seqno, after, &batch)
-            .and_then(|()| inner.apply_steps(&steps))
-            .and_then(|()| self.region.take_failure());
+        let result = inner.plan(&batch).and_then(|after| {
+            let stored = inner.store_values(&batch)?;
+            let steps = inner.steps(&stored)?;
+            inner
+                .values
+                .as_ref()
+                .map_or(Ok(()), DbValues::take_failure)?;
+            inner
+                .ledger
+                .commit(&self.region, &inner.batch, seqno, after, &stored)?;
+            inner.apply_steps(&steps)?;
+            self.region.take_failure()
+        });
         if let Err(e) = result {
             self.broken.store(true, Ordering::Release);
             return Err(self.err(e));
@@ -341,14 +408,21 @@ impl OrderedIndex for HashDbIndex {
     }
 
     /// Records `seqno` in a ledger slot of its own and makes the region durable in its file.
+    /// Syncs the value log first: a synced index never names a value that is not.
     fn checkpoint(&self, seqno: u64) -> Result<()> {
         let mut inner = self.inner.write();
         self.usable()?;
         let inner = &mut *inner;
         let after = inner.ledger.slot.after;
         let result = inner
-            .ledger
-            .commit(&self.region, &inner.batch, seqno, after, &[])
+            .values
+            .as_ref()
+            .map_or(Ok(()), DbValues::sync)
+            .and_then(|()| {
+                inner
+                    .ledger
+                    .commit(&self.region, &inner.batch, seqno, after, &[])
+            })
             .and_then(|()| self.region.sync())
             .and_then(|()| self.region.take_failure());
         if let Err(e) = result {

@@ -1,7 +1,8 @@
-//! The ElimDA-style hash index as an index family (see `index::family`): `u64` keys and values only, no key
-//! order; its region is the file `hash.pm` of the database directory (see `region`), its batches' bodies go
-//! to `hash.batch` (see `ledger`). Options ([`HashOptions`]): the region's size, the persistence mode, the
-//! collecting log's size and the first table's bucket count.
+//! The ElimDA-style hash index as an index family (see `index::family`): `u64` keys, `u64` values or bytes
+//! values of at most 256 B (in the value log `hash.values`, see `db_values`), no key order; its region is the
+//! file `hash.pm` of the database directory (see `region`), its batches' bodies go to `hash.batch` (see
+//! `ledger`). Options ([`HashOptions`]): the region's size, the persistence mode, the collecting log's size,
+//! the first table's bucket count and the value log's size.
 
 use serde::{Deserialize, Deserializer, Serialize};
 
@@ -14,6 +15,9 @@ use crate::index::OrderedIndex;
 use crate::index::family::{Capabilities, IndexContext, IndexFamily};
 use crate::storage::pm::PersistMode;
 use crate::types::TypeKind;
+
+/// Smallest value log: its control page and room for four longest records, in 4 KiB pages.
+const MIN_VALUE_LOG_BYTES: u64 = 5 * HEADER_BYTES;
 
 /// The hash family.
 #[derive(Debug, Clone, Copy, Default)]
@@ -102,6 +106,12 @@ pub struct HashOptions {
     pub log_lines: u64,
     /// P-buckets (4 KiB, 256 slots) of the first table: a power of two, 16 by default.
     pub initial_buckets: u64,
+    /// Bytes of the value log `hash.values` of a database with bytes values (a number or a size; a multiple
+    /// of 4096, at least 20 KiB; sparse, allocated as the log first fills). Each value takes 16 B + its
+    /// length rounded up to 16 B until overwritten or deleted and cleaned. 1 GiB by default; unused with
+    /// `u64` values.
+    #[serde(deserialize_with = "size_or_number")]
+    pub value_log_bytes: u64,
 }
 
 impl Default for HashOptions {
@@ -111,6 +121,7 @@ impl Default for HashOptions {
             persist: PersistChoice::Auto,
             log_lines: 8192,
             initial_buckets: 16,
+            value_log_bytes: 1 << 30,
         }
     }
 }
@@ -158,6 +169,15 @@ impl HashOptions {
         if b == 0 || !b.is_power_of_two() || u64::from(b.trailing_zeros()) >= MAX_LOG2_BUCKETS {
             return Err(Error::invalid(format!(
                 "initial_buckets {b} must be a power of two below 2^{MAX_LOG2_BUCKETS}"
+            )));
+        }
+        let v = self.value_log_bytes;
+        if !v.is_multiple_of(HEADER_BYTES)
+            || !(MIN_VALUE_LOG_BYTES..=MAX_REGION_BYTES - HEADER_BYTES).contains(&v)
+        {
+            return Err(Error::invalid(format!(
+                "value_log_bytes {v} must be a multiple of 4096 from {MIN_VALUE_LOG_BYTES} to {}",
+                MAX_REGION_BYTES - HEADER_BYTES
             )));
         }
         let log2 = u64::from(b.trailing_zeros());
@@ -212,11 +232,13 @@ impl std::fmt::Display for HashOptions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "region {} bytes (sparse), persist {}, log {} lines, {} initial buckets",
+            "region {} bytes (sparse), persist {}, log {} lines, {} initial buckets, value log {} bytes \
+             (bytes values only)",
             self.region_bytes,
             self.persist.name(),
             self.log_lines,
-            self.initial_buckets
+            self.initial_buckets,
+            self.value_log_bytes
         )
     }
 }
@@ -229,8 +251,8 @@ impl IndexFamily for HashFamily {
     }
 
     fn summary(&self) -> &'static str {
-        "ElimDA-style persistent-memory hash index (u64 keys and values): DRAM fingerprints, a collecting \
-         log, no key order"
+        "ElimDA-style persistent-memory hash index (u64 keys; u64 values or bytes values up to 256 B): DRAM \
+         fingerprints, a collecting log, no key order"
     }
 
     fn check(
@@ -240,9 +262,10 @@ impl IndexFamily for HashFamily {
         page_size: usize,
         options: &HashOptions,
     ) -> Result<()> {
-        if key != TypeKind::U64 || value != TypeKind::U64 {
+        if key != TypeKind::U64 {
             return Err(Error::invalid(format!(
-                "the hash index stores u64 keys and u64 values, not {} keys and {} values",
+                "the hash index stores u64 keys and u64 or bytes values (up to 256 B), not {} keys and {} \
+                 values",
                 key.name(),
                 value.name()
             )));

@@ -516,6 +516,13 @@ impl<P: Pm> HashIndex<P> {
         gens + size_of::<Self>() as u64
     }
 
+    /// Where the current generation's DRAM bucket array lies (address, bytes): for measuring how much of it
+    /// the kernel backs with huge pages (the array is advised for them; the benchmark reports the share).
+    pub fn bucket_array(&self) -> (usize, usize) {
+        let buckets = &self.current().buckets;
+        (buckets.as_ptr() as usize, std::mem::size_of_val(&**buckets))
+    }
+
     /// PM the current state occupies: the superblock and the current generation.
     pub fn pm_bytes_used(&self) -> u64 {
         SUPER_BYTES + self.current().layout.bytes()

@@ -87,6 +87,7 @@ mod compact;
 mod core_view;
 pub mod dash;
 mod db_index;
+mod db_values;
 pub mod family;
 mod format;
 mod fpscan;

@@ -32,6 +32,7 @@
 //!   index's miss only.
 //! * DRAM: nothing per value. Single writer (`&mut self`, as [`PmHashIndex`]); readers share `&self`.
 
+mod store;
 mod vlog;
 
 #[cfg(test)]
@@ -43,7 +44,8 @@ use super::PmHashIndex;
 use super::format::{corruption_in, le, read_superblock, write_superblock};
 use crate::error::{Error, Result};
 use crate::storage::pm::{Pm, PmWindow};
-pub use vlog::{MAX_VALUE, TailRecord, ValueLog};
+pub use store::{ValueStore, batch_need};
+pub use vlog::{CONTROL_BYTES, MAX_VALUE, TailRecord, ValueLog};
 
 /// The window each part of the region is seen through.
 pub type Part<P> = PmWindow<Arc<P>>;
@@ -76,11 +78,9 @@ pub struct ValueStats {
 #[derive(Debug)]
 pub struct ValueIndex<P: Pm, I> {
     inner: I,
-    log: ValueLog<Part<P>>,
-    /// Where the value log's window starts in the region (its damage reports are shifted by it).
-    log_base: u64,
+    /// The value log (its damage reports shifted to the region's offsets) and its cleaning.
+    store: ValueStore<Part<P>>,
     region: Arc<P>,
-    stats: ValueStats,
 }
 
 /// The two windows of a region of `len` bytes whose value log has `log_bytes`.
@@ -131,12 +131,11 @@ impl<P: Pm, I: PmHashIndex<Part<P>>> ValueIndex<P, I> {
             ],
         )?;
         region.persist(0, SUPER_BYTES)?;
+        let log_base = region.len() - log_bytes;
         Ok(ValueIndex {
             inner,
-            log,
-            log_base: region.len() - log_bytes,
+            store: ValueStore::new(log, log_base),
             region,
-            stats: ValueStats::default(),
         })
     }
 
@@ -171,26 +170,17 @@ impl<P: Pm, I: PmHashIndex<Part<P>>> ValueIndex<P, I> {
             split(&region, log_bytes).map_err(|e| corruption(SB_LOG_BYTES, e.to_string()))?;
         let log_base = SUPER_BYTES + index_bytes;
         let inner = I::open(index_part).map_err(|e| shifted(e, SUPER_BYTES))?;
-        let (mut log, starts) =
+        let (log, starts) =
             ValueLog::open(log_part, log_seed(word(SB_NONCE))).map_err(|e| shifted(e, log_base))?;
+        let mut store = ValueStore::new(log, log_base);
         // Records after the last one the index names are orphans of writes a crash cut short (a put's
         // value, or copies of a cleaning pass): dropping them gives their space back, so that cleaning
         // always has the room it keeps in reserve.
-        for &start in starts.iter().rev() {
-            if let Some((TailRecord::Value { key, handle, .. }, _)) =
-                log.peek(start).map_err(|e| shifted(e, log_base))?
-                && inner.get(key)? == Some(handle)
-            {
-                break;
-            }
-            log.truncate(start);
-        }
+        store.drop_orphans(&inner, &starts)?;
         Ok(ValueIndex {
             inner,
-            log,
-            log_base,
+            store,
             region,
-            stats: ValueStats::default(),
         })
     }
 
@@ -207,10 +197,12 @@ impl<P: Pm, I: PmHashIndex<Part<P>>> ValueIndex<P, I> {
     /// Gives the region back (every acknowledged write is durable already).
     pub fn into_pm(self) -> P {
         let ValueIndex {
-            inner, log, region, ..
+            inner,
+            store,
+            region,
         } = self;
         drop(inner.into_pm());
-        drop(log.into_pm());
+        drop(store.into_log().into_pm());
         match Arc::try_unwrap(region) {
             Ok(pm) => pm,
             // The two windows were the only other owners, and both were just dropped.
@@ -219,12 +211,12 @@ impl<P: Pm, I: PmHashIndex<Part<P>>> ValueIndex<P, I> {
     }
 
     pub fn stats(&self) -> ValueStats {
-        self.stats
+        self.store.stats()
     }
 
     /// The value log's capacity and the bytes between its tail and head.
     pub fn log_usage(&self) -> (u64, u64) {
-        (self.log.capacity(), self.log.used())
+        (self.store.log().capacity(), self.store.log().used())
     }
 
     /// Inserts or replaces `key`'s value (at most [`MAX_VALUE`] bytes; longer is `InvalidArgument`).
@@ -236,9 +228,9 @@ impl<P: Pm, I: PmHashIndex<Part<P>>> ValueIndex<P, I> {
                 value.len()
             )));
         }
-        self.make_room(value.len())?;
-        let handle = self.log.append(key, value)?;
-        self.stats.appended_bytes += vlog::record_bytes(value.len());
+        let need = self.store.log().cost(value.len());
+        self.store.make_room(&mut self.inner, need)?;
+        let handle = self.store.append(key, value)?;
         self.inner.insert(key, handle)
     }
 
@@ -246,9 +238,7 @@ impl<P: Pm, I: PmHashIndex<Part<P>>> ValueIndex<P, I> {
     pub fn get_into(&self, key: u64, out: &mut Vec<u8>) -> Result<bool> {
         match self.inner.get(key)? {
             Some(handle) => {
-                self.log
-                    .read(key, handle, out)
-                    .map_err(|e| shifted(e, self.log_base))?;
+                self.store.read(key, handle, out)?;
                 Ok(true)
             }
             None => Ok(false),
@@ -281,9 +271,7 @@ impl<P: Pm, I: PmHashIndex<Part<P>>> ValueIndex<P, I> {
         self.inner.for_each(|k, h| handles.push((k, h)))?;
         let mut buf = Vec::new();
         for (k, h) in handles {
-            self.log
-                .read(k, h, &mut buf)
-                .map_err(|e| shifted(e, self.log_base))?;
+            self.store.read(k, h, &mut buf)?;
             visit(k, &buf);
         }
         Ok(())
@@ -293,58 +281,6 @@ impl<P: Pm, I: PmHashIndex<Part<P>>> ValueIndex<P, I> {
     pub fn check_invariants(&self) -> Result<()> {
         self.inner.check_invariants()?;
         self.for_each(|_, _| {})
-    }
-
-    /// Cleans the log's tail until an append of `len` bytes leaves room for cleaning to go on (two longest
-    /// records: one copy in flight and a pad). `ResourceExhausted` when a whole lap of cleaning does not
-    /// make the room (the live values fill the log).
-    fn make_room(&mut self, len: usize) -> Result<()> {
-        let reserve = 2 * vlog::MAX_RECORD;
-        let mut passed = 0;
-        while self.log.free() < self.log.cost(len) + reserve {
-            let advanced = self.clean_stretch(self.log.free().saturating_sub(vlog::MAX_RECORD))?;
-            passed += advanced;
-            if advanced == 0 || passed > self.log.capacity() {
-                return Err(Error::ResourceExhausted(format!(
-                    "value log of {} bytes is full of live values ({} in use)",
-                    self.log.capacity(),
-                    self.log.used()
-                )));
-            }
-        }
-        Ok(())
-    }
-
-    /// Walks records from the tail while their live ones fit `budget` bytes of copies, copies those to the
-    /// head, repoints their keys, and persists the tail after the stretch. Returns how far the tail moved.
-    fn clean_stretch(&mut self, budget: u64) -> Result<u64> {
-        let mut at = self.log.tail();
-        let mut live = Vec::new();
-        let mut live_bytes = 0;
-        while let Some((rec, size)) = self.log.peek(at).map_err(|e| shifted(e, self.log_base))? {
-            if let TailRecord::Value { key, handle, bytes } = rec
-                && self.inner.get(key)? == Some(handle)
-            {
-                let cost = vlog::record_bytes(bytes.len());
-                if live_bytes + cost > budget {
-                    break;
-                }
-                live_bytes += cost;
-                live.push((key, bytes));
-            }
-            at += size;
-        }
-        let start = self.log.tail();
-        for (key, bytes) in &live {
-            let handle = self.log.append(*key, bytes)?;
-            self.stats.appended_bytes += vlog::record_bytes(bytes.len());
-            self.inner.insert(*key, handle)?;
-        }
-        self.log.advance_tail(at)?;
-        self.stats.cleanings += 1;
-        self.stats.copied += live.len() as u64;
-        self.stats.cleaned_bytes += at - start;
-        Ok(at - start)
     }
 }
 
