@@ -45,6 +45,12 @@ impl LearnedIndex {
         done
     }
 
+    /// Frees the replaced groups and roots the epoch released so far (what [`maintain`](Self::maintain)
+    /// does after its pass).
+    pub fn free_released(&self) {
+        self.retired.free();
+    }
+
     fn maintain_pass(&self) -> usize {
         let _s = self.structure.lock();
         let mut done = 0;
@@ -149,7 +155,7 @@ impl LearnedIndex {
         let mut built: Vec<(u64, Group)> = Vec::with_capacity(parts);
         if parts == 1 {
             let slots = targets.iter().map(|&t| reference(t)).collect();
-            built.push((pivot, Group::new(keys, slots, tmp.clone())));
+            built.push((pivot, Group::new(&self.arena, keys, slots, tmp.clone())));
         } else {
             tmp.close();
             let pending = tmp.all(guard);
@@ -167,7 +173,7 @@ impl LearnedIndex {
                     .collect();
                 let buffer = Arc::new(Buffer::with_entries(mine, vec![tmp.clone()]));
                 let slots = tc.iter().map(|&t| reference(t)).collect();
-                built.push((lo, Group::new(kc.to_vec(), slots, buffer)));
+                built.push((lo, Group::new(&self.arena, kc.to_vec(), slots, buffer)));
             }
         }
 
