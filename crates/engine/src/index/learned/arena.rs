@@ -7,18 +7,22 @@
 //! which the second-level TLB holds whole.
 //!
 //! An [`Arena`] hands out [`ArenaSlice`]s (owned arrays, like `Box<[T]>`) from *chunks*: anonymous
-//! mappings whose 2 MiB-aligned interior of [`CHUNK_BYTES`] (or, for an array larger than a quarter of
-//! that, a dedicated multiple of 2 MiB) is advised `MADV_HUGEPAGE` before it is touched, and bump-allocated
-//! in 64-byte-aligned steps. Each slice holds a reference count on its chunk; a chunk is unmapped (its
-//! memory returned to the system) when the arena has moved on from it and its last slice is dropped — for
-//! a group, when the maintainer frees it after the epoch retired it (`retire.rs`). A compaction's new
-//! groups take fresh space, so old chunks empty as their groups are replaced.
+//! mappings whose 2 MiB-aligned interior of [`CHUNK_BYTES`] is advised `MADV_HUGEPAGE` before it is
+//! touched. A shared chunk is handed out in runs of [`UNIT`]s (16 KiB), first fit over the chunks with a
+//! bit map per chunk, and a slice's run is given back when it is dropped — for a group, when the
+//! maintainer frees it after the epoch retired it (`retire.rs`) — so the holes that replaced groups leave
+//! are filled by the next ones (a bump allocator left them pinned by the live groups around them: a
+//! sorted load, whose tail group is rebuilt again and again, mapped twice its data). A slice over half a
+//! chunk gets a chunk of its own, a multiple of 2 MiB. [`Arena::trim`] unmaps the shared chunks no slice
+//! uses but one; a chunk a slice still holds (its `Arc`) stays mapped until that slice goes.
 //!
 //! Invariants: a slice's elements lie inside its chunk's mapping, which outlives the slice (it holds the
-//! `Arc`); slices never overlap (the bump offset only grows, under the arena's lock).
+//! `Arc`); the runs of live slices never overlap (a run's bits are set, under the chunk's lock, from its
+//! allocation until its slice is dropped).
 //!
-//! Cost: one lock and a bump per slice (a mapping per [`CHUNK_BYTES`] of data); memory: at most one
-//! chunk's tail per chunk unused, and a chunk stays mapped while any of its slices lives.
+//! Cost: a lock and a first-fit scan of the chunks' bit maps per slice (a few hundred words at 10M keys;
+//! slices are made by loads and compactions only), a lock per slice dropped; memory: under one unit per
+//! slice unused, plus the holes first fit leaves.
 
 use parking_lot::Mutex;
 use std::alloc::Layout;
@@ -30,20 +34,26 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 pub const HUGE_PAGE: usize = 2 << 20;
 /// Bytes of a shared chunk (one huge page: a chunk kept alive by one long-lived group wastes at most this).
 pub const CHUNK_BYTES: usize = HUGE_PAGE;
-/// Alignment of every slice (a cache line).
-const SLICE_ALIGN: usize = 64;
+/// The unit a shared chunk is handed out in (a group's 4,096 keys are 2 units, its records 12).
+pub const UNIT: usize = 16 << 10;
+/// Units of a shared chunk (one bit each in its map).
+const UNITS: usize = CHUNK_BYTES / UNIT;
+/// Largest slice placed in a shared chunk; a larger one gets a chunk of its own.
+const SHARED_MAX: usize = CHUNK_BYTES / 2;
 
-/// One mapping: `bytes` bytes from `base`, 2 MiB-aligned.
+/// One mapping: `bytes` bytes from `base`, 2 MiB-aligned, and which of its units are handed out.
 struct Chunk {
     /// Keeps the mapping alive; never accessed through (slices write through raw pointers).
     _map: memmap2::MmapMut,
     base: NonNull<u8>,
     bytes: usize,
+    /// Bit `u` set: unit `u` belongs to a live slice (shared chunks only).
+    used: Mutex<u128>,
     mapped: Arc<AtomicUsize>,
 }
 
-// SAFETY: a chunk is a mapping and its address; the bytes in it belong to the slices, which carry their
-// own `Send`/`Sync` bounds.
+// SAFETY: a chunk is a mapping, its address and a locked bit map; the bytes in it belong to the slices,
+// which carry their own `Send`/`Sync` bounds.
 unsafe impl Send for Chunk {}
 // SAFETY: as above.
 unsafe impl Sync for Chunk {}
@@ -71,8 +81,37 @@ impl Chunk {
             _map: map,
             base,
             bytes,
+            used: Mutex::new(0),
             mapped: mapped.clone(),
         }
+    }
+
+    /// Takes the first run of `units` free units (first fit); its first unit.
+    fn take(&self, units: usize) -> Option<usize> {
+        let mut used = self.used.lock();
+        let mask = run_mask(units);
+        let first = (0..=UNITS.checked_sub(units)?).find(|&u| (*used >> u) & mask == 0)?;
+        *used |= mask << first;
+        Some(first)
+    }
+
+    /// Gives back the run of `units` units from `first`.
+    fn give_back(&self, first: usize, units: usize) {
+        let mut used = self.used.lock();
+        *used &= !(run_mask(units) << first);
+    }
+
+    fn is_empty(&self) -> bool {
+        *self.used.lock() == 0
+    }
+}
+
+/// `units` low bits set (`units` ≤ 128).
+fn run_mask(units: usize) -> u128 {
+    if units >= UNITS {
+        u128::MAX
+    } else {
+        (1u128 << units) - 1
     }
 }
 
@@ -85,8 +124,8 @@ impl Drop for Chunk {
 /// The arena (see the module doc).
 #[derive(Default)]
 pub struct Arena {
-    /// The chunk being filled and the bytes of it handed out.
-    current: Mutex<Option<(Arc<Chunk>, usize)>>,
+    /// The shared chunks, oldest first (each also held by its live slices).
+    chunks: Mutex<Vec<Arc<Chunk>>>,
     /// Bytes of all chunks still mapped (the arena's and those its live slices keep).
     mapped: Arc<AtomicUsize>,
 }
@@ -97,7 +136,7 @@ impl Arena {
         Arena::default()
     }
 
-    /// Bytes of the chunks still mapped: the current one and every one a live slice holds.
+    /// Bytes of the chunks still mapped: the shared ones and every one a live slice holds.
     pub fn mapped_bytes(&self) -> usize {
         self.mapped.load(Ordering::Relaxed)
     }
@@ -109,8 +148,20 @@ impl Arena {
         self.mapped.clone()
     }
 
+    /// Unmaps the shared chunks no live slice uses, but one (kept for the next slices).
+    pub fn trim(&self) {
+        let mut chunks = self.chunks.lock();
+        let mut spare = false;
+        chunks.retain(|c| {
+            if !c.is_empty() {
+                return true;
+            }
+            !std::mem::replace(&mut spare, true)
+        });
+    }
+
     /// Moves `items` into the arena.
-    pub fn slice<T>(&self, mut items: Vec<T>) -> ArenaSlice<T> {
+    pub fn slice<T>(&self, items: Vec<T>) -> ArenaSlice<T> {
         let len = items.len();
         let bytes = len * std::mem::size_of::<T>();
         if bytes == 0 {
@@ -118,14 +169,27 @@ impl Arena {
             return ArenaSlice {
                 ptr: NonNull::dangling(),
                 len,
-                _chunk: None,
+                place: None,
             };
         }
-        debug_assert!(std::mem::align_of::<T>() <= SLICE_ALIGN);
-        let (chunk, at) = self.reserve(bytes);
-        let dst = chunk.base.as_ptr().wrapping_add(at).cast::<T>();
-        // SAFETY: `reserve` gave us `bytes` bytes at `dst`, inside the chunk's mapping (writable, not
-        // shared with any other slice), aligned to 64 ≥ align_of::<T>(). The items move: the vector's
+        Self::place(items, self.reserve(bytes))
+    }
+
+    /// Moves `items` to `place` (reserved for them: at least their bytes).
+    fn place<T>(mut items: Vec<T>, place: Place) -> ArenaSlice<T> {
+        let len = items.len();
+        debug_assert!(std::mem::align_of::<T>() <= UNIT);
+        debug_assert!(
+            len * std::mem::size_of::<T>() <= place.units.max(1) * UNIT || place.first == 0
+        );
+        let dst = place
+            .chunk
+            .base
+            .as_ptr()
+            .wrapping_add(place.first * UNIT)
+            .cast::<T>();
+        // SAFETY: `place` holds the items' bytes at `dst` (reserved for them by the caller), inside the chunk's mapping (writable, handed
+        // to no other live slice), aligned to a unit ≥ align_of::<T>(). The items move: the vector's
         // length is set to 0 before it is dropped, so it frees its buffer without dropping them.
         unsafe {
             std::ptr::copy_nonoverlapping(items.as_ptr(), dst, len);
@@ -134,36 +198,79 @@ impl Arena {
         ArenaSlice {
             ptr: NonNull::new(dst).unwrap_or(NonNull::dangling()),
             len,
-            _chunk: Some(chunk),
+            place: Some(place),
         }
     }
 
-    /// `bytes` bytes of some chunk: the chunk and the offset in it.
-    fn reserve(&self, bytes: usize) -> (Arc<Chunk>, usize) {
-        if bytes > CHUNK_BYTES / 4 {
-            // A large array gets its own chunk, leaving the current one to the small ones.
-            let own = bytes.next_multiple_of(HUGE_PAGE);
-            return (Arc::new(Chunk::map(own, &self.mapped)), 0);
+    /// Moves `a` and `b` into the arena side by side (one run of units when they share a chunk: a
+    /// group's keys and records, so that freeing a group leaves one hole its successor fits).
+    pub fn pair<A, B>(&self, a: Vec<A>, b: Vec<B>) -> (ArenaSlice<A>, ArenaSlice<B>) {
+        let (bytes_a, bytes_b) = (
+            a.len() * std::mem::size_of::<A>(),
+            b.len() * std::mem::size_of::<B>(),
+        );
+        if bytes_a == 0 || bytes_b == 0 || bytes_a + bytes_b > SHARED_MAX {
+            return (self.slice(a), self.slice(b));
         }
-        let mut current = self.current.lock();
-        if let Some((chunk, used)) = current.as_mut() {
-            let at = used.next_multiple_of(SLICE_ALIGN);
-            if at + bytes <= chunk.bytes {
-                *used = at + bytes;
-                return (chunk.clone(), at);
+        let units_a = bytes_a.div_ceil(UNIT);
+        let both = self.reserve((units_a + bytes_b.div_ceil(UNIT)) * UNIT);
+        let second = Place {
+            chunk: both.chunk.clone(),
+            first: both.first + units_a,
+            units: both.units - units_a,
+        };
+        let first = Place {
+            units: units_a,
+            ..both
+        };
+        (Self::place(a, first), Self::place(b, second))
+    }
+
+    /// `bytes` bytes of some chunk.
+    fn reserve(&self, bytes: usize) -> Place {
+        if bytes > SHARED_MAX {
+            // A large array gets its own chunk, leaving the shared ones to the small ones.
+            let own = bytes.next_multiple_of(HUGE_PAGE);
+            return Place {
+                chunk: Arc::new(Chunk::map(own, &self.mapped)),
+                first: 0,
+                units: 0,
+            };
+        }
+        let units = bytes.div_ceil(UNIT);
+        let mut chunks = self.chunks.lock();
+        for chunk in chunks.iter() {
+            if let Some(first) = chunk.take(units) {
+                return Place {
+                    chunk: chunk.clone(),
+                    first,
+                    units,
+                };
             }
         }
         let chunk = Arc::new(Chunk::map(CHUNK_BYTES, &self.mapped));
-        *current = Some((chunk.clone(), bytes));
-        (chunk, 0)
+        let first = chunk.take(units).unwrap_or(0);
+        chunks.push(chunk.clone());
+        Place {
+            chunk,
+            first,
+            units,
+        }
     }
+}
+
+/// Where a slice lives: its chunk and its run of units there (none for a chunk of its own).
+struct Place {
+    chunk: Arc<Chunk>,
+    first: usize,
+    units: usize,
 }
 
 /// An owned array in an arena chunk (see the module doc); dereferences to `[T]`.
 pub struct ArenaSlice<T> {
     ptr: NonNull<T>,
     len: usize,
-    _chunk: Option<Arc<Chunk>>,
+    place: Option<Place>,
 }
 
 // SAFETY: the slice owns its elements as a `Box<[T]>` would; the chunk is `Send + Sync`.
@@ -176,7 +283,7 @@ impl<T> std::ops::Deref for ArenaSlice<T> {
     #[inline]
     fn deref(&self) -> &[T] {
         // SAFETY: `ptr` holds `len` initialized elements (moved in by `Arena::slice`, or none), kept
-        // mapped by `_chunk` while `self` lives.
+        // mapped by `place` while `self` lives.
         unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
     }
 }
@@ -184,12 +291,16 @@ impl<T> std::ops::Deref for ArenaSlice<T> {
 impl<T> Drop for ArenaSlice<T> {
     fn drop(&mut self) {
         // SAFETY: the elements are initialized and owned by this slice alone; they are dropped once, here,
-        // before `_chunk` (a field, dropped after this body) may unmap their memory.
+        // before their units are given back and before `place` (a field, dropped after this body) may
+        // unmap their memory.
         unsafe {
             std::ptr::drop_in_place(std::ptr::slice_from_raw_parts_mut(
                 self.ptr.as_ptr(),
                 self.len,
             ));
+        }
+        if let Some(p) = &self.place {
+            p.chunk.give_back(p.first, p.units);
         }
     }
 }
@@ -256,7 +367,7 @@ mod tests {
     }
 
     #[test]
-    fn slices_hold_their_items_and_chunks_return_when_the_last_slice_goes() {
+    fn slices_hold_their_items_and_chunks_return_when_their_slices_go() {
         let arena = Arena::new();
         let a = arena.slice((0..1000u64).collect());
         let b = arena.slice(vec![String::from("x"); 300]);
@@ -269,25 +380,47 @@ mod tests {
             0,
             "a new chunk starts on a huge page"
         );
-        assert_eq!(b.as_ptr() as usize % SLICE_ALIGN, 0);
+        assert_eq!(b.as_ptr() as usize, a.as_ptr() as usize + UNIT);
         // One shared chunk and the big array's own (two huge pages).
         assert_eq!(arena.mapped_bytes(), CHUNK_BYTES + 2 * HUGE_PAGE);
         drop(big);
         assert_eq!(arena.mapped_bytes(), CHUNK_BYTES);
-        // Fill the shared chunk: the arena moves on to a new one; the old one stays while `a` and `b` live.
-        let fill: Vec<_> = (0..16)
-            .map(|_| arena.slice(vec![1u8; CHUNK_BYTES / 8]))
-            .collect();
+        // 16 slices of 16 units: 7 fit beside `a` and `b`, 8 in a second chunk, the last in a third.
+        let fill: Vec<_> = (0..16).map(|_| arena.slice(vec![1u8; 16 * UNIT])).collect();
         assert_eq!(arena.mapped_bytes(), 3 * CHUNK_BYTES);
         drop((a, b));
         drop(fill);
-        // Only the chunk being filled remains; dropping the arena returns it too.
+        // Trimming keeps one empty chunk for the next slices; dropping the arena returns it too.
+        arena.trim();
         assert_eq!(arena.mapped_bytes(), CHUNK_BYTES);
         let mapped = arena.mapped.clone();
         drop(arena);
         assert_eq!(mapped.load(Ordering::Relaxed), 0);
         let empty = Arena::new().slice(Vec::<u64>::new());
         assert!(empty.is_empty());
+    }
+
+    #[test]
+    fn a_dropped_slice_leaves_a_hole_the_next_slices_fill() {
+        let arena = Arena::new();
+        let a = arena.slice(vec![1u64; 3 * UNIT / 8]);
+        let b = arena.slice(vec![2u64; UNIT / 8]);
+        let at = a.as_ptr() as usize;
+        drop(a);
+        // Two slices that fit the three units `a` left: first fit puts them there, not after `b`.
+        let c = arena.slice(vec![3u64; 2 * UNIT / 8]);
+        let d = arena.slice(vec![4u64; UNIT / 8 - 1]);
+        assert_eq!(c.as_ptr() as usize, at);
+        assert_eq!(d.as_ptr() as usize, at + 2 * UNIT);
+        assert!(
+            c.iter().all(|&v| v == 3) && d.iter().all(|&v| v == 4) && b.iter().all(|&v| v == 2)
+        );
+        // Half a chunk fits after `b`; a second half does not fit there any more: a second chunk.
+        let e = arena.slice(vec![5u8; SHARED_MAX]);
+        assert_eq!(e.as_ptr() as usize, at + 4 * UNIT);
+        let f = arena.slice(vec![6u8; SHARED_MAX]);
+        assert_eq!(arena.mapped_bytes(), 2 * CHUNK_BYTES);
+        assert_eq!(f.as_ptr() as usize % HUGE_PAGE, 0);
     }
 
     #[test]

@@ -31,7 +31,7 @@ use std::sync::atomic::Ordering;
 
 /// Rounds of [`LearnedIndex::reclaim`]: each frees up to 8 bags of 64 objects once the epoch allows, so
 /// 8,192 rounds reach about 4 million objects (a few milliseconds when there is nothing left).
-const RECLAIM_ROUNDS: usize = 8192;
+pub(super) const RECLAIM_ROUNDS: usize = 8192;
 
 impl LearnedIndex {
     /// Compacts every group whose buffers hold more than `compact_at` records, whose array is over
@@ -42,6 +42,7 @@ impl LearnedIndex {
         // Groups and roots replaced by earlier passes, released by the epoch since: freed here, not in
         // a foreground thread (see `retire.rs`).
         self.retired.free();
+        self.arena.trim();
         done
     }
 
@@ -49,6 +50,7 @@ impl LearnedIndex {
     /// does after its pass).
     pub fn free_released(&self) {
         self.retired.free();
+        self.arena.trim();
     }
 
     fn maintain_pass(&self) -> usize {
@@ -86,6 +88,7 @@ impl LearnedIndex {
             epoch::pin().flush();
         }
         self.retired.free();
+        self.arena.trim();
     }
 
     /// Compacts every group (dropping every removed record no snapshot reads).

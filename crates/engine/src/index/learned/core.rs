@@ -20,6 +20,7 @@
 
 use super::arena::Arena;
 use super::buffer::{Buffer, Insert};
+use super::compact::RECLAIM_ROUNDS;
 use super::group::{Group, Root};
 use super::retire::Retired;
 use super::slot::{DEAD, Lock, Read, Slot};
@@ -505,6 +506,16 @@ impl LearnedIndex {
 
 impl Drop for LearnedIndex {
     fn drop(&mut self) {
+        // Groups and roots retired by the last changes wait in the epoch's queue; left there, whichever
+        // thread collects it later would free them (a foreground thread of another index, in its
+        // operation's time). Give the epoch a bounded chance to release them to this thread's list.
+        for _ in 0..RECLAIM_ROUNDS {
+            if self.retired.pending() == 0 {
+                break;
+            }
+            epoch::pin().flush();
+        }
+        self.retired.free();
         // SAFETY: `&mut self`: no thread can reach the index; groups are owned by the current root alone.
         unsafe {
             let guard = epoch::unprotected();

@@ -49,10 +49,11 @@ impl Group {
     pub fn new(arena: &Arena, keys: Vec<u64>, slots: Vec<Slot>, buffer: Arc<Buffer>) -> Group {
         let search = GroupSearch::train(&keys);
         let live_at_build = slots.iter().filter(|s| s.is_live()).count();
+        let (keys, slots) = arena.pair(keys, slots);
         Group {
             live_at_build,
-            keys: arena.slice(keys),
-            slots: arena.slice(slots),
+            keys,
+            slots,
             search,
             buffer,
             tmp: OnceLock::new(),

@@ -53,9 +53,8 @@ impl Retired {
         released.len()
     }
 
-    /// Objects retired but not yet released by the epoch (tests wait for 0 before dropping an index, so
-    /// its groups are not freed later by another test's thread).
-    #[cfg(test)]
+    /// Objects retired but not yet released by the epoch (the index's drop waits, boundedly, for 0, so
+    /// its groups are not freed later by another index's thread).
     pub(super) fn pending(&self) -> usize {
         self.pending.load(Ordering::Acquire)
     }
