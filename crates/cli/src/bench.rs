@@ -70,7 +70,12 @@ pub fn run(args: &BenchArgs, cache_bytes: usize) -> CliResult {
         }
         writeln!(stdout, "engines in this build:")?;
         for e in strata_bench::driver::engines() {
-            writeln!(stdout, "  {:<16} version {}", e.name(), e.version())?;
+            let note = if e.ordered() {
+                ""
+            } else {
+                " (no key order: suite dbbench only, when named by --engines)"
+            };
+            writeln!(stdout, "  {:<16} version {}{note}", e.name(), e.version())?;
         }
         stdout.flush()?;
         return Ok(());

@@ -125,6 +125,11 @@ pub trait Engine: Send + Sync {
     fn capabilities(&self) -> Capabilities {
         Capabilities::KEY_VALUE
     }
+    /// Whether the engine keeps keys in order, so scans and seeks work (default: yes). An engine without
+    /// order (the hash family) runs only in the suites that skip ordered phases for it ([`run_unordered`]).
+    fn ordered(&self) -> bool {
+        true
+    }
     /// How `opts` map onto this engine's own settings, one line for the report.
     fn settings(&self, opts: &EngineOptions) -> String;
     /// Creates an empty database in `dir` when `create` (the directory must not hold one), else opens the
@@ -332,7 +337,9 @@ impl std::ops::Sub for IoTotals {
 }
 
 /// Every engine this build can measure: Strata's families first (those with a driver of their own, then
-/// every other ordered family of the engine's registry as [`StrataFamily`]), then the peers compiled in.
+/// every other family of the engine's registry as [`StrataFamily`]), then the peers compiled in. Engines
+/// without key order (the hash family) are in this list but not in the default selection
+/// ([`default_engines`]): most suites scan.
 pub fn engines() -> Vec<Box<dyn Engine>> {
     let mut all: Vec<Box<dyn Engine>> = vec![
         Box::new(StrataBTree),
@@ -340,11 +347,6 @@ pub fn engines() -> Vec<Box<dyn Engine>> {
         Box::new(StrataBeTree::default()),
     ];
     for &kind in strata::IndexKind::ALL {
-        // The workloads scan and count ranges; a family without key order (the hash index) is measured by a
-        // suite of its own (`hash`).
-        if !kind.default_config().capabilities().ordered {
-            continue;
-        }
         let generic = StrataFamily::new(kind);
         if !all.iter().any(|e| e.name() == generic.name()) {
             all.push(Box::new(generic));
@@ -361,11 +363,24 @@ pub fn engines() -> Vec<Box<dyn Engine>> {
     all
 }
 
+/// The engines a run measures when `--engines` is not given: every engine with key order.
+pub fn default_engines() -> Vec<Box<dyn Engine>> {
+    engines().into_iter().filter(|e| e.ordered()).collect()
+}
+
+/// Suites that run engines without key order (their ordered phases are skipped for them): `dbbench`
+/// (readseq and seekrandom skipped).
+pub fn run_unordered(suite: &str) -> bool {
+    suite == "dbbench"
+}
+
 /// The engines named in `list` (comma-separated), or all of them for `None`; unknown names are an error
 /// that lists what this build has.
 pub fn select(list: Option<&str>) -> Result<Vec<Box<dyn Engine>>> {
+    let Some(list) = list else {
+        return Ok(default_engines());
+    };
     let all = engines();
-    let Some(list) = list else { return Ok(all) };
     let names: Vec<&str> = list
         .split(',')
         .map(str::trim)

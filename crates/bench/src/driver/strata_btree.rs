@@ -71,6 +71,17 @@ pub(super) fn tree_settings(family: &str, opts: &EngineOptions) -> String {
     )
 }
 
+/// A usage error when `opts` asks for byte-string values from an engine that stores `u64` values only.
+pub(super) fn check_value_format(engine: &dyn Engine, opts: &EngineOptions) -> Result<()> {
+    if opts.values == ValueFormat::Bytes && !engine.capabilities().byte_values {
+        return Err(crate::BenchError::Usage(format!(
+            "{} stores u64 values only (run with --value-size 8)",
+            engine.name()
+        )));
+    }
+    Ok(())
+}
+
 /// Opens the database in `dir`, or when `create` creates one with `family`'s index family and its options
 /// (the rest of `family` is ignored): `u64` keys, values by [`ValueFormat`], and the bench's page size,
 /// durability and O_DIRECT setting. The driver is named after `engine` and offers its capabilities.
@@ -81,6 +92,7 @@ pub(super) fn open_tree(
     create: bool,
     family: Config,
 ) -> Result<Box<dyn Driver>> {
+    check_value_format(engine, opts)?;
     let db = if create {
         let config = Config {
             key: TypeKind::U64,
@@ -107,6 +119,8 @@ pub struct StrataDriver {
     /// What the engine offers: range counts and sampling are refused without them (the Bε-tree counts by
     /// a scan, which the bench does not pass off as a range count).
     caps: Capabilities,
+    /// The index keeps its keys in order; scans are refused without it (the hash family).
+    ordered: bool,
     /// The index keeps sampling weights (a weighted dynamized index).
     weighted: bool,
     /// The index reports its height cheaply (a Bε-tree's statistics count its records with a full scan, so
@@ -122,6 +136,7 @@ impl StrataDriver {
             name: engine.name(),
             db,
             caps: engine.capabilities(),
+            ordered: index.ordered,
             weighted: index.weighted,
             cheap_height: index.cheap_len,
         }
@@ -209,6 +224,9 @@ impl Driver for StrataDriver {
         reverse: bool,
         visit: &mut Visit<'_>,
     ) -> Result<u64> {
+        if !self.ordered {
+            return Err(unsupported(self.name, "scans (it keeps no key order)"));
+        }
         let (mut lo, mut hi) = (lo, hi);
         let dir = if reverse {
             Direction::Reverse

@@ -10,8 +10,8 @@
 //! is bounded by `memory_budget` (0 = every level in memory).
 
 use super::strata_btree::{StrataDriver, options};
-use super::{Capabilities, Driver, Engine, EngineOptions, ValueFormat};
-use crate::error::{BenchError, Result};
+use super::{Capabilities, Driver, Engine, EngineOptions};
+use crate::error::Result;
 use crate::report::fmt_bytes;
 use std::path::Path;
 use strata::Config;
@@ -100,12 +100,7 @@ impl Engine for StrataDynamized {
     }
 
     fn open_dir(&self, dir: &Path, opts: &EngineOptions, create: bool) -> Result<Box<dyn Driver>> {
-        if opts.values != ValueFormat::U64 {
-            return Err(BenchError::Usage(format!(
-                "{} stores u64 values only (run with --value-size 8)",
-                self.name()
-            )));
-        }
+        super::strata_btree::check_value_format(self, opts)?;
         let mut handle = options(opts);
         handle.dynamized = self.runtime.clone();
         let db = if create {

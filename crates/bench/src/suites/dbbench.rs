@@ -15,7 +15,8 @@
 //!   deleted key must be gone.
 //!
 //! `--ops` sets the operations of readrandom, seekrandom and readwhilewriting (default N); every phase but
-//! the fills and deleterandom runs at each `--threads` count.
+//! the fills and deleterandom runs at each `--threads` count. An engine without key order (`strata-hash`,
+//! run only when `--engines` names it) skips readseq and seekrandom.
 
 use super::SuiteConfig;
 use super::common::{Ctx, remove_dir, verify};
@@ -254,10 +255,12 @@ pub fn run(cfg: &SuiteConfig, engines: &[Box<dyn Engine>]) -> Result<Vec<BenchRe
         for &t in &cfg.threads {
             out.extend(read_random(&ctx, db.as_ref(), &dir, &keys, t, ops)?);
         }
-        for &t in &cfg.threads {
+        // readseq and seekrandom need key order; an engine without it (the hash family) skips them.
+        let ordered_threads: &[u32] = if engine.ordered() { &cfg.threads } else { &[] };
+        for &t in ordered_threads {
             out.extend(read_seq(&ctx, db.as_ref(), &dir, "readseq", n, t)?);
         }
-        for &t in &cfg.threads {
+        for &t in ordered_threads {
             out.extend(seek_random(
                 &ctx,
                 db.as_ref(),

@@ -29,7 +29,7 @@ fn workloads_ops(out: &RunOutput) -> Vec<(String, String, u32)> {
 fn byte_value_engines() -> String {
     driver::engines()
         .iter()
-        .filter(|e| e.capabilities().byte_values)
+        .filter(|e| e.capabilities().byte_values && e.ordered())
         .map(|e| e.name())
         .collect::<Vec<_>>()
         .join(",")
@@ -328,6 +328,47 @@ fn u64_only_engines_are_refused_byte_values_when_named() {
     let mut opts = tiny("default", Some("strata-dynamized"));
     opts.out_dir = Some(tmp.path().join("out"));
     assert!(matches!(run(&opts), Err(BenchError::Usage(_))));
+}
+
+#[test]
+fn an_engine_without_key_order_runs_dbbench_without_its_ordered_phases_only() {
+    let tmp = tempfile::tempdir().unwrap();
+    let hash = driver::engines()
+        .into_iter()
+        .find(|e| !e.ordered())
+        .expect("the hash family is an engine without key order");
+    assert!(
+        driver::default_engines()
+            .iter()
+            .all(|e| e.name() != hash.name()),
+        "not run unless named"
+    );
+    let mut opts = tiny("dbbench", Some(hash.name()));
+    opts.value_size = Some(8);
+    opts.out_dir = Some(tmp.path().join("dbbench"));
+    let out = run(&opts).unwrap();
+    let workloads: std::collections::BTreeSet<&str> =
+        out.results.iter().map(|r| r.workload.as_str()).collect();
+    let want = [
+        "deleterandom",
+        "fillrandom",
+        "fillseq",
+        "readrandom",
+        "readwhilewriting",
+    ];
+    assert_eq!(workloads, want.into_iter().collect());
+    for suite in ["ycsb", "default", "irs"] {
+        let mut opts = tiny(suite, Some(hash.name()));
+        opts.value_size = Some(8);
+        opts.out_dir = Some(tmp.path().join(suite));
+        match run(&opts) {
+            Err(BenchError::Usage(msg)) => assert!(msg.contains("key order"), "{suite}: {msg}"),
+            other => panic!(
+                "{suite}: expected a usage error, got {:?}",
+                other.map(|_| ())
+            ),
+        }
+    }
 }
 
 #[test]

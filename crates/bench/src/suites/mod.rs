@@ -370,6 +370,16 @@ pub fn run(opts: &RunOptions) -> Result<RunOutput> {
         )));
     }
     let mut engines = driver::select(opts.engines.as_deref())?;
+    if let Some(e) = engines.iter().find(|e| !e.ordered())
+        && !driver::run_unordered(info.name)
+    {
+        return Err(BenchError::Usage(format!(
+            "{} keeps no key order and suite {} scans ranges; it runs in suite dbbench (and has suite hash of \
+             its own)",
+            e.name(),
+            info.name
+        )));
+    }
     if codec.format() == driver::ValueFormat::Bytes {
         if let Some(e) = engines.iter().find(|e| !e.capabilities().byte_values)
             && opts.engines.is_some()

@@ -30,13 +30,12 @@ pub(super) fn nice_step(which: usize, default: i32) -> i32 {
         .unwrap_or(default)
 }
 
-/// The calling thread's nice value (0 where the platform has none).
+/// The calling thread's nice value (0 where the platform has none, or if it cannot be read).
 pub(super) fn nice_value() -> i32 {
     #[cfg(target_os = "linux")]
     {
-        // SAFETY: `gettid` and `getpriority` take and return plain integers and touch no memory of ours.
-        // (-1 is also an error return; read as nice -1 it only makes `lower_priority` lower one step less.)
-        unsafe { libc::getpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t) }
+        // Linux keeps a nice value per thread: PRIO_PROCESS with a thread id reads this thread's.
+        rustix::process::getpriority_process(Some(rustix::thread::gettid())).unwrap_or(0)
     }
     #[cfg(not(target_os = "linux"))]
     0
@@ -52,35 +51,20 @@ pub(super) fn lower_priority(by: i32) {
     #[cfg(target_os = "linux")]
     {
         let target = nice_value().saturating_add(by).min(19);
-        // SAFETY: `gettid` and `setpriority` take plain integers and touch no memory of ours; PRIO_PROCESS
-        // with a thread id changes only that thread's nice value (Linux semantics).
-        unsafe {
-            libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, target);
-        }
+        // A refusal leaves the priority as it was (the hint is dropped).
+        let _ = rustix::process::setpriority_process(Some(rustix::thread::gettid()), target);
     }
     #[cfg(not(target_os = "linux"))]
     let _ = by;
 }
 
-/// CPU time the calling thread has used, in nanoseconds (0 where the platform has no thread clock).
+/// CPU time the calling thread has used, in nanoseconds.
 pub(super) fn thread_cpu_nanos() -> u64 {
-    #[cfg(target_os = "linux")]
-    {
-        let mut ts = libc::timespec {
-            tv_sec: 0,
-            tv_nsec: 0,
-        };
-        // SAFETY: `ts` is a valid, writable timespec for the duration of the call.
-        let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-        if rc == 0 {
-            return (ts.tv_sec as u64)
-                .saturating_mul(1_000_000_000)
-                .saturating_add(ts.tv_nsec as u64);
-        }
-        0
-    }
-    #[cfg(not(target_os = "linux"))]
-    0
+    let ts = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
+    u64::try_from(ts.tv_sec)
+        .unwrap_or(0)
+        .saturating_mul(1_000_000_000)
+        .saturating_add(u64::try_from(ts.tv_nsec).unwrap_or(0))
 }
 
 /// Runs `work` and adds the CPU time it took on this thread to `counter`.
