@@ -608,12 +608,16 @@ fn phase_row(
             .map(|r| format!("{:.2}", r.lat.count() as f64 / r.secs.max(1e-9) / 1e6))
             .collect();
         per_round.truncate(16);
+        // Transparent huge pages of the whole process (the learned index's arena asks for them; the
+        // B+-tree's pages do not): proof that the arena's chunks are backed by 2 MiB pages.
+        let huge = strata::lab::index::learned::arena::process_huge_bytes().unwrap_or(0);
         eprintln!(
             "{engine} {set}/{workload} {threads}T: Mops/s per round [{}], maintainer CPU {:.1} ms \
-             ({:.1}% of wall)",
+             ({:.1}% of wall), process AnonHugePages {} MiB",
             per_round.join(", "),
             maint as f64 / 1e6,
-            maint as f64 / 1e7 / runs.iter().map(|r| r.secs).sum::<f64>().max(1e-9)
+            maint as f64 / 1e7 / runs.iter().map(|r| r.secs).sum::<f64>().max(1e-9),
+            huge >> 20
         );
     }
     r

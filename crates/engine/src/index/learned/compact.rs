@@ -31,7 +31,7 @@ use std::sync::atomic::Ordering;
 
 /// Rounds of [`LearnedIndex::reclaim`]: each frees up to 8 bags of 64 objects once the epoch allows, so
 /// 8,192 rounds reach about 4 million objects (a few milliseconds when there is nothing left).
-const RECLAIM_ROUNDS: usize = 8192;
+pub(super) const RECLAIM_ROUNDS: usize = 8192;
 
 impl LearnedIndex {
     /// Compacts every group whose buffers hold more than `compact_at` records, whose array is over
@@ -42,7 +42,15 @@ impl LearnedIndex {
         // Groups and roots replaced by earlier passes, released by the epoch since: freed here, not in
         // a foreground thread (see `retire.rs`).
         self.retired.free();
+        self.arena.trim();
         done
+    }
+
+    /// Frees the replaced groups and roots the epoch released so far (what [`maintain`](Self::maintain)
+    /// does after its pass).
+    pub fn free_released(&self) {
+        self.retired.free();
+        self.arena.trim();
     }
 
     fn maintain_pass(&self) -> usize {
@@ -80,6 +88,7 @@ impl LearnedIndex {
             epoch::pin().flush();
         }
         self.retired.free();
+        self.arena.trim();
     }
 
     /// Compacts every group (dropping every removed record no snapshot reads).
@@ -149,7 +158,7 @@ impl LearnedIndex {
         let mut built: Vec<(u64, Group)> = Vec::with_capacity(parts);
         if parts == 1 {
             let slots = targets.iter().map(|&t| reference(t)).collect();
-            built.push((pivot, Group::new(keys, slots, tmp.clone())));
+            built.push((pivot, Group::new(&self.arena, keys, slots, tmp.clone())));
         } else {
             tmp.close();
             let pending = tmp.all(guard);
@@ -167,7 +176,7 @@ impl LearnedIndex {
                     .collect();
                 let buffer = Arc::new(Buffer::with_entries(mine, vec![tmp.clone()]));
                 let slots = tc.iter().map(|&t| reference(t)).collect();
-                built.push((lo, Group::new(kc.to_vec(), slots, buffer)));
+                built.push((lo, Group::new(&self.arena, kc.to_vec(), slots, buffer)));
             }
         }
 

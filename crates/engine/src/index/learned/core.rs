@@ -18,7 +18,9 @@
 //! put the same plus a lock and, for a new key, a shift of the buffer's entries above it; it allocates
 //! nothing unless a live snapshot may read the version it replaces or the value is over 16 bytes.
 
+use super::arena::Arena;
 use super::buffer::{Buffer, Insert};
+use super::compact::RECLAIM_ROUNDS;
 use super::group::{Group, Root};
 use super::retire::Retired;
 use super::slot::{DEAD, Lock, Read, Slot};
@@ -27,7 +29,7 @@ use parking_lot::Mutex;
 use std::collections::BTreeMap;
 use std::ops::Deref;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 
 /// Sizes that steer the structure.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -108,6 +110,13 @@ pub struct LearnedIndex {
     pub(super) counters: Counters,
     /// Replaced groups and roots the epoch released, freed by the maintenance thread.
     pub(super) retired: Retired,
+    /// Set by writes (after their counters), cleared by the maintenance thread before a pass: while it is
+    /// clear no group's counters changed, so the background thread skips its passes (see
+    /// `background.rs`).
+    pub(super) dirty: AtomicBool,
+    /// Where the groups' key arrays and records live (huge pages). Declared last: dropped after the
+    /// groups (whose slices keep their own chunks mapped anyway).
+    pub(super) arena: Arena,
 }
 
 /// A record locked for a write: the slot found, the record it holds locked (itself or its target) and the
@@ -184,6 +193,7 @@ impl LearnedIndex {
         let mut keys = Vec::with_capacity(opts.group_size);
         let mut slots = Vec::with_capacity(opts.group_size);
         let mut count = 0i64;
+        let arena = Arena::new();
         let flush = |keys: &mut Vec<u64>, slots: &mut Vec<Slot>, groups: &mut Vec<(u64, Group)>| {
             let pivot = if groups.is_empty() {
                 0
@@ -191,6 +201,7 @@ impl LearnedIndex {
                 keys.first().copied().unwrap_or(0)
             };
             let g = Group::new(
+                &arena,
                 std::mem::take(keys),
                 std::mem::take(slots),
                 Arc::new(Buffer::new()),
@@ -219,6 +230,8 @@ impl LearnedIndex {
             opts,
             counters: Counters::default(),
             retired: Retired::default(),
+            dirty: AtomicBool::new(true),
+            arena,
         }
     }
 
@@ -440,10 +453,25 @@ impl LearnedIndex {
             held.slot.unlock(held.record);
             had
         };
+        self.note_write();
         if value.is_some() && !had {
             self.compact_if_overfull(key);
         }
         had
+    }
+
+    /// Marks the index written since the maintenance thread's last pass. A load first: while the flag is
+    /// already set (a burst of writes) its cache line is only read, not bounced between cores.
+    #[inline]
+    fn note_write(&self) {
+        if !self.dirty.load(Ordering::Relaxed) {
+            self.dirty.store(true, Ordering::Release);
+        }
+    }
+
+    /// Whether writes came since the last call (clears the mark).
+    pub(super) fn take_dirty(&self) -> bool {
+        self.dirty.swap(false, Ordering::AcqRel)
     }
 
     /// Applies `ops` (key, value or `None` to remove) as one atomic batch: a snapshot sees all or none.
@@ -469,6 +497,7 @@ impl LearnedIndex {
                 h.slot.unlock(h.record);
             }
         }
+        self.note_write();
         if let Some((&k, _)) = last.iter().find(|e| e.1.is_some()) {
             self.compact_if_overfull(k);
         }
@@ -477,6 +506,16 @@ impl LearnedIndex {
 
 impl Drop for LearnedIndex {
     fn drop(&mut self) {
+        // Groups and roots retired by the last changes wait in the epoch's queue; left there, whichever
+        // thread collects it later would free them (a foreground thread of another index, in its
+        // operation's time). Give the epoch a bounded chance to release them to this thread's list.
+        for _ in 0..RECLAIM_ROUNDS {
+            if self.retired.pending() == 0 {
+                break;
+            }
+            epoch::pin().flush();
+        }
+        self.retired.free();
         // SAFETY: `&mut self`: no thread can reach the index; groups are owned by the current root alone.
         unsafe {
             let guard = epoch::unprotected();

@@ -11,6 +11,7 @@
 //!
 //! Cost: locating a key's group is the RMI's search; finding it in the group, the group's search.
 
+use super::arena::{Arena, ArenaSlice};
 use super::buffer::Buffer;
 use super::model::GroupSearch;
 use super::rmi::Rmi;
@@ -26,8 +27,9 @@ use std::sync::{Arc, OnceLock};
 
 /// A group (see the module doc).
 pub struct Group {
-    pub keys: Box<[u64]>,
-    pub slots: Box<[Slot]>,
+    /// The sorted keys and their records, in the index's huge-page [`Arena`].
+    pub keys: ArenaSlice<u64>,
+    pub slots: ArenaSlice<Slot>,
     pub search: GroupSearch,
     pub buffer: Arc<Buffer>,
     /// Set when a compaction or merge of this group begins: inserts go here once `buffer` is closed (a
@@ -43,14 +45,15 @@ pub struct Group {
 }
 
 impl Group {
-    /// A group over sorted, distinct `keys` with their records, and `buffer`.
-    pub fn new(keys: Vec<u64>, slots: Vec<Slot>, buffer: Arc<Buffer>) -> Group {
+    /// A group over sorted, distinct `keys` with their records (moved into `arena`), and `buffer`.
+    pub fn new(arena: &Arena, keys: Vec<u64>, slots: Vec<Slot>, buffer: Arc<Buffer>) -> Group {
         let search = GroupSearch::train(&keys);
         let live_at_build = slots.iter().filter(|s| s.is_live()).count();
+        let (keys, slots) = arena.pair(keys, slots);
         Group {
             live_at_build,
-            keys: keys.into(),
-            slots: slots.into(),
+            keys,
+            slots,
             search,
             buffer,
             tmp: OnceLock::new(),

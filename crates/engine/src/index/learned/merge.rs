@@ -74,7 +74,7 @@ impl LearnedIndex {
         keys.extend(keys_b);
         targets.extend(targets_b);
         let slots = targets.iter().map(|&t| reference(t)).collect();
-        let merged = Group::new(keys, slots, tmp);
+        let merged = Group::new(&self.arena, keys, slots, tmp);
 
         self.counters.merges.fetch_add(1, Ordering::Relaxed);
         self.publish(i, 2, vec![(pivot, merged)], guard);

@@ -22,6 +22,7 @@
 //! every structural change publishes new objects and frees old ones only after every thread that could
 //! see them has unpinned.
 
+pub mod arena;
 pub mod background;
 pub mod buffer;
 pub mod checkpoint;

@@ -5,17 +5,17 @@
 //! * [`GroupSearch`]: how a group finds a key in its sorted key array: up to [`MAX_MODELS`] linear pieces
 //!   over equal runs of the array, with the largest error of any, whose prediction is followed by an
 //!   exponential search outward from it within the window `[pred − err, pred + err]`; or, where the
-//!   pieces cannot meet the error bound (locally hard keys), a fallback node: every [`FALLBACK_FANOUT`]th
-//!   key in an upper array searched by binary search, then one block searched 8-ary (7 independent
-//!   probes per round, so their misses overlap) — a two-level B+-tree-like node, never much worse than a
+//!   pieces cannot meet the error bound (locally hard keys), a fallback node: the first key of each of
+//!   up to [`UPPER_KEYS`] equal blocks (at least [`FALLBACK_FANOUT`] keys each) in an upper level inline
+//!   in the group header, searched by binary search, then one block searched 8-ary (7 independent probes
+//!   per round, so their misses overlap) — a two-level B+-tree-like node, never much worse than a
 //!   B+-tree's leaf search.
 //! * A piece is 16 bytes (first key, `f32` slope and intercept; its run of positions follows from its
 //!   index), so eight fit in two cache lines of the group header — the bytes four 32-byte pieces took.
 //!   Eight pieces instead of four halve the mean prediction error on books-like keys (about 8 → 4.6
-//!   positions for groups of 4,096) and fit groups four could not, at no memory cost; the fallback's
-//!   upper array costs 8 bytes per [`FALLBACK_FANOUT`] keys (1/64 B/key), a tenth of the B+-tree's inner
-//!   nodes (24 bytes per leaf of ~140 keys); a sparse upper array costs a wider block search, which the
-//!   8-ary search keeps to two rounds of overlapping misses plus one or two cache lines.
+//!   positions for groups of 4,096) and fit groups four could not, at no memory cost. The fallback's
+//!   upper level takes the same 128 bytes of the header: no allocation of its own, so no pointer (and
+//!   no cache and TLB miss) between the header and the block.
 //!
 //! Every search checks its answer against the neighbouring keys and falls back to a binary search of the
 //! whole range when a window missed (floating-point rounding), so a model can only cost time, never
@@ -23,8 +23,8 @@
 //!
 //! Cost: a model search is a multiply-add and an exponential search outward from the prediction within
 //! the ≤ 2·err + 1 keys of its window (err ≤ [`ERROR_BOUND`]): about 2·log2(d) probes for a prediction `d`
-//! positions off; the fallback is a binary search of `n / 512` keys (one cache line for a group of 4,096)
-//! and an 8-ary search of 512 keys.
+//! positions off; the fallback is a binary search of ≤ 16 inline keys (two cache lines of the header) and
+//! an 8-ary search of one block (256 keys for a group of 4,096: two rounds of overlapping misses).
 
 /// Largest acceptable maximum error of a group's model piece (positions), as XIndex's group error bound.
 pub const ERROR_BOUND: usize = 32;
@@ -32,8 +32,10 @@ pub const ERROR_BOUND: usize = 32;
 pub const MAX_MODELS: usize = 8;
 /// Fewest keys per piece: a smaller array gets fewer pieces.
 pub const KEYS_PER_PIECE: usize = 64;
-/// Keys per block of the fallback node.
-pub const FALLBACK_FANOUT: usize = 512;
+/// Fewest keys per block of the fallback node.
+pub const FALLBACK_FANOUT: usize = 64;
+/// Most keys of the fallback node's upper level (inline in the group header).
+pub const UPPER_KEYS: usize = 16;
 
 /// A linear model from keys to positions.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -137,8 +139,44 @@ impl Pieces {
 pub enum GroupSearch {
     /// Up to [`MAX_MODELS`] linear pieces meeting the error bound (inline: no pointer to chase).
     Models(Pieces),
-    /// Every [`FALLBACK_FANOUT`]th key (the fallback node's upper level).
-    Fallback(Box<[u64]>),
+    /// The fallback node's upper level (inline: no pointer to chase).
+    Fallback(Upper),
+}
+
+/// The fallback node's upper level: the first key of every block of `fanout` keys, at most
+/// [`UPPER_KEYS`] of them, inline in the group header (the bytes the pieces take), so a lookup goes from
+/// the header straight to the block. `fanout` is the array's length over [`UPPER_KEYS`], at least
+/// [`FALLBACK_FANOUT`].
+#[derive(Debug, Clone, Copy)]
+pub struct Upper {
+    firsts: [u64; UPPER_KEYS],
+    count: u8,
+    fanout: u32,
+}
+
+impl Upper {
+    fn build(keys: &[u64]) -> Upper {
+        let fanout = keys.len().div_ceil(UPPER_KEYS).max(FALLBACK_FANOUT);
+        let mut firsts = [0; UPPER_KEYS];
+        let mut count = 0u8;
+        for (slot, &k) in firsts.iter_mut().zip(keys.iter().step_by(fanout)) {
+            *slot = k;
+            count += 1;
+        }
+        Upper {
+            firsts,
+            count,
+            // Only an array of over 2^36 keys (far beyond `max_group`) could clamp here; the search's
+            // check of its answer would then fall back to a binary search.
+            fanout: u32::try_from(fanout).unwrap_or(u32::MAX),
+        }
+    }
+
+    fn live(&self) -> &[u64] {
+        self.firsts
+            .get(..usize::from(self.count))
+            .unwrap_or(&self.firsts)
+    }
 }
 
 /// The first position in `keys[lo..hi]` whose key is ≥ `key` (`hi` if none).
@@ -222,7 +260,7 @@ impl GroupSearch {
         let count = (keys.len() / KEYS_PER_PIECE).clamp(1, MAX_MODELS);
         match Self::pieces(keys, count) {
             Some(p) => GroupSearch::Models(p),
-            None => GroupSearch::Fallback(keys.iter().step_by(FALLBACK_FANOUT).copied().collect()),
+            None => GroupSearch::Fallback(Upper::build(keys)),
         }
     }
 
@@ -262,13 +300,10 @@ impl GroupSearch {
         matches!(self, GroupSearch::Fallback(_))
     }
 
-    /// Bytes of the models beyond the group header (the pieces live inline in it), or of the fallback
-    /// node's upper level.
+    /// Bytes of the models beyond the group header: none (the pieces and the fallback node's upper level
+    /// live inline in it).
     pub fn memory(&self) -> usize {
-        match self {
-            GroupSearch::Models(_) => 0,
-            GroupSearch::Fallback(upper) => upper.len() * 8,
-        }
+        0
     }
 
     /// The first position of `keys` (the array this search was trained on) whose key is ≥ `key`.
@@ -283,8 +318,12 @@ impl GroupSearch {
                 lower_bound_near(keys, lo, hi, pred, key)
             }
             GroupSearch::Fallback(upper) => {
-                let b = upper.partition_point(|&k| k <= key).saturating_sub(1);
-                let (lo, hi) = (b * FALLBACK_FANOUT, ((b + 1) * FALLBACK_FANOUT + 1).min(n));
+                let b = upper
+                    .live()
+                    .partition_point(|&k| k <= key)
+                    .saturating_sub(1);
+                let fanout = upper.fanout as usize;
+                let (lo, hi) = ((b * fanout).min(n), ((b + 1) * fanout + 1).min(n));
                 lower_bound_kary(keys, lo, hi, key)
             }
         };

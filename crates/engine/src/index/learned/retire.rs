@@ -14,10 +14,15 @@
 use crossbeam_epoch::{Guard, Shared};
 use parking_lot::Mutex;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// Objects the epoch released, waiting to be freed by the maintenance thread.
 #[derive(Default)]
-pub(super) struct Retired(Arc<Mutex<Vec<Box<dyn Send>>>>);
+pub(super) struct Retired {
+    list: Arc<Mutex<Vec<Box<dyn Send>>>>,
+    /// Objects retired whose deferred move has not run yet (still in the epoch's queue).
+    pending: Arc<AtomicUsize>,
+}
 
 impl Retired {
     /// Retires `ptr`: once every thread pinned now has unpinned, it moves onto the list.
@@ -26,7 +31,9 @@ impl Retired {
     /// `ptr` must be unreachable for threads that pin from now on, and retired once, as for
     /// `Guard::defer_destroy`.
     pub(super) unsafe fn retire<T: Send + 'static>(&self, ptr: Shared<'_, T>, guard: &Guard) {
-        let list = self.0.clone();
+        let list = self.list.clone();
+        let pending = self.pending.clone();
+        pending.fetch_add(1, Ordering::Relaxed);
         let raw = ptr.as_raw() as usize;
         // SAFETY: the deferred function runs once no thread pinned before now is still pinned, so no
         // thread can reach the object then (caller's contract); it takes the sole ownership of it. The
@@ -35,14 +42,21 @@ impl Retired {
             guard.defer_unchecked(move || {
                 let owned = Shared::<T>::from(raw as *const T).into_owned();
                 list.lock().push(owned.into_box());
+                pending.fetch_sub(1, Ordering::Release);
             });
         }
     }
 
     /// Frees what the epoch released so far; returns how many objects.
     pub(super) fn free(&self) -> usize {
-        let released = std::mem::take(&mut *self.0.lock());
+        let released = std::mem::take(&mut *self.list.lock());
         released.len()
+    }
+
+    /// Objects retired but not yet released by the epoch (the index's drop waits, boundedly, for 0, so
+    /// its groups are not freed later by another index's thread).
+    pub(super) fn pending(&self) -> usize {
+        self.pending.load(Ordering::Acquire)
     }
 }
 

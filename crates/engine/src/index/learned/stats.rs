@@ -24,6 +24,9 @@ pub struct LearnedStats {
     pub index_bytes: usize,
     /// Key arrays and records (without the values), in bytes.
     pub data_bytes: usize,
+    /// Bytes of the huge-page arena chunks still mapped (key arrays and records of live groups, and of
+    /// replaced groups not yet freed, with the chunks' unused tails).
+    pub arena_bytes: usize,
     pub compactions: u64,
     pub splits: u64,
     pub merges: u64,
@@ -38,6 +41,7 @@ impl LearnedIndex {
         let mut s = LearnedStats {
             records: self.len(),
             index_bytes: root.memory(),
+            arena_bytes: self.arena.mapped_bytes(),
             compactions: self.counters.compactions.load(Ordering::Relaxed),
             splits: self.counters.splits.load(Ordering::Relaxed),
             merges: self.counters.merges.load(Ordering::Relaxed),
