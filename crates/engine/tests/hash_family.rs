@@ -4,27 +4,19 @@
 
 #![allow(clippy::unwrap_used)] // tests unwrap: a failure is the test failing
 
-use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use strata::options::{HashOptions, PersistChoice};
 use strata::{Batch, Config, Db, Durability, Error, IndexConfig, Options};
+
+mod common;
+use common::memory_tempdir;
 
 fn hash_config(options: HashOptions) -> Config {
     Config {
         index: IndexConfig::Hash(options),
         durability: Durability::None,
         ..Config::default()
-    }
-}
-
-/// A temporary directory on tmpfs when there is one (the region's fast, eADR-style home).
-fn memory_tempdir() -> tempfile::TempDir {
-    let shm = Path::new("/dev/shm");
-    if shm.is_dir() {
-        tempfile::tempdir_in(shm).unwrap()
-    } else {
-        tempfile::tempdir().unwrap()
     }
 }
 

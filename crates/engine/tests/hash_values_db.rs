@@ -7,9 +7,11 @@
 #![allow(clippy::unwrap_used)] // tests unwrap: a failure is the test failing
 
 use std::collections::HashMap;
-use std::path::Path;
 use strata::options::HashOptions;
 use strata::{Config, Error, IndexConfig, Options, RawDb, TypeKind, WriteOp};
+
+mod common;
+use common::memory_tempdir;
 
 fn bytes_config(options: HashOptions) -> Config {
     Config {
@@ -17,16 +19,6 @@ fn bytes_config(options: HashOptions) -> Config {
         key: TypeKind::U64,
         value: TypeKind::Bytes,
         ..Config::default()
-    }
-}
-
-/// A temporary directory on tmpfs when there is one (the region's fast, eADR-style home).
-fn memory_tempdir() -> tempfile::TempDir {
-    let shm = Path::new("/dev/shm");
-    if shm.is_dir() {
-        tempfile::tempdir_in(shm).unwrap()
-    } else {
-        tempfile::tempdir().unwrap()
     }
 }
 

@@ -123,15 +123,10 @@ fn hash_values_kill_child() {
 
 #[test]
 fn sigkill_during_value_writes() {
-    let shm = Path::new("/dev/shm");
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(2028);
     let (mut total, mut kept) = (0, 0);
     for iteration in 0..iterations() {
-        let tmp = if shm.is_dir() {
-            tempfile::tempdir_in(shm).unwrap()
-        } else {
-            tempfile::tempdir().unwrap()
-        };
+        let tmp = common::memory_tempdir();
         let file = tmp.path().join("values.pm");
         let dash = iteration % 2 == 1;
         let wait_ms = rng.random_range(20..400);

@@ -1,7 +1,9 @@
-//! Shared pieces of the process-kill tests: a child test process that writes and prints the index of every
-//! acknowledged write, killed with SIGKILL after a delay.
+//! Shared pieces of the integration tests: a child test process that writes and prints the index of every
+//! acknowledged write, killed with SIGKILL after a delay (the process-kill tests); a temporary directory on
+//! tmpfs (the hash family's tests).
 
 #![allow(clippy::unwrap_used)] // tests unwrap: a failure is the test failing
+#![allow(dead_code)] // each test binary includes this module and uses some of it
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
@@ -49,4 +51,15 @@ pub fn run_and_kill(child: &str, env: &[(&str, String)], wait_ms: u64) -> u64 {
     process.kill().unwrap();
     process.wait().unwrap();
     reader.join().unwrap().map_or(0, |k| k + 1)
+}
+
+/// A temporary directory on tmpfs when there is one (the hash region's fast, eADR-style home), else in the
+/// system's temporary directory.
+pub fn memory_tempdir() -> tempfile::TempDir {
+    let shm = std::path::Path::new("/dev/shm");
+    if shm.is_dir() {
+        tempfile::tempdir_in(shm).unwrap()
+    } else {
+        tempfile::tempdir().unwrap()
+    }
 }

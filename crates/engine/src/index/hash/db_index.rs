@@ -152,23 +152,14 @@ impl HashDbIndex {
     pub fn open(ctx: &IndexContext<'_>, options: &HashOptions) -> Result<HashDbIndex> {
         let path = ctx.dir.join(HASH_REGION);
         let persist = persist_of(ctx, &path, options);
-        let region = Arc::new(RegionFile::open(
+        let region = Arc::new(RegionFile::open_expecting(
             ctx.vfs,
             &path,
             persist,
             ctx.stats.clone(),
+            options.region_bytes,
+            "region",
         )?);
-        let total = region.header().total;
-        if total != options.region_bytes {
-            return Err(Error::corruption(
-                &path,
-                24,
-                format!(
-                    "the region holds {total} bytes, the manifest says {}",
-                    options.region_bytes
-                ),
-            ));
-        }
         let batch_path = batch_path(ctx.dir);
         let batch = BatchFile {
             file: ctx.vfs.open(&batch_path, OpenOptions::default())?,

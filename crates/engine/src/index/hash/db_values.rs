@@ -80,23 +80,14 @@ impl DbValues {
         persist: Persist,
     ) -> Result<(DbValues, Vec<u64>)> {
         let path = Self::path(ctx.dir);
-        let region = Arc::new(RegionFile::open(
+        let region = Arc::new(RegionFile::open_expecting(
             ctx.vfs,
             &path,
             persist,
             ctx.stats.clone(),
+            HEADER_BYTES + options.value_log_bytes,
+            "value log",
         )?);
-        let total = region.header().total;
-        if total != HEADER_BYTES + options.value_log_bytes {
-            return Err(crate::error::Error::corruption(
-                &path,
-                24,
-                format!(
-                    "the value log file holds {total} bytes, the manifest says {} + its header",
-                    options.value_log_bytes
-                ),
-            ));
-        }
         let (log, starts) = ValueLog::open(region.core_view(), seed(&region))
             .map_err(|e| super::db_index::in_region(e, &path))?;
         let values = DbValues {

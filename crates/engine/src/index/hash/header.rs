@@ -18,6 +18,10 @@ const VERSION: u64 = 1;
 /// Bytes covered by the header checksum (stored right after them).
 const HEADER_CHECKED: usize = 56;
 
+/// Byte offset of the header word that records the region's size (word 3: the index's bytes after the
+/// header).
+pub const TOTAL_OFFSET: u64 = 24;
+
 /// The immutable header at offset 0 of `hash.pm`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Header {

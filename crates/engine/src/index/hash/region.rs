@@ -44,7 +44,7 @@ use parking_lot::Mutex;
 
 use super::core_view::CoreView;
 use super::family::Persist;
-use super::header::{HEADER_BYTES, Header};
+use super::header::{HEADER_BYTES, Header, TOTAL_OFFSET};
 use crate::error::{Error, Result};
 use crate::storage::pm::{CACHE_LINE, MmapRegion, Pm};
 use crate::storage::vfs::read_exact_at;
@@ -157,6 +157,30 @@ impl RegionFile {
         region.write(0, &header.encode())?;
         region.persist(0, 64)?;
         region.take_failure()?;
+        Ok(region)
+    }
+
+    /// [`open`](Self::open), then checks that the header's length is `expected` (what the manifest's
+    /// options say); `what` names the file in the error.
+    pub fn open_expecting(
+        vfs: &Arc<dyn Vfs>,
+        path: &Path,
+        persist: Persist,
+        stats: Arc<IoStats>,
+        expected: u64,
+        what: &str,
+    ) -> Result<RegionFile> {
+        let region = RegionFile::open(vfs, path, persist, stats)?;
+        let total = region.header().total;
+        if total != expected {
+            return Err(Error::corruption(
+                path,
+                TOTAL_OFFSET,
+                format!(
+                    "the {what} file holds {total} bytes, the manifest's options say {expected}"
+                ),
+            ));
+        }
         Ok(region)
     }
 
