@@ -60,7 +60,7 @@ pub mod options {
 /// File systems a database can live on, and the I/O counters every handle keeps.
 pub mod vfs {
     pub use crate::storage::{
-        FaultVfs, FileKind, FileMapping, IoCounts, IoSnapshot, MemVfs, OpenOptions, OverlayVfs,
-        StdVfs, Vfs, VfsFile, VfsLock,
+        FaultVfs, FileKind, FileMapping, HookedVfs, IoCounts, IoSnapshot, MemVfs, OpenOptions,
+        OverlayVfs, StdVfs, Vfs, VfsFile, VfsHook, VfsLock, VfsOp,
     };
 }

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 use strata::options::BeTreeOptions;
-use strata::vfs::{MemVfs, OpenOptions, Vfs, VfsFile, VfsLock};
+use strata::vfs::{HookedVfs, MemVfs, Vfs, VfsHook, VfsOp};
 use strata::{Config, Durability, IndexConfig, IndexKind, Options, RawDb, TypeKind, WriteOp};
 use strata::{Error, Result};
 
@@ -53,80 +53,20 @@ impl Gate {
     }
 }
 
-#[derive(Debug)]
-struct GateVfs(Arc<MemVfs>, Arc<Gate>);
-
-#[derive(Debug)]
-struct GateFile(Box<dyn VfsFile>, Option<Arc<Gate>>);
-
-impl VfsFile for GateFile {
-    fn path(&self) -> &Path {
-        self.0.path()
-    }
-    fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<usize> {
-        self.0.read_at(buf, offset)
-    }
-    fn write_all_at(&self, buf: &[u8], offset: u64) -> Result<()> {
-        if let Some(g) = &self.1 {
-            g.pass()?;
-        }
-        self.0.write_all_at(buf, offset)
-    }
-    fn len(&self) -> Result<u64> {
-        self.0.len()
-    }
-    fn set_len(&self, len: u64) -> Result<()> {
-        if let Some(g) = &self.1 {
-            g.pass()?;
-        }
-        self.0.set_len(len)
-    }
-    fn sync_data(&self) -> Result<()> {
-        if let Some(g) = &self.1 {
-            g.pass()?;
-        }
-        self.0.sync_data()
-    }
-}
-
-impl Vfs for GateVfs {
-    fn open(&self, path: &Path, opts: OpenOptions) -> Result<Box<dyn VfsFile>> {
-        // Every file a checkpoint writes: page files, shard files, the dynamized state and the learned
-        // index's records.
+/// Holds up the writes, resizes and syncs of every file a checkpoint writes: page files, shard files, the
+/// dynamized state and the learned index's records.
+impl VfsHook for Gate {
+    fn before(&self, op: VfsOp<'_>, path: &Path) -> Result<()> {
         let gated = path.file_name().and_then(|n| n.to_str()).is_some_and(|n| {
             n == "data.pages"
                 || n.starts_with("shard-")
                 || n.starts_with("DYNSTATE")
                 || n.starts_with("LEARNED")
         });
-        Ok(Box::new(GateFile(
-            self.0.open(path, opts)?,
-            gated.then(|| self.1.clone()),
-        )))
-    }
-    fn exists(&self, path: &Path) -> bool {
-        self.0.exists(path)
-    }
-    fn create_dir_all(&self, path: &Path) -> Result<()> {
-        self.0.create_dir_all(path)
-    }
-    fn list_dir(&self, path: &Path) -> Result<Vec<String>> {
-        self.0.list_dir(path)
-    }
-    fn remove_file(&self, path: &Path) -> Result<()> {
-        self.0.remove_file(path)
-    }
-    fn rename(&self, from: &Path, to: &Path) -> Result<()> {
-        self.0.rename(from, to)
-    }
-    fn sync_dir(&self, path: &Path) -> Result<()> {
-        self.0.sync_dir(path)
-    }
-    fn lock(&self, path: &Path) -> Result<Box<dyn VfsLock>> {
-        self.0.lock(path)
-    }
-    fn lock_shared(&self, path: &Path) -> Result<Box<dyn VfsLock>> {
-        self.0.lock_shared(path)
+        match op {
+            VfsOp::Write { .. } | VfsOp::SetLen | VfsOp::Sync if gated => self.pass(),
+            _ => Ok(()),
+        }
     }
 }
 
@@ -245,7 +185,7 @@ struct Held {
 fn hold_a_checkpoint(index: &IndexConfig) -> Held {
     let mem = Arc::new(MemVfs::new());
     let gate = Arc::new(Gate::default());
-    let vfs: Arc<dyn Vfs> = Arc::new(GateVfs(mem.clone(), gate.clone()));
+    let vfs: Arc<dyn Vfs> = Arc::new(HookedVfs::new(mem.clone(), gate.clone()));
     let db = create(vfs.clone(), index.clone());
     let held_at = start_held_checkpoint(&db, &gate, &mem);
     Held {

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 use strata::options::BeTreeOptions;
-use strata::vfs::{MemVfs, OpenOptions, Vfs, VfsFile, VfsLock};
+use strata::vfs::{HookedVfs, MemVfs, Vfs, VfsHook, VfsOp};
 use strata::{
     Config, Durability, IndexConfig, IndexKind, Options, RawDb, Result, TypeKind, WriteOp,
 };
@@ -67,89 +67,46 @@ impl Probe {
     }
 }
 
-#[derive(Debug)]
-struct ProbeVfs(Arc<MemVfs>, Arc<Probe>);
-
-#[derive(Debug)]
-struct ProbeFile(Box<dyn VfsFile>, Arc<Probe>, bool);
-
-impl VfsFile for ProbeFile {
-    fn path(&self) -> &Path {
-        self.0.path()
-    }
-    fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<usize> {
-        self.0.read_at(buf, offset)
-    }
-    fn write_all_at(&self, buf: &[u8], offset: u64) -> Result<()> {
-        self.1.alive()?;
-        self.0.write_all_at(buf, offset)
-    }
-    fn len(&self) -> Result<u64> {
-        self.0.len()
-    }
-    fn set_len(&self, len: u64) -> Result<()> {
-        self.1.alive()?;
-        self.0.set_len(len)
-    }
-    fn sync_data(&self) -> Result<()> {
-        if on_writer() {
-            self.1.writer_syncs.fetch_add(1, Ordering::Relaxed);
-        } else {
-            self.1.other_syncs.fetch_add(1, Ordering::Relaxed);
-            if self.2 {
-                self.1.pass();
-            }
-        }
-        self.1.alive()?;
-        self.0.sync_data()
-    }
+fn is_wal(path: &Path) -> bool {
+    path.file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| n.starts_with("wal-"))
 }
 
-impl Vfs for ProbeVfs {
-    fn open(&self, path: &Path, opts: OpenOptions) -> Result<Box<dyn VfsFile>> {
-        let wal = path
-            .file_name()
-            .and_then(|n| n.to_str())
-            .is_some_and(|n| n.starts_with("wal-"));
-        self.1.alive()?;
-        if wal && opts.create {
-            self.1.wal_creates.fetch_add(1, Ordering::Relaxed);
+/// Counts syncs by thread and WAL creations, holds other threads' WAL syncs while the gate is held, and
+/// fails every change to the files once the power is lost.
+impl VfsHook for Probe {
+    fn before(&self, op: VfsOp<'_>, path: &Path) -> Result<()> {
+        match op {
+            VfsOp::Open { create } => {
+                self.alive()?;
+                if create && is_wal(path) {
+                    self.wal_creates.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            VfsOp::Write { .. } | VfsOp::SetLen | VfsOp::RemoveFile | VfsOp::Rename { .. } => {
+                self.alive()?;
+            }
+            VfsOp::Sync => {
+                if on_writer() {
+                    self.writer_syncs.fetch_add(1, Ordering::Relaxed);
+                } else {
+                    self.other_syncs.fetch_add(1, Ordering::Relaxed);
+                    if is_wal(path) {
+                        self.pass();
+                    }
+                }
+                self.alive()?;
+            }
+            VfsOp::SyncDir => {
+                self.alive()?;
+                if on_writer() {
+                    self.writer_dir_syncs.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            VfsOp::CreateDirAll | VfsOp::ListDir | VfsOp::Lock | VfsOp::Read { .. } => {}
         }
-        Ok(Box::new(ProbeFile(
-            self.0.open(path, opts)?,
-            self.1.clone(),
-            wal,
-        )))
-    }
-    fn exists(&self, path: &Path) -> bool {
-        self.0.exists(path)
-    }
-    fn create_dir_all(&self, path: &Path) -> Result<()> {
-        self.0.create_dir_all(path)
-    }
-    fn list_dir(&self, path: &Path) -> Result<Vec<String>> {
-        self.0.list_dir(path)
-    }
-    fn remove_file(&self, path: &Path) -> Result<()> {
-        self.1.alive()?;
-        self.0.remove_file(path)
-    }
-    fn rename(&self, from: &Path, to: &Path) -> Result<()> {
-        self.1.alive()?;
-        self.0.rename(from, to)
-    }
-    fn sync_dir(&self, path: &Path) -> Result<()> {
-        self.1.alive()?;
-        if on_writer() {
-            self.1.writer_dir_syncs.fetch_add(1, Ordering::Relaxed);
-        }
-        self.0.sync_dir(path)
-    }
-    fn lock(&self, path: &Path) -> Result<Box<dyn VfsLock>> {
-        self.0.lock(path)
-    }
-    fn lock_shared(&self, path: &Path) -> Result<Box<dyn VfsLock>> {
-        self.0.lock_shared(path)
+        Ok(())
     }
 }
 
@@ -184,7 +141,7 @@ fn put(i: u64) -> WriteOp {
 fn setup(index: &IndexConfig, durability: Durability) -> (Arc<MemVfs>, Arc<Probe>, RawDb) {
     let mem = Arc::new(MemVfs::new());
     let probe = Arc::new(Probe::default());
-    let vfs: Arc<dyn Vfs> = Arc::new(ProbeVfs(mem.clone(), probe.clone()));
+    let vfs: Arc<dyn Vfs> = Arc::new(HookedVfs::new(mem.clone(), probe.clone()));
     let config = Config {
         index: index.clone(),
         key: TypeKind::U64,
@@ -225,7 +182,7 @@ fn wait_checkpoint_done(mem: &MemVfs) {
 
 fn check_all(mem: &Arc<MemVfs>, durability: Durability, n: u64, index: &IndexConfig) {
     let probe = Arc::new(Probe::default());
-    let vfs: Arc<dyn Vfs> = Arc::new(ProbeVfs(mem.clone(), probe));
+    let vfs: Arc<dyn Vfs> = Arc::new(HookedVfs::new(mem.clone(), probe));
     let db = RawDb::open("/db", &options(vfs, durability)).expect("reopen");
     for i in 0..n {
         let v = db.get(&i.to_be_bytes()).expect("get");
@@ -354,7 +311,8 @@ fn a_power_loss_before_the_rotation_is_durable_recovers_a_prefix() {
             }
             WRITER.with(|w| w.set(false));
             power_loss(db, &mem, &probe);
-            let vfs: Arc<dyn Vfs> = Arc::new(ProbeVfs(mem.clone(), Arc::new(Probe::default())));
+            let vfs: Arc<dyn Vfs> =
+                Arc::new(HookedVfs::new(mem.clone(), Arc::new(Probe::default())));
             let db = RawDb::open("/db", &options(vfs, durability)).expect("reopen after the crash");
             // A prefix: key 0 (synced) is there, and whatever else survived is every key below some bound.
             let present: Vec<bool> = (0..held_at + 200)

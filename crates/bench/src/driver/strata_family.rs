@@ -64,7 +64,7 @@ impl StrataFamily {
     /// `flush`, and a checkpoint `msync`s the region).
     fn config(&self) -> IndexConfig {
         let defaults = self.kind.default_config();
-        if self.kind.name() != "hash" {
+        if self.kind != IndexKind::Hash {
             return defaults;
         }
         let mut options = defaults.options_json();

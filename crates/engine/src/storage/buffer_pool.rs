@@ -766,6 +766,7 @@ impl BufferPool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::storage::HookedVfs;
     use crate::storage::io_stats::{FileKind, IoStats};
     use crate::storage::mem_vfs::MemVfs;
     use crate::storage::page::{PageType, set_page_type};
@@ -1186,10 +1187,9 @@ mod tests {
     /// A page file whose reads of one offset block until the test opens the gate.
     mod gate {
         use crate::error::Result;
-        use crate::storage::vfs::{OpenOptions, Vfs, VfsFile, VfsLock};
+        use crate::storage::{VfsHook, VfsOp};
         use parking_lot::{Condvar, Mutex};
         use std::path::Path;
-        use std::sync::Arc;
 
         #[derive(Debug, Default)]
         pub struct Gate {
@@ -1226,61 +1226,13 @@ mod tests {
             }
         }
 
-        #[derive(Debug)]
-        pub struct GateVfs(pub Arc<dyn Vfs>, pub Arc<Gate>);
-
-        #[derive(Debug)]
-        struct GateFile(Box<dyn VfsFile>, Arc<Gate>);
-
-        impl VfsFile for GateFile {
-            fn path(&self) -> &Path {
-                self.0.path()
-            }
-            fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<usize> {
-                self.1.pass(offset);
-                self.0.read_at(buf, offset)
-            }
-            fn write_all_at(&self, buf: &[u8], offset: u64) -> Result<()> {
-                self.0.write_all_at(buf, offset)
-            }
-            fn len(&self) -> Result<u64> {
-                self.0.len()
-            }
-            fn set_len(&self, len: u64) -> Result<()> {
-                self.0.set_len(len)
-            }
-            fn sync_data(&self) -> Result<()> {
-                self.0.sync_data()
-            }
-        }
-
-        impl Vfs for GateVfs {
-            fn open(&self, path: &Path, opts: OpenOptions) -> Result<Box<dyn VfsFile>> {
-                Ok(Box::new(GateFile(self.0.open(path, opts)?, self.1.clone())))
-            }
-            fn exists(&self, path: &Path) -> bool {
-                self.0.exists(path)
-            }
-            fn create_dir_all(&self, path: &Path) -> Result<()> {
-                self.0.create_dir_all(path)
-            }
-            fn list_dir(&self, path: &Path) -> Result<Vec<String>> {
-                self.0.list_dir(path)
-            }
-            fn remove_file(&self, path: &Path) -> Result<()> {
-                self.0.remove_file(path)
-            }
-            fn rename(&self, from: &Path, to: &Path) -> Result<()> {
-                self.0.rename(from, to)
-            }
-            fn sync_dir(&self, path: &Path) -> Result<()> {
-                self.0.sync_dir(path)
-            }
-            fn lock(&self, path: &Path) -> Result<Box<dyn VfsLock>> {
-                self.0.lock(path)
-            }
-            fn lock_shared(&self, path: &Path) -> Result<Box<dyn VfsLock>> {
-                self.0.lock_shared(path)
+        /// Holds up reads of the gate's offset.
+        impl VfsHook for Gate {
+            fn before(&self, op: VfsOp<'_>, _path: &Path) -> Result<()> {
+                if let VfsOp::Read { offset } = op {
+                    self.pass(offset);
+                }
+                Ok(())
             }
         }
     }
@@ -1297,7 +1249,7 @@ mod tests {
             ids
         };
         let g = Arc::new(gate::Gate::default());
-        let vfs: Arc<dyn Vfs> = Arc::new(gate::GateVfs(e.vfs.clone(), g.clone()));
+        let vfs: Arc<dyn Vfs> = Arc::new(HookedVfs::new(e.vfs.clone(), g.clone()));
         let pf = PageFile::open(&vfs, &e.path, OPTS, e.stats.clone()).unwrap();
         let pool = BufferPool::new(pf, 8 * PS, None);
         check(&pool.read(ids[0]).unwrap(), 0);

@@ -51,6 +51,7 @@ pub mod buffer_pool;
 pub mod codec;
 pub mod extent_cache;
 pub mod fault_vfs;
+pub mod hooked_vfs;
 pub mod immutable_file;
 pub mod io_stats;
 pub mod log;
@@ -67,6 +68,7 @@ pub mod vfs;
 
 pub use buffer_pool::{BufferPool, PageReadGuard, PageValidator, PageWriteGuard};
 pub use fault_vfs::FaultVfs;
+pub use hooked_vfs::{HookedVfs, VfsHook, VfsOp};
 pub use io_stats::{FileKind, IoCounts, IoSnapshot, IoStats};
 pub use log::{
     LogHeader, LogRecovery, LogWriter, RecoverMode, Salvaged, read_log_header, recover_log,
