@@ -7,9 +7,10 @@ use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
-use strata::options::BeTreeOptions;
+mod common;
+use common::background_checkpoint_families as families;
 use strata::vfs::{HookedVfs, MemVfs, Vfs, VfsHook, VfsOp};
-use strata::{Config, Durability, IndexConfig, IndexKind, Options, RawDb, TypeKind, WriteOp};
+use strata::{Config, Durability, IndexConfig, Options, RawDb, TypeKind, WriteOp};
 use strata::{Error, Result};
 
 /// Holds up (or, once failed, refuses) every write to page files while closed.
@@ -94,16 +95,6 @@ fn key(i: u64) -> Vec<u8> {
 
 fn value(i: u64) -> Vec<u8> {
     (i % 251).to_be_bytes().to_vec()
-}
-
-/// The families that checkpoint in the background (every one with files a checkpoint writes).
-fn families() -> Vec<IndexConfig> {
-    vec![
-        IndexConfig::default(),
-        IndexConfig::BeTree(BeTreeOptions::default()),
-        IndexKind::Dynamized.default_config(),
-        IndexKind::Learned.default_config(),
-    ]
 }
 
 fn create(vfs: Arc<dyn Vfs>, index: IndexConfig) -> RawDb {

@@ -10,11 +10,10 @@ use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
-use strata::options::BeTreeOptions;
+mod common;
+use common::background_checkpoint_families as families;
 use strata::vfs::{HookedVfs, MemVfs, Vfs, VfsHook, VfsOp};
-use strata::{
-    Config, Durability, IndexConfig, IndexKind, Options, RawDb, Result, TypeKind, WriteOp,
-};
+use strata::{Config, Durability, IndexConfig, Options, RawDb, Result, TypeKind, WriteOp};
 
 thread_local! {
     /// This thread is the test's writer.
@@ -111,15 +110,6 @@ impl VfsHook for Probe {
 }
 
 const CHECKPOINT_BYTES: u64 = 64 << 10;
-
-fn families() -> Vec<IndexConfig> {
-    vec![
-        IndexConfig::default(),
-        IndexConfig::BeTree(BeTreeOptions::default()),
-        IndexKind::Dynamized.default_config(),
-        IndexKind::Learned.default_config(),
-    ]
-}
 
 fn options(vfs: Arc<dyn Vfs>, durability: Durability) -> Options {
     Options {

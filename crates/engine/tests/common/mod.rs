@@ -63,3 +63,13 @@ pub fn memory_tempdir() -> tempfile::TempDir {
         tempfile::tempdir().unwrap()
     }
 }
+
+/// The families whose checkpoints finish in the background (every one with files a checkpoint writes).
+pub fn background_checkpoint_families() -> Vec<strata::IndexConfig> {
+    vec![
+        strata::IndexConfig::default(),
+        strata::IndexConfig::BeTree(strata::options::BeTreeOptions::default()),
+        strata::IndexKind::Dynamized.default_config(),
+        strata::IndexKind::Learned.default_config(),
+    ]
+}
