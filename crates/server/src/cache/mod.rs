@@ -204,6 +204,11 @@ impl HotCache {
         let Some(key) = op_key(op) else {
             return Served::NotCached;
         };
+        // An empty cache (a uniform load caches nothing) costs no shard lock and no lookup: an entry is
+        // counted before it can be seen and uncounted after it is gone.
+        if self.len.load(Ordering::Acquire) == 0 {
+            return Served::NotCached;
+        }
         let mut shard = self.shard(key).lock();
         let Some(e) = shard.get_mut(key) else {
             return Served::NotCached;
@@ -319,11 +324,13 @@ impl HotCache {
             return None;
         }
         self.populating.lock().remove(key);
-        {
+        let len = {
             let mut shard = self.shard(key).lock();
             if shard.contains_key(key) {
                 return None;
             }
+            // Counted before the entry can be seen, so a count of 0 means nothing is cached (`serve`).
+            let len = self.len.fetch_add(1, Ordering::AcqRel) + 1;
             shard.insert(
                 key.to_vec(),
                 Entry {
@@ -335,9 +342,10 @@ impl HotCache {
                     partition,
                 },
             );
-        }
+            len
+        };
         self.counters.populations.fetch_add(1, Ordering::Relaxed);
-        if self.len.fetch_add(1, Ordering::Relaxed) + 1 > self.config.capacity {
+        if len > self.config.capacity {
             self.pick_victim(key)
         } else {
             None
@@ -384,7 +392,7 @@ impl HotCache {
             e.logged_gen != 0 && e.logged_gen >= self.oldest_gen.load(Ordering::Acquire);
         shard.remove(key);
         drop(shard);
-        self.len.fetch_sub(1, Ordering::Relaxed);
+        self.len.fetch_sub(1, Ordering::AcqRel);
         self.counters.evictions.fetch_add(1, Ordering::Relaxed);
         Ok(Some(needs_record))
     }
