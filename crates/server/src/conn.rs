@@ -340,6 +340,16 @@ async fn run_pipeline(
     slots.resize_with(parts, Vec::new);
     direct.resize_with(parts, Vec::new);
     let cache = shared.store.cache().map(|c| &**c);
+    // Each command's sketch counters are asked for before planning, so the sketch misses of a pipeline's
+    // keys overlap (in `bytes` mode a command's key, its second argument, is the key the sketch counts).
+    if let Some(cache) = cache
+        && commands.len() > 1
+        && shared.store.layout().key_mode == crate::store::KeyMode::Bytes
+    {
+        for key in commands.iter().filter_map(|args| args.get(1)) {
+            cache.prefetch(key);
+        }
+    }
     // The cache-log ticket the early results wait for.
     let mut ticket = 0u64;
     for args in commands.iter() {

@@ -174,6 +174,11 @@ impl HotCache {
         self.shard(key).lock().contains_key(key)
     }
 
+    /// Starts loading `key`'s sketch counters (see [`CountMin::prefetch`]); a hint only.
+    pub fn prefetch(&self, key: &[u8]) {
+        self.sketch.prefetch(key);
+    }
+
     /// Counts an access of an uncached key; true if it just became hot and should be populated (the caller
     /// queues `Op::Populate` at the key's partition). Hot means an estimate of at least the configured
     /// threshold and at least [`HOT_OVER_MEAN`] times the sketch's mean counter, so a uniform load over many
