@@ -2,7 +2,11 @@
 //!
 //! A write to a cached key is answered from the cache once its record is durable here (group commit: whoever
 //! writes — a waiting connection at durability `none` and `flush`, the log's thread at `sync` — takes every
-//! pending record and writes them with one `write`, and at durability `sync` one `fdatasync`). A record:
+//! pending record and writes them with one `write`, and at durability `sync` one `fdatasync`). A waiting
+//! connection never syncs nor starts a generation: those wait, on a network thread, for the disk. At `none`
+//! and `flush` the log's thread syncs what was written within [`BACKGROUND_SYNC`](crate::store::BACKGROUND_SYNC),
+//! without holding the file (connections go on writing meanwhile); a generation's start waits for the
+//! thread. A record:
 //!
 //! | bytes | field |
 //! |---|---|
@@ -19,7 +23,9 @@
 //! other damage is an error naming the file and offset.
 //!
 //! Generations: a snapshot starts a new generation, writes every dirty cached value back to its partition,
-//! waits until the partitions have made them durable, then deletes the older generations.
+//! waits until the partitions have made them durable, then deletes the older generations. A record appended
+//! after a generation was started goes to the new generation's file, never the old one (which the snapshot
+//! deletes even if it wrote that key back before the record).
 
 use crate::error::{ServerError, ServerResult};
 use parking_lot::{Condvar, Mutex};
@@ -221,14 +227,17 @@ fn sync_dir(dir: &Path) {
 struct Pending {
     buf: Vec<u8>,
     last_ticket: u64,
-    rotate_to: Option<u64>,
+    /// Generations started and not yet created: each with the length of `buf` when it was started (the
+    /// records before that go to the generation before it).
+    rotations: Vec<(u64, usize)>,
     shutdown: bool,
     error: Option<String>,
 }
 
 /// The open generation and its sync state; whoever holds it writes the pending records.
 struct LogFile {
-    file: File,
+    /// Shared so the log's thread can sync it without holding the `LogFile`.
+    file: Arc<File>,
     /// Written since the last `fdatasync`.
     unsynced: bool,
     last_sync: std::time::Instant,
@@ -273,12 +282,12 @@ impl CacheLog {
             pending: Mutex::new(Pending {
                 buf: Vec::new(),
                 last_ticket: 0,
-                rotate_to: None,
+                rotations: Vec::new(),
                 shutdown: false,
                 error: None,
             }),
             file: Mutex::new(LogFile {
-                file,
+                file: Arc::new(file),
                 unsynced: false,
                 last_sync: std::time::Instant::now(),
                 batch: Vec::new(),
@@ -318,7 +327,8 @@ impl CacheLog {
 
     pub fn rotate(&self, g: u64) {
         let mut p = self.inner.pending.lock();
-        p.rotate_to = Some(g);
+        let at = p.buf.len();
+        p.rotations.push((g, at));
         self.inner.generation.store(g, Ordering::Release);
         drop(p);
         self.inner.work.notify_one();
@@ -342,9 +352,9 @@ impl CacheLog {
             if let Some(e) = &p.error {
                 return Err(e.clone());
             }
-            if let Some(mut file) = self.try_write() {
+            if let Some(mut file) = self.try_write(&p) {
                 drop(p);
-                self.inner.write_pending(&mut file);
+                self.inner.write_pending(&mut file, false);
                 drop(file);
                 p = self.inner.pending.lock();
                 continue;
@@ -364,17 +374,23 @@ impl CacheLog {
             if let Some(e) = self.error() {
                 return Err(e);
             }
-            if let Some(mut file) = self.try_write() {
-                self.inner.write_pending(&mut file);
-                continue;
+            let wrote = {
+                let p = self.inner.pending.lock();
+                let file = self.try_write(&p);
+                drop(p);
+                file.map(|mut file| self.inner.write_pending(&mut file, false))
+                    .is_some()
+            };
+            if !wrote {
+                notified.await;
             }
-            notified.await;
         }
     }
 
-    /// The file, if waiters write at this durability and nobody is writing now.
-    fn try_write(&self) -> Option<parking_lot::MutexGuard<'_, LogFile>> {
-        if self.inner.waiters_write() {
+    /// The file, if waiters write at this durability, no generation waits to be started (the log's thread
+    /// does that) and nobody is writing now. `p`: the pending records, locked.
+    fn try_write(&self, p: &Pending) -> Option<parking_lot::MutexGuard<'_, LogFile>> {
+        if self.inner.waiters_write() && p.rotations.is_empty() {
             self.inner.file.try_lock()
         } else {
             None
@@ -398,47 +414,92 @@ impl Inner {
         self.durability != Durability::Sync
     }
 
-    /// Writes every pending record (and syncs, rotates) with the file held, then marks them durable and wakes
-    /// the waiters. After a failure the log refuses everything: the error is every waiter's answer.
-    fn write_pending(&self, f: &mut LogFile) {
-        let (ticket, rotate) = {
+    /// Writes every pending record with the file held, then marks them durable and wakes the waiters.
+    /// `by_thread`: the log's thread calls, which also starts the generations waiting (each after syncing the
+    /// one before) and syncs at durability `sync`. After a failure the log refuses everything: the error is
+    /// every waiter's answer.
+    fn write_pending(&self, f: &mut LogFile, by_thread: bool) {
+        let (ticket, rotations) = {
             let mut p = self.pending.lock();
-            if p.error.is_some() {
+            if p.error.is_some() || (!by_thread && !p.rotations.is_empty()) {
                 return;
             }
             std::mem::swap(&mut f.batch, &mut p.buf);
-            (p.last_ticket, p.rotate_to.take())
+            (p.last_ticket, std::mem::take(&mut p.rotations))
         };
         let result = (|| -> std::io::Result<()> {
-            if !f.batch.is_empty() {
-                f.file.write_all(&f.batch)?;
-                f.unsynced = true;
-            }
-            let sync_now = self.durability == Durability::Sync
-                || rotate.is_some()
-                || (f.unsynced && f.last_sync.elapsed() >= crate::store::BACKGROUND_SYNC);
-            if sync_now && f.unsynced {
-                f.file.sync_data()?;
-                f.unsynced = false;
-                f.last_sync = std::time::Instant::now();
-            }
-            if let Some(g) = rotate {
+            let mut from = 0;
+            for &(g, at) in &rotations {
+                f.write(from..at)?;
+                f.sync()?;
                 let path = log_path(&self.dir, g);
-                f.file = File::create(&path)?;
-                f.file.sync_all()?;
+                let file = File::create(&path)?;
+                file.sync_all()?;
                 sync_dir(&self.dir);
+                f.file = Arc::new(file);
+                from = at;
+            }
+            f.write(from..f.batch.len())?;
+            if self.durability == Durability::Sync {
+                f.sync()?;
             }
             Ok(())
         })();
         f.batch.clear();
+        self.finish_write(ticket, result);
+    }
+
+    /// Records the outcome of a write (or a sync) of the records up to `ticket` and wakes the waiters.
+    fn finish_write(&self, ticket: u64, result: std::io::Result<()>) {
         let mut p = self.pending.lock();
         match result {
-            Ok(()) => self.durable.store(ticket, Ordering::Release),
+            Ok(()) => {
+                self.durable.fetch_max(ticket, Ordering::AcqRel);
+            }
             Err(e) => p.error = Some(format!("ERR cache log write failed: {e}")),
         }
         drop(p);
         self.done.notify_all();
         self.notify.notify_waiters();
+    }
+
+    /// At durability `none` and `flush`, on the log's thread: syncs what was written if the last sync is
+    /// [`BACKGROUND_SYNC`](crate::store::BACKGROUND_SYNC) old, after letting go of the file, so connections
+    /// go on writing during the `fdatasync`.
+    fn background_sync(&self, mut f: parking_lot::MutexGuard<'_, LogFile>) {
+        if !f.unsynced || f.last_sync.elapsed() < crate::store::BACKGROUND_SYNC {
+            return;
+        }
+        let file = f.file.clone();
+        f.unsynced = false;
+        f.last_sync = std::time::Instant::now();
+        drop(f);
+        if let Err(e) = file.sync_data() {
+            self.pending.lock().error = Some(format!("ERR cache log sync failed: {e}"));
+            self.done.notify_all();
+            self.notify.notify_waiters();
+        }
+    }
+}
+
+impl LogFile {
+    /// Writes `range` of the batch to the open generation.
+    fn write(&mut self, range: std::ops::Range<usize>) -> std::io::Result<()> {
+        if !range.is_empty() {
+            (&*self.file).write_all(&self.batch[range])?;
+            self.unsynced = true;
+        }
+        Ok(())
+    }
+
+    /// Syncs the open generation if anything was written to it since its last sync.
+    fn sync(&mut self) -> std::io::Result<()> {
+        if self.unsynced {
+            self.file.sync_data()?;
+            self.unsynced = false;
+            self.last_sync = std::time::Instant::now();
+        }
+        Ok(())
     }
 }
 
@@ -448,28 +509,80 @@ fn writer_loop(inner: &Inner) {
     loop {
         let shutdown = {
             let mut p = inner.pending.lock();
-            if p.buf.is_empty() && p.rotate_to.is_none() && !p.shutdown {
+            if p.buf.is_empty() && p.rotations.is_empty() && !p.shutdown {
                 inner.work.wait_for(&mut p, IDLE_WRITE);
             }
             p.shutdown
         };
         let mut file = inner.file.lock();
-        inner.write_pending(&mut file);
+        inner.write_pending(&mut file, true);
         if inner.pending.lock().error.is_some() {
             return;
         }
         if shutdown {
-            if file.unsynced {
-                let _ = file.file.sync_data();
-            }
+            let _ = file.sync();
             return;
         }
+        inner.background_sync(file);
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn write(key: &[u8], seq: u64) -> LogRecord {
+        LogRecord::Write {
+            key: key.to_vec(),
+            value: vec![seq as u8; 8],
+            seq,
+        }
+    }
+
+    /// A record appended after a generation was started is in the new generation's file even when the
+    /// records before it are written in the same batch, so deleting the old generation loses nothing written
+    /// after the snapshot began.
+    #[test]
+    fn records_after_a_generation_starts_go_to_its_file() {
+        for durability in [Durability::None, Durability::Flush, Durability::Sync] {
+            let dir = tempfile::tempdir().unwrap();
+            let log = CacheLog::start(dir.path(), 1, durability).unwrap();
+            log.append(&write(b"a", 1));
+            log.rotate(2);
+            let t = log.append(&write(b"b", 2));
+            log.wait(t).unwrap();
+            remove_generations(dir.path(), &[1]).unwrap();
+            let r = recover(dir.path()).unwrap();
+            assert_eq!(r.generations, vec![2], "{durability:?}");
+            assert_eq!(
+                r.last.keys().collect::<Vec<_>>(),
+                vec![&b"b".to_vec()],
+                "{durability:?}: only the record after the rotation is in generation 2"
+            );
+        }
+    }
+
+    /// At `flush` connections write the records; the log's thread syncs them within the background period.
+    #[test]
+    fn the_logs_thread_syncs_what_connections_wrote() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = CacheLog::start(dir.path(), 1, Durability::Flush).unwrap();
+        let t = log.append(&write(b"a", 1));
+        log.wait(t).unwrap();
+        assert!(
+            log.inner.file.lock().unsynced,
+            "the waiter wrote without syncing"
+        );
+        let deadline = std::time::Instant::now() + crate::store::BACKGROUND_SYNC + IDLE_WRITE * 10;
+        while log.inner.file.lock().unsynced {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the log's thread did not sync in the background"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        assert_eq!(log.durable(), t);
+    }
 
     #[test]
     fn records_round_trip_and_the_last_record_per_key_wins() {
