@@ -16,12 +16,16 @@
 //! A pipeline's point reads on the database are made together, one batched lookup per partition
 //! (`RawDb::get_many`: the B+-tree interleaves the descents so their cache misses overlap), right after
 //! planning and before any job of the pipeline runs — or earlier, when the planning reaches a write, so a
-//! read never sees a write that comes after it in its pipeline.
+//! read never sees a write that comes after it in its pipeline. When only a few point reads are left at the
+//! end of planning (pipeline depth 1), they join the network loop's batch of that turn instead
+//! ([`crate::turn_reads`]): one yield, and the GETs of every connection served in the turn are looked up
+//! together.
 
 use crate::cache::Served;
 use crate::command::{self, OpResults, Plan, Session, Shared};
 use crate::resp::{Limits, Parsed, Protocol, Reply, parse_request};
 use crate::store::{Job, Op, OpResult};
+use crate::turn_reads;
 use bytes::{Bytes, BytesMut};
 use smallvec::SmallVec;
 use std::sync::Arc;
@@ -192,6 +196,8 @@ struct Scratch {
     slots: Vec<Vec<(usize, usize)>>,
     /// Per partition: the point reads answered on this thread, in one batch after planning.
     direct: Vec<Vec<DirectRead>>,
+    /// The reads handed to the loop's turn batch: where each one's result goes, and whether it is an EXISTS.
+    joined: Vec<((usize, usize), bool)>,
 }
 
 /// A point read answered from a partition's database on this thread: where its result goes, its key, and
@@ -219,11 +225,7 @@ fn answer_direct_reads(
     direct: &mut [Vec<DirectRead>],
     early: &mut Vec<((usize, usize), OpResult)>,
 ) {
-    let answer = |r: &DirectRead, v: strata::Result<Option<Vec<u8>>>| match v {
-        Ok(v) if r.exists => OpResult::Bool(v.is_some()),
-        Ok(v) => OpResult::Value(v),
-        Err(e) => OpResult::Error(format!("ERR {e}")),
-    };
+    let answer = |r: &DirectRead, v| read_result(r.exists, v);
     for (p, reads) in direct.iter_mut().enumerate() {
         let Some(db) = shared.store.direct_reader(p).filter(|_| !reads.is_empty()) else {
             continue;
@@ -245,6 +247,60 @@ fn answer_direct_reads(
         drop(keys);
         reads.clear();
     }
+}
+
+/// The result of a GET (or an EXISTS, `exists`) from the engine's answer.
+fn read_result(exists: bool, v: turn_reads::ReadAnswer) -> OpResult {
+    match v {
+        Ok(v) if exists => OpResult::Bool(v.is_some()),
+        Ok(v) => OpResult::Value(v),
+        Err(e) => OpResult::Error(format!("ERR {e}")),
+    }
+}
+
+/// Answers the direct reads left at the end of planning: with the loop's turn batch when it pays (see
+/// [`turn_reads`]: one yield, then the batch), else here at once.
+async fn answer_last_direct_reads(
+    shared: &Shared,
+    direct: &mut [Vec<DirectRead>],
+    joined: &mut Vec<((usize, usize), bool)>,
+    early: &mut Vec<((usize, usize), OpResult)>,
+) {
+    let n = direct.iter().map(Vec::len).sum();
+    let batch = turn_reads::join(&shared.store, n, |batch| {
+        for (p, reads) in direct.iter_mut().enumerate() {
+            for r in reads.drain(..) {
+                batch.push((p, r.key));
+                joined.push((r.at, r.exists));
+            }
+        }
+    });
+    let Some(batch) = batch else {
+        answer_direct_reads(shared, direct, early);
+        return;
+    };
+    tokio::task::yield_now().await;
+    let before = early.len();
+    let ran = turn_reads::collect(&shared.store, batch, |i, v| {
+        if let Some(&(at, exists)) = joined.get(i) {
+            early.push((at, read_result(exists, v)));
+        }
+    });
+    if let Some(ran) = ran {
+        shared.turn_read_batches.fetch_add(1, Ordering::Relaxed);
+        shared
+            .turn_batched_reads
+            .fetch_add(ran.reads as u64, Ordering::Relaxed);
+    }
+    if early.len() - before < joined.len() {
+        // Never expected: an answer went missing. Each read still gets a reply.
+        for &(at, _) in joined.iter() {
+            if !early[before..].iter().any(|(a, _)| *a == at) {
+                early.push((at, OpResult::Error("ERR the read was not answered".into())));
+            }
+        }
+    }
+    joined.clear();
 }
 
 /// The slot of an operation no command waits for (a cache population).
@@ -272,6 +328,7 @@ async fn run_pipeline(
         per_part,
         slots,
         direct,
+        joined,
     } = scratch;
     shared
         .total_commands
@@ -283,6 +340,16 @@ async fn run_pipeline(
     slots.resize_with(parts, Vec::new);
     direct.resize_with(parts, Vec::new);
     let cache = shared.store.cache().map(|c| &**c);
+    // Each command's sketch counters are asked for before planning, so the sketch misses of a pipeline's
+    // keys overlap (in `bytes` mode a command's key, its second argument, is the key the sketch counts).
+    if let Some(cache) = cache
+        && commands.len() > 1
+        && shared.store.layout().key_mode == crate::store::KeyMode::Bytes
+    {
+        for key in commands.iter().filter_map(|args| args.get(1)) {
+            cache.prefetch(key);
+        }
+    }
     // The cache-log ticket the early results wait for.
     let mut ticket = 0u64;
     for args in commands.iter() {
@@ -362,7 +429,7 @@ async fn run_pipeline(
         };
         plans.push(plan);
     }
-    answer_direct_reads(shared, direct, early);
+    answer_last_direct_reads(shared, direct, joined, early).await;
     // Results of every routed plan, by plan then by operation.
     let mut results: Vec<OpResults> = plans
         .iter()

@@ -24,6 +24,8 @@
 //! hot partition is the server's bottleneck (what the hot-key cache and range splits address). At
 //! durability `flush` a job with writes waits one turn of its event loop in the partition's queue first, so
 //! the jobs of every connection served in that turn commit with one WAL write (not one per connection).
+//! Likewise a pipeline with only a few point reads on a busy loop waits one turn, so the reads of every
+//! connection served in that turn are looked up in one batch per partition ([`turn_reads`]).
 
 pub mod cache;
 pub mod cluster;
@@ -33,6 +35,7 @@ pub mod error;
 pub mod net_loops;
 pub mod resp;
 pub mod store;
+pub mod turn_reads;
 
 pub use error::{ServerError, ServerResult};
 pub use resp::Limits;

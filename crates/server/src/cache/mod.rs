@@ -174,6 +174,11 @@ impl HotCache {
         self.shard(key).lock().contains_key(key)
     }
 
+    /// Starts loading `key`'s sketch counters (see [`CountMin::prefetch`]); a hint only.
+    pub fn prefetch(&self, key: &[u8]) {
+        self.sketch.prefetch(key);
+    }
+
     /// Counts an access of an uncached key; true if it just became hot and should be populated (the caller
     /// queues `Op::Populate` at the key's partition). Hot means an estimate of at least the configured
     /// threshold and at least [`HOT_OVER_MEAN`] times the sketch's mean counter, so a uniform load over many
@@ -204,6 +209,11 @@ impl HotCache {
         let Some(key) = op_key(op) else {
             return Served::NotCached;
         };
+        // An empty cache (a uniform load caches nothing) costs no shard lock and no lookup: an entry is
+        // counted before it can be seen and uncounted after it is gone.
+        if self.len.load(Ordering::Acquire) == 0 {
+            return Served::NotCached;
+        }
         let mut shard = self.shard(key).lock();
         let Some(e) = shard.get_mut(key) else {
             return Served::NotCached;
@@ -319,11 +329,13 @@ impl HotCache {
             return None;
         }
         self.populating.lock().remove(key);
-        {
+        let len = {
             let mut shard = self.shard(key).lock();
             if shard.contains_key(key) {
                 return None;
             }
+            // Counted before the entry can be seen, so a count of 0 means nothing is cached (`serve`).
+            let len = self.len.fetch_add(1, Ordering::AcqRel) + 1;
             shard.insert(
                 key.to_vec(),
                 Entry {
@@ -335,9 +347,10 @@ impl HotCache {
                     partition,
                 },
             );
-        }
+            len
+        };
         self.counters.populations.fetch_add(1, Ordering::Relaxed);
-        if self.len.fetch_add(1, Ordering::Relaxed) + 1 > self.config.capacity {
+        if len > self.config.capacity {
             self.pick_victim(key)
         } else {
             None
@@ -384,7 +397,7 @@ impl HotCache {
             e.logged_gen != 0 && e.logged_gen >= self.oldest_gen.load(Ordering::Acquire);
         shard.remove(key);
         drop(shard);
-        self.len.fetch_sub(1, Ordering::Relaxed);
+        self.len.fetch_sub(1, Ordering::AcqRel);
         self.counters.evictions.fetch_add(1, Ordering::Relaxed);
         Ok(Some(needs_record))
     }

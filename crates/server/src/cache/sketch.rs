@@ -71,6 +71,21 @@ impl CountMin {
         self.total.load(Ordering::Relaxed) / WIDTH as u64
     }
 
+    /// Asks the CPU for `key`'s cache line of counters ahead of a [`touch`](Self::touch): the touches of a
+    /// pipeline's keys then find their lines loaded or on the way, instead of each waiting for its own miss.
+    pub fn prefetch(&self, key: &[u8]) {
+        let (block, _) = self.slots(key);
+        #[cfg(target_arch = "x86_64")]
+        {
+            use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+            // SAFETY: `_mm_prefetch` needs SSE, which every x86_64 CPU has; a prefetch is only a hint that
+            // never faults and never reads or writes memory observably, and the pointer comes from a reference.
+            unsafe { _mm_prefetch::<_MM_HINT_T0>(std::ptr::from_ref(block).cast::<i8>()) };
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = block;
+    }
+
     /// Counts one access of `key`; returns the new estimate.
     pub fn touch(&self, key: &[u8]) -> u16 {
         // The total (for the mean) is counted in steps of TOTAL_STEP per thread, so threads touching the
@@ -141,6 +156,22 @@ mod tests {
         }
         assert!(blocks_seen.iter().all(|&b| b));
         assert!(per_row_seen.iter().flatten().all(|&b| b));
+    }
+
+    /// A prefetch counts nothing: estimates after prefetching every key are what the touches alone give.
+    #[test]
+    fn a_prefetch_counts_nothing() {
+        let s = CountMin::default();
+        for i in 0..5000u32 {
+            s.prefetch(&i.to_le_bytes());
+        }
+        assert!((0..5000u32).all(|i| s.estimate(&i.to_le_bytes()) == 0));
+        for i in 0..100u32 {
+            s.prefetch(&i.to_le_bytes());
+            s.touch(&i.to_le_bytes());
+        }
+        assert!((0..100u32).all(|i| s.estimate(&i.to_le_bytes()) >= 1));
+        assert_eq!(s.estimate(b"never touched"), 0);
     }
 
     #[test]

@@ -708,7 +708,8 @@ fn info(shared: &Shared, section: Option<Vec<u8>>) -> String {
             out,
             "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\n\
              rejected_connections:{}\r\npartition_ops_total:{total}\r\npartition_ops_max:{max}\r\n\
-             partition_ops_min:{min}\r\nimbalance_ratio:{}\r\n\r\n",
+             partition_ops_min:{min}\r\nimbalance_ratio:{}\r\nturn_read_batches:{}\r\n\
+             turn_batched_reads:{}\r\n\r\n",
             shared.total_connections.load(Ordering::Relaxed),
             shared.total_commands.load(Ordering::Relaxed),
             shared.rejected_connections.load(Ordering::Relaxed),
@@ -716,7 +717,9 @@ fn info(shared: &Shared, section: Option<Vec<u8>>) -> String {
                 "inf".to_string()
             } else {
                 format!("{:.3}", max as f64 / min as f64)
-            }
+            },
+            shared.turn_read_batches.load(Ordering::Relaxed),
+            shared.turn_batched_reads.load(Ordering::Relaxed),
         );
     }
     if want("persistence") {

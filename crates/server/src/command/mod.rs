@@ -38,6 +38,9 @@ pub struct Shared {
     pub total_connections: AtomicU64,
     pub total_commands: AtomicU64,
     pub rejected_connections: AtomicU64,
+    /// Batches of point reads of a loop's turn run, and the reads they answered (see [`crate::turn_reads`]).
+    pub turn_read_batches: AtomicU64,
+    pub turn_batched_reads: AtomicU64,
     /// The network loops and their connections.
     pub net: Arc<crate::net_loops::NetLoops>,
 }
@@ -61,6 +64,8 @@ impl Shared {
             total_connections: AtomicU64::new(0),
             total_commands: AtomicU64::new(0),
             rejected_connections: AtomicU64::new(0),
+            turn_read_batches: AtomicU64::new(0),
+            turn_batched_reads: AtomicU64::new(0),
             net,
         })
     }
