@@ -12,6 +12,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 mod common;
 use common::background_checkpoint_families as families;
+use common::{wait_checkpoint_done, wal_files};
 use strata::vfs::{HookedVfs, MemVfs, Vfs, VfsHook, VfsOp};
 use strata::{Config, Durability, IndexConfig, Options, RawDb, Result, TypeKind, WriteOp};
 
@@ -149,25 +150,6 @@ fn power_loss(db: RawDb, mem: &MemVfs, probe: &Probe) {
     std::mem::forget(db);
     mem.crash();
     probe.hold(false);
-}
-
-fn wal_files(mem: &MemVfs) -> usize {
-    mem.list_dir(Path::new("/db"))
-        .expect("list")
-        .iter()
-        .filter(|n| n.starts_with("wal-"))
-        .count()
-}
-
-/// Waits (bounded) until no checkpoint is finishing: the WAL it retires is gone.
-fn wait_checkpoint_done(mem: &MemVfs) {
-    for _ in 0..60_000 {
-        if wal_files(mem) == 1 {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(1));
-    }
-    panic!("a checkpoint in the background did not finish within a minute");
 }
 
 fn check_all(mem: &Arc<MemVfs>, durability: Durability, n: u64, index: &IndexConfig) {

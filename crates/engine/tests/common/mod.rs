@@ -73,3 +73,24 @@ pub fn background_checkpoint_families() -> Vec<strata::IndexConfig> {
         strata::IndexKind::Learned.default_config(),
     ]
 }
+
+/// WAL files in the directory `/db` of `mem`.
+pub fn wal_files(mem: &strata::vfs::MemVfs) -> usize {
+    use strata::vfs::Vfs;
+    mem.list_dir(std::path::Path::new("/db"))
+        .unwrap()
+        .iter()
+        .filter(|n| n.starts_with("wal-"))
+        .count()
+}
+
+/// Waits (bounded) until no checkpoint is finishing in `/db` of `mem`: the WAL it retires is gone.
+pub fn wait_checkpoint_done(mem: &strata::vfs::MemVfs) {
+    for _ in 0..60_000 {
+        if wal_files(mem) == 1 {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    panic!("a checkpoint in the background did not finish within a minute");
+}

@@ -12,7 +12,13 @@
 //!   are idempotent anyway: a put or delete sets an absolute value). A region newer than the WAL (records
 //!   the WAL lost) is fine: it holds a longer prefix of the acknowledged writes.
 //! * **Checkpoints** `msync` the region (or write back and sync an image), so a cleanly closed or
-//!   checkpointed database survives a power loss in every persistence mode.
+//!   checkpointed database survives a power loss in every persistence mode. They finish in the background
+//!   (`begin_checkpoint` only notes the seqno): the checkpoint thread first writes back the dirty pages
+//!   *without* the lock ([`RegionFile::write_back_ahead`], which claims nothing: the OS may write any page
+//!   back at any time), then takes the lock, records the **newest applied batch** (≥ the sealed seqno: the
+//!   region holds a longer prefix of the WAL, which recovery accepts) and `msync`s what was stored
+//!   meanwhile. The `msync` under the lock is what makes the file one batch boundary: an `msync` while
+//!   batches go on would capture a region matching no ledger slot.
 //! * **Recovery** = the index's own (superblock, table, log replay), then the ledger's check of records and
 //!   digest, re-applying the newest batch if it was cut short (see `ledger`).
 //! * **Damage** is `Error::Corruption` naming `hash.pm` (or `hash.batch`) and the byte offset: the header's
@@ -31,7 +37,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use parking_lot::{RwLock, RwLockReadGuard};
+use parking_lot::{Mutex, RwLock, RwLockReadGuard};
 
 use super::HashIndex;
 use super::batch::{Inner, Raw, Step, decode, key_of, puts, value_need};
@@ -61,6 +67,10 @@ pub struct HashDbIndex {
     broken: AtomicBool,
     /// Values are bytes (in `hash.values`), not `u64`s.
     bytes_values: bool,
+    /// `hash.values` (bytes values), for the write-back ahead of a checkpoint, which takes no lock.
+    values_region: Option<Arc<RegionFile>>,
+    /// The seqno `begin_checkpoint` sealed, until `finish_checkpoint` writes it.
+    sealed: Mutex<Option<u64>>,
     stats: Arc<IoStats>,
 }
 
@@ -225,9 +235,12 @@ impl HashDbIndex {
     }
 
     fn new(region: Arc<RegionFile>, inner: Inner, stats: Arc<IoStats>) -> HashDbIndex {
+        region.advise_random();
         HashDbIndex {
             region,
             bytes_values: inner.values.is_some(),
+            values_region: inner.values.as_ref().map(|v| v.region().clone()),
+            sealed: Mutex::new(None),
             inner: RwLock::new(inner),
             broken: AtomicBool::new(false),
             stats,
@@ -294,6 +307,29 @@ impl HashDbIndex {
 
     fn err(&self, e: Error) -> Error {
         in_region(e, self.region.path())
+    }
+
+    /// Records `seqno` in a ledger slot of its own and makes the region durable in its file, holding the
+    /// lock (`inner`). Syncs the value log first: a synced index never names a value that is not.
+    fn write_checkpoint(&self, inner: &mut Inner, seqno: u64) -> Result<()> {
+        self.usable()?;
+        let after = inner.ledger.slot.after;
+        let result = inner
+            .values
+            .as_ref()
+            .map_or(Ok(()), DbValues::sync)
+            .and_then(|()| {
+                inner
+                    .ledger
+                    .commit(&self.region, &inner.batch, seqno, after, &[])
+            })
+            .and_then(|()| self.region.sync())
+            .and_then(|()| self.region.take_failure());
+        if let Err(e) = result {
+            self.broken.store(true, Ordering::Release);
+            return Err(e);
+        }
+        Ok(())
     }
 
     /// The index's and the ledger's figures for `stats` (under the family's name).
@@ -398,31 +434,31 @@ impl OrderedIndex for HashDbIndex {
         8
     }
 
-    /// Records `seqno` in a ledger slot of its own and makes the region durable in its file.
-    /// Syncs the value log first: a synced index never names a value that is not.
     fn checkpoint(&self, seqno: u64) -> Result<()> {
-        let mut inner = self.inner.write();
-        self.usable()?;
-        let inner = &mut *inner;
-        let after = inner.ledger.slot.after;
-        let result = inner
-            .values
-            .as_ref()
-            .map_or(Ok(()), DbValues::sync)
-            .and_then(|()| {
-                inner
-                    .ledger
-                    .commit(&self.region, &inner.batch, seqno, after, &[])
-            })
-            .and_then(|()| self.region.sync())
-            .and_then(|()| self.region.take_failure());
-        if let Err(e) = result {
-            self.broken.store(true, Ordering::Release);
-            return Err(e);
-        }
-        Ok(())
+        self.write_checkpoint(&mut self.inner.write(), seqno)
     }
 
+    /// Notes `seqno`; the checkpoint thread writes it (module docs).
+    fn begin_checkpoint(&self, seqno: u64) -> Result<bool> {
+        self.usable()?;
+        *self.sealed.lock() = Some(seqno);
+        Ok(true)
+    }
+
+    /// Writes back what is dirty without the lock, then records the newest applied batch (at least the
+    /// sealed seqno) and syncs the rest under it (module docs).
+    fn finish_checkpoint(&self) -> Result<()> {
+        let Some(sealed) = self.sealed.lock().take() else {
+            return Ok(());
+        };
+        if let Some(values) = &self.values_region {
+            values.write_back_ahead();
+        }
+        self.region.write_back_ahead();
+        let mut inner = self.inner.write();
+        let seqno = sealed.max(inner.ledger.slot.seqno);
+        self.write_checkpoint(&mut inner, seqno)
+    }
     fn checkpointed_seqno(&self) -> u64 {
         self.inner.read().ledger.slot.seqno
     }

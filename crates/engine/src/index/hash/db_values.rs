@@ -146,6 +146,11 @@ impl DbValues {
     }
 
     /// Makes the file durable.
+    /// The file `hash.values`.
+    pub fn region(&self) -> &Arc<RegionFile> {
+        &self.region
+    }
+
     pub fn sync(&self) -> Result<()> {
         self.region.sync()?;
         self.region.take_failure()

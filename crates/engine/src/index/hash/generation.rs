@@ -2,6 +2,8 @@
 //! chunks, and its collecting logs; plus the PM writes every generation shares (formatting a new one,
 //! committing a word, reading a slot, the identity of a chunk).
 
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
+
 use super::bucket::{Bucket, Pool, Shape};
 use super::format::le;
 use super::index::Padded;
@@ -19,6 +21,13 @@ pub struct Generation {
     /// Each alone on its lines: every write updates its log's cursor and counters.
     pub logs: Box<[Padded<SpinMutex<Log>>]>,
     pub pool: Pool,
+    /// The generation a doubling of this one builds (null until one starts; see `grow`). Owned by the
+    /// index's list of generations, so it never moves or goes while this one is reachable.
+    pub next: AtomicPtr<Generation>,
+    /// Buckets `0..moved` are copied into `next`: their writes are mirrored there.
+    pub moved: AtomicU64,
+    /// `next` replaced this generation: nothing may write its space (set holding every one of its logs).
+    pub retired: AtomicBool,
 }
 
 /// `n` empty buckets, in memory the kernel is asked to back with transparent huge pages before it is first
@@ -41,18 +50,37 @@ impl Generation {
                 .collect(),
             pool: Pool::new(layout.pool_chunks),
             layout,
+            next: AtomicPtr::new(std::ptr::null_mut()),
+            moved: AtomicU64::new(0),
+            retired: AtomicBool::new(false),
         }
+    }
+
+    /// The generation a doubling of this one builds, once it started.
+    pub fn next_generation(&self) -> Option<&Generation> {
+        let p = self.next.load(Ordering::Acquire);
+        // SAFETY: `next` is null or was set (`grow`) from a reference to a boxed generation in the index's
+        // list, which keeps it (unmoved) at least as long as this one: `reclaim` frees only generations
+        // older than the current one, and never the one after a generation still in the list.
+        unsafe { p.as_ref() }
+    }
+
+    /// Writes and flushes the header and zero log tails (the caller fences): what a doubling writes first
+    /// (its slices zero the logs and pool, `grow`).
+    pub fn format_header<P: Pm>(&self, pm: &P, nonce: u64) -> Result<()> {
+        let g = &self.layout;
+        g.write_header(pm, nonce)?;
+        for i in 0..g.logs {
+            pm.write_u64(g.tail_word(i), 0)?;
+        }
+        pm.flush(g.off, g.tail_word(g.logs) - g.off)
     }
 
     /// Writes what makes the generation valid apart from its buckets — header, zero log tails, a zeroed
     /// pool — and fences. The caller writes the buckets, then switches the root word.
     pub fn format<P: Pm>(&self, pm: &P, nonce: u64) -> Result<()> {
         let g = &self.layout;
-        g.write_header(pm, nonce)?;
-        for i in 0..g.logs {
-            pm.write_u64(g.tail_word(i), 0)?;
-        }
-        pm.flush(g.off, g.tail_word(g.logs) - g.off)?;
+        self.format_header(pm, nonce)?;
         let zeros = vec![0u8; 64 * XPLINE as usize];
         let mut at = g.pool_off();
         let end = g.pool_chunk(g.pool_chunks);

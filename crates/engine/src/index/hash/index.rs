@@ -9,6 +9,7 @@ use parking_lot::Mutex;
 
 use super::bucket::Bucket;
 use super::generation::Generation;
+use super::grow::Growth;
 use super::layout::{
     CHUNK_SLOTS, Gen, Geometry, HOME_SLOTS, MAX_LOG2_BUCKETS, SB_ROOT, SUPER_BYTES, fingerprint,
     hash, slot_off,
@@ -117,8 +118,13 @@ pub struct HashIndex<P: Pm> {
     /// Number of the newest generation whose PM contents are being written or were (lookups on an older
     /// generation check it: generation `n + 2` may be written over generation `n`'s space).
     pub(super) building: AtomicU64,
-    /// Held while a generation is built.
-    pub(super) resize: Mutex<()>,
+    /// The doubling under way, if any (see `grow`); held while a slice of it runs.
+    pub(super) resize: Mutex<Option<Growth>>,
+    /// The next generation's DRAM state being made ahead of its doubling (`grow::prepare_next`), for the
+    /// layout it was planned for.
+    pub(super) prepared: Mutex<Option<(Gen, std::thread::JoinHandle<Generation>)>>,
+    /// Number of the generation last prepared (or 0).
+    pub(super) prepared_number: AtomicU64,
     /// Live-key change per log (each written only under its log's mutex).
     counts: Box<[Padded<AtomicI64>]>,
     pub(super) grows: AtomicU64,
@@ -189,7 +195,9 @@ impl<P: Pm> HashIndex<P> {
             current: AtomicPtr::new(ptr),
             gens: Mutex::new(vec![tbl]),
             building: AtomicU64::new(number),
-            resize: Mutex::new(()),
+            resize: Mutex::new(None),
+            prepared: Mutex::new(None),
+            prepared_number: AtomicU64::new(0),
             counts,
             grows: AtomicU64::new(0),
             retired_stats: Mutex::new(LogStats::default()),
@@ -220,21 +228,32 @@ impl<P: Pm> HashIndex<P> {
         unsafe { &*self.current.load(Ordering::Acquire) }
     }
 
-    /// Makes `tbl` the current generation (it is kept in `gens`).
-    pub(super) fn publish(&self, tbl: Generation) {
-        let mut tbl = Box::new(tbl);
-        let ptr: *mut Generation = &mut *tbl;
-        let mut gens = self.gens.lock();
-        gens.push(tbl);
-        self.current.store(ptr, Ordering::Release);
+    /// Keeps `tbl` in `gens` (not current yet: a doubling builds it) and returns it.
+    pub(super) fn adopt(&self, tbl: Generation) -> &Generation {
+        let tbl = Box::new(tbl);
+        let ptr: *const Generation = &*tbl;
+        self.gens.lock().push(tbl);
+        // SAFETY: the box is in `gens`, which keeps it (unmoved) until `&mut self` access or drop, as for
+        // `current`.
+        unsafe { &*ptr }
     }
 
-    /// Frees the generations older than the current one (no lookup can hold them: `&mut self`).
+    /// Makes `tbl`, adopted before, the current generation.
+    pub(super) fn make_current(&self, tbl: &Generation) {
+        self.current
+            .store(std::ptr::from_ref(tbl).cast_mut(), Ordering::Release);
+    }
+
+    /// Frees the generations older than the current one (no lookup can hold them: `&mut self`); keeps the
+    /// one a doubling under way builds.
     pub fn reclaim(&mut self) {
+        let current = *self.current.get_mut();
         let gens = self.gens.get_mut();
-        let n = gens.len();
-        if n > 1 {
-            gens.drain(..n - 1);
+        if let Some(at) = gens
+            .iter()
+            .position(|g| std::ptr::eq(&**g, current.cast_const()))
+        {
+            gens.drain(..at);
         }
     }
 
@@ -312,7 +331,7 @@ impl<P: Pm> HashIndex<P> {
                     self.wait_for_next(g)?;
                     continue;
                 }
-                Ok(Applied::NeedGrow) => {
+                Ok(Applied::NeedGrow | Applied::MirrorFull) => {
                     drop(log);
                     self.grow(g)?;
                     continue;
@@ -330,10 +349,18 @@ impl<P: Pm> HashIndex<P> {
             drop(log);
             if check && self.over_full_with(g, self.fullness_margin(g)) {
                 // The write is done and durable: a region too small to double in does not fail it.
-                match self.grow(g) {
+                match self.start_growing(g) {
                     Err(Error::ResourceExhausted(_)) | Ok(()) => {}
                     Err(e) => return Err(e),
                 }
+            } else if check
+                && (self.len() + self.fullness_margin(g)) * 4 > Self::slots(&g.layout) * 3
+            {
+                // 3/4 full: make the next generation's DRAM state ahead of the doubling.
+                self.prepare_next(g);
+            }
+            if !self.current().next.load(Ordering::Relaxed).is_null() {
+                self.grow_step()?;
             }
             return Ok(old);
         }
@@ -383,13 +410,21 @@ impl<P: Pm> HashIndex<P> {
         key: u64,
         value: Option<u64>,
     ) -> Result<Applied> {
+        // Holding a log of `g`: a doubling cannot switch generations meanwhile (see `grow`).
+        if g.retired.load(Ordering::Acquire) {
+            return Ok(Applied::Moved);
+        }
         self.free_log_space(g, log)?;
         let bucket = &g.buckets[b as usize];
         let mut w = bucket.writer.lock();
-        if bucket.shape().moved() {
-            return Ok(Applied::Moved);
+        let applied = self.apply(g, b, &mut w, Source::Live(log), key, value)?;
+        if matches!(applied, Applied::Done(_)) && b < g.moved.load(Ordering::Acquire) {
+            // Copied by the doubling under way: keep the copy up to date (under this bucket's lock).
+            if self.mirror(g, key, value)? == Applied::MirrorFull {
+                return Ok(Applied::MirrorFull);
+            }
         }
-        self.apply(g, b, &mut w, Source::Live(log), key, value)
+        Ok(applied)
     }
 
     pub(super) fn poison(&self, e: &Error) {

@@ -12,9 +12,9 @@
 //! XPLines, which leave the CPU cache (and reach the media) as full XPLines. Under ADR each append is also
 //! written back (`clwb`), and the XPBuffer combines the partial writes of the XPLine being filled.
 //!
-//! The tail word (in the generation header) is persisted only when the ring needs space: the caller first
-//! flushes every D-bucket that holds a record of the older half (`ring` tells which bucket each record went
-//! to), then advances the tail. Recovery replays from it and skips records already in their chain.
+//! The tail word (in the generation header) is persisted only when the ring needs space (7/8 full): the
+//! caller first flushes every D-bucket that holds one of the oldest 1/64 of the records (`ring` tells which
+//! bucket each record went to), then advances the tail by that step. Recovery replays from it and skips records already in their chain.
 
 use xxhash_rust::xxh3::xxh3_64_with_seed;
 

@@ -54,10 +54,12 @@
 //!    which that bit hides. Deletes of staged versions stage a tombstone as above.
 //! 2. **Flush** (D-bucket full, or its records pin a full log): `write_nt` the whole tail chunk, fence, then
 //!    store and persist its commit word.
-//! 3. **Log space**: flush the D-buckets holding records of the ring's older half, then persist the tail.
+//! 3. **Log space** (ring 7/8 full): flush the D-buckets holding the oldest 1/64 of the ring's records,
+//!    then persist the tail (a step per write that finds the ring full, never the whole ring at once).
 //! 4. **Compaction** of one bucket: new chunk images to the log's redo area, fence, commit the redo word,
 //!    copy the images in place, fence, clear the redo word. **Doubling**: the next generation is built in
-//!    fresh space while writers continue on buckets not yet moved, fence, root switch.
+//!    fresh space a slice per write while the current one serves everything (writes to buckets already
+//!    copied are mirrored into the new one), fence, root switch (see `grow`).
 //! 5. **Recovery**: validate superblock and generation (damage = `Error::Corruption`), finish committed
 //!    redos, rebuild every bucket from its chain in parallel, then replay each log's unbroken run from its
 //!    tail: records above their bucket's committed `seq`, per bucket in `seq` order.

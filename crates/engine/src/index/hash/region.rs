@@ -31,6 +31,11 @@
 //! [`RegionFile::take_failure`]; the family checks it before acknowledging a write (and refuses every later
 //! one, as the region may then lag behind memory).
 //!
+//! ## Checkpoints
+//! [`RegionFile::sync`] makes every stored byte durable (under the family's lock, so that it captures one
+//! batch boundary). Before it, outside the lock, [`RegionFile::write_back_ahead`] writes back what is dirty
+//! without claiming anything, so the locked `msync` finds only what was stored meanwhile.
+//!
 //! Cost: the shared backing adds one bounds check per access; the image backing one mutex per store and one
 //! `pwrite` per run of dirty lines per fence (tests and read-only overlays only); msync mode one `msync` per
 //! fence (what makes each persist point survive power loss on a regular file).
@@ -39,6 +44,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
@@ -52,6 +58,10 @@ use crate::storage::{FileKind, FileMapping, IoStats, OpenOptions, Vfs, VfsFile};
 
 /// Bytes read per step when an image is loaded from its file.
 const LOAD_STEP: usize = 1 << 20;
+/// Most write-back passes of [`RegionFile::write_back_ahead`].
+pub const WRITE_BACK_PASSES: u32 = 4;
+/// A write-back pass this short leaves little for the next one: stop there.
+const WRITE_BACK_SETTLED: Duration = Duration::from_millis(10);
 
 /// How the region's bytes are reached (module docs).
 enum Backing {
@@ -402,6 +412,44 @@ impl RegionFile {
         Ok(())
     }
 
+    /// Starts writing back what was stored so far and waits for it, making nothing durable and promising no
+    /// consistency (the OS may write any page back at any time anyway): the preparation of a checkpoint,
+    /// outside the family's lock, so that the [`sync`](Self::sync) under the lock only finds the pages
+    /// stored since. Repeats while a pass is long (writers dirtied pages meanwhile), at most
+    /// [`WRITE_BACK_PASSES`] times. A shared mapping: `sync_file_range` (write, then wait) over the region;
+    /// an image: the file's writeback hint ([`VfsFile::start_writeback`]; its lines were written at the
+    /// fences); a private copy: nothing. Returns the passes made.
+    pub fn write_back_ahead(&self) -> u32 {
+        let total = self.header.total;
+        match &self.backing {
+            Backing::Shared { file, .. } => {
+                let mut passes = 0;
+                while passes < WRITE_BACK_PASSES {
+                    let started = Instant::now();
+                    passes += 1;
+                    if !write_back_range(file, total) || started.elapsed() < WRITE_BACK_SETTLED {
+                        break;
+                    }
+                }
+                passes
+            }
+            Backing::Image { file, .. } => {
+                file.start_writeback(0, total);
+                1
+            }
+            Backing::Private { .. } => 0,
+        }
+    }
+
+    /// From here on the region is accessed at random (a table's buckets, a new table's fresh space): page
+    /// faults on a mapped file bring in single pages, not readahead windows ([`MmapRegion::advise_random`]).
+    /// Called once the index is open (its recovery reads the region in order).
+    pub fn advise_random(&self) {
+        if let Backing::Shared { map, .. } = &self.backing {
+            map.advise_random();
+        }
+    }
+
     /// Allocates the file's blocks for `[0, end)` ahead of use (shared backing), so that a store can never
     /// fault for want of space: a full file system is `ResourceExhausted` here, before anything changes.
     /// File systems without `fallocate` are left sparse.
@@ -442,6 +490,29 @@ impl RegionFile {
             }
             Backing::Image { file, .. } => file.len().unwrap_or(0),
         }
+    }
+}
+
+/// Writes back the dirty pages of `file`'s first `len` bytes and waits for them (`sync_file_range`: no
+/// metadata, no device flush, nothing durable). False where the file system or platform has no such call.
+fn write_back_range(file: &std::fs::File, len: u64) -> bool {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::fd::AsRawFd;
+        let Ok(len) = i64::try_from(len) else {
+            return false;
+        };
+        let flags = libc::SYNC_FILE_RANGE_WAIT_BEFORE
+            | libc::SYNC_FILE_RANGE_WRITE
+            | libc::SYNC_FILE_RANGE_WAIT_AFTER;
+        // SAFETY: `sync_file_range` only reads its integer arguments; the descriptor is `file`'s, open for
+        // the call. It changes no byte of the file.
+        unsafe { libc::sync_file_range(file.as_raw_fd(), 0, len, flags) == 0 }
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = (file, len);
+        false
     }
 }
 

@@ -24,8 +24,11 @@ pub(super) const PIN_LSN: u64 = (1 << 56) - 1;
 pub(super) enum Applied {
     /// Done; the key's previous visible value.
     Done(Option<u64>),
-    /// The bucket was copied by a doubling: retry in the next generation.
+    /// The generation was replaced by a doubling: retry in the next one.
     Moved,
+    /// Done here, but the bucket of the next generation a doubling builds has no room for the mirrored
+    /// write: finish the doubling, retry there (see `grow`).
+    MirrorFull,
     /// The bucket has no room left (chain and pool full of live records): double the table, retry.
     NeedGrow,
 }
@@ -360,14 +363,17 @@ impl<P: Pm> HashIndex<P> {
         }
     }
 
-    /// Frees log space when `log`'s ring is full: writes back every D-bucket that holds a record of the
-    /// ring's older half, then persists the new tail.
+    /// Frees log space a step at a time: once `log`'s ring is 7/8 full, writes back every D-bucket that
+    /// holds one of the ring's oldest `cap / 64` records (at least one), then persists the new tail. So a
+    /// write pays for at most a 64th of the ring (a full ring's older half at once stalled the write that
+    /// found it full for tens of milliseconds), the ring stays about 7/8 full (records stay staged longer,
+    /// D-buckets are written back fuller) and an append always finds room.
     pub(super) fn free_log_space(&self, g: &Generation, log: &mut Log) -> Result<()> {
-        if log.has_room() {
+        let cap = log.capacity();
+        if log.head - log.durable_tail < cap - cap / 8 && log.has_room() {
             return Ok(());
         }
-        let cap = log.capacity();
-        let target = log.head - cap / 2;
+        let target = log.durable_tail + (cap / 64).max(1);
         let mut last = u32::MAX;
         for lsn in log.durable_tail..target {
             let b = log.ring[(lsn % cap) as usize];
@@ -378,9 +384,6 @@ impl<P: Pm> HashIndex<P> {
             let bucket = &g.buckets[b as usize];
             let mut w = bucket.writer.lock();
             let shape = bucket.shape();
-            if shape.moved() {
-                continue;
-            }
             let staged = shape.committed()..shape.tail_used();
             let pinned = staged
                 .map(|i| w.pins[i])

@@ -176,6 +176,15 @@ impl MmapRegion {
             .map_err(|e| Error::io(path, e))
     }
 
+    /// Tells the kernel that the mapping is read and written at random (`MADV_RANDOM`): a page fault then
+    /// brings in the one page it needs, not a readahead window. A hash table's pages are touched in random
+    /// order, and a fault on fresh file space would otherwise allocate and zero a whole window of large
+    /// folios at once (tens of milliseconds for one store). Advice only: ignored where unsupported.
+    pub fn advise_random(&self) {
+        #[cfg(unix)]
+        let _ = self.map.advise(memmap2::Advice::Random);
+    }
+
     /// The whole region as aligned atomic words: the only way its memory is read or written.
     fn words(&self) -> &[AtomicU64] {
         let ptr = self.map.as_mut_ptr().cast::<AtomicU64>();

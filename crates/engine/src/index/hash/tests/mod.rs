@@ -1,10 +1,11 @@
 //! Tests of the hash index: a model test with reopen (`model`), crash consistency under ADR and eADR
-//! (`crash`), PM traffic (`traffic`), parallel recovery and damage (`recovery`), many threads against a
+//! (`crash`), doublings a slice per write (`grow`), PM traffic (`traffic`), parallel recovery and damage (`recovery`), many threads against a
 //! model (`concurrent`). The randomized-schedule model of the log and bucket protocol is the integration
 //! test `tests/hash_protocol.rs` (shuttle's panic hook is process-wide: it gets a process of its own).
 
 mod concurrent;
 mod crash;
+mod grow;
 mod model;
 mod recovery;
 mod traffic;

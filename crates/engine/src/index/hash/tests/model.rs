@@ -50,18 +50,18 @@ fn load_factor_saw_tooth_between_7_16_and_7_8() {
             .unwrap();
         let lf = index.load_factor();
         if lf < last {
-            // A doubling halves the load: from at most 7/8 to at most 7/16.
+            // A doubling halves the load: from at most 7/8 (plus its slices' writes) to half that.
             assert!(
                 (lf * 2.0 - last).abs() < 1e-9 + 2.0 / index.capacity() as f64,
                 "{last} -> {lf}"
             );
+            assert!(last <= peak_bound(index.capacity() / 2), "{last}");
             peaks.push(last);
         }
         last = lf;
     }
     eprintln!("load-factor peaks before each doubling: {peaks:?}");
     assert!(peaks.len() >= 4, "{peaks:?}");
-    assert!(peaks.iter().all(|&p| p <= 0.875), "{peaks:?}");
     // Buckets that fill up before the table is 7/8 full borrow pool chunks, so every doubling comes at
     // (nearly) 7/8.
     assert!(peaks.iter().all(|&p| p > 0.87), "{peaks:?}");
@@ -83,13 +83,24 @@ fn load_factor_peaks_at_7_8_with_many_buckets() {
             .unwrap();
         let lf = index.load_factor();
         if lf < last {
+            assert!(last <= peak_bound(index.capacity() / 2), "{last}");
             peaks.push(last);
         }
         last = lf;
     }
     eprintln!("load-factor peaks: {peaks:?}, {:?}", index.stats());
     assert!(peaks.len() >= 4, "{peaks:?}");
-    assert!(peaks.iter().all(|&p| p > 0.87 && p <= 0.875), "{peaks:?}");
+    assert!(peaks.iter().all(|&p| p > 0.87), "{peaks:?}");
     assert!(index.stats().overflow_chunks > 0, "{:?}", index.stats());
     index.check_invariants().unwrap();
+}
+
+/// Highest load a table of `slots` home slots reaches before its doubling switches: 7/8 when the doubling
+/// starts, plus one key per write while it runs — a slice of [`SLICE`] units per write, one unit per bucket
+/// moved or 64 KiB of redo areas, logs and pool zeroed (at most 16 units for these tests' logs of up to
+/// 512 KiB), and the write that finds the last slice done.
+fn peak_bound(slots: u64) -> f64 {
+    let buckets = slots / crate::index::hash::layout::HOME_SLOTS as u64;
+    let writes = (buckets + 16).div_ceil(crate::index::hash::grow::SLICE) + 1;
+    0.875 + writes as f64 / slots as f64
 }
