@@ -33,6 +33,9 @@
 //!   `LOCKED`.
 //! * A dirty page is written back before its frame is reused, by whoever claims the frame; `flush_dirty` waits
 //!   for a write-back under way, so after it returns every page dirty when it started is on file.
+//! * A commit's second half (`finish_commit`, on the checkpoint thread) writes each sealed page from a copy
+//!   taken under the page's lock, holding only the pin during the write: sealed images are never changed in
+//!   place, so the page's readers and copy-on-write writers do not wait for the write.
 //!
 //! ## Lock order (no deadlocks)
 //! replacement mutex → data lock of a frame this thread just `LOCKED` (only instantly contended). Nobody
@@ -709,7 +712,18 @@ impl BufferPool {
     }
 
     /// Writes every dirty frame whose page image carries an epoch ≤ `epoch`, and clears its dirty bit.
+    ///
+    /// With `epoch == u64::MAX` (a full flush, pages of the working epoch included) each page is written
+    /// under its data lock, since a writer could change it in place meanwhile. For a sealed epoch
+    /// ([`finish_commit`](Self::finish_commit)) the page is copied out under the lock and written with only
+    /// the pin held: its image is final (sealed pages are copied on write, never changed in place), so
+    /// readers and copy-on-write writers of the page do not wait for the write, which can take milliseconds
+    /// when the kernel throttles dirty pages. The lock is taken again afterwards to clear the dirty bit, so a
+    /// concurrent [`copy_for_commit`](Self::copy_for_commit) either ran before that (and wrote the same
+    /// image once more) or finds the frame clean.
     fn flush_dirty_through(&self, epoch: u64) -> Result<()> {
+        let copy_out = epoch != u64::MAX;
+        let mut scratch = Vec::new();
         for frame in self.frames.iter() {
             while frame.dirty.load(Ordering::Acquire) {
                 if !frame.try_pin(false) {
@@ -720,13 +734,25 @@ impl BufferPool {
                 let _pin = Pin(frame);
                 let mut data = frame.data.write();
                 let id = frame.page.load(Ordering::Acquire);
-                if id != NO_PAGE
-                    && frame.dirty.load(Ordering::Acquire)
-                    && page_epoch(&data) <= epoch
+                if id == NO_PAGE
+                    || !frame.dirty.load(Ordering::Acquire)
+                    || page_epoch(&data) > epoch
                 {
+                    break;
+                }
+                if !copy_out {
                     self.file.write_page(id, &mut data)?;
                     frame.dirty.store(false, Ordering::Release);
+                    break;
                 }
+                scratch.clear();
+                scratch.extend_from_slice(&data);
+                drop(data);
+                self.file.write_page(id, &mut scratch)?;
+                // The pin kept the frame from reuse; if page `id` was freed meanwhile, its frame is clean
+                // already and holds no page.
+                let _data = frame.data.write();
+                frame.dirty.store(false, Ordering::Release);
                 break;
             }
         }
@@ -1184,7 +1210,7 @@ mod tests {
         }
     }
 
-    /// A page file whose reads of one offset block until the test opens the gate.
+    /// A page file whose reads and writes of one offset block until the test opens the gate.
     mod gate {
         use crate::error::Result;
         use crate::storage::{VfsHook, VfsOp};
@@ -1202,8 +1228,8 @@ mod tests {
             pub fn hold(&self, offset: u64) {
                 *self.state.lock() = (Some(offset), 0, false);
             }
-            /// Waits until `n` reads wait at the gate.
-            pub fn wait_for_readers(&self, n: usize) {
+            /// Waits until `n` reads or writes wait at the gate.
+            pub fn wait_for_held(&self, n: usize) {
                 let mut st = self.state.lock();
                 while st.1 < n {
                     self.cv.wait(&mut st);
@@ -1226,10 +1252,10 @@ mod tests {
             }
         }
 
-        /// Holds up reads of the gate's offset.
+        /// Holds up reads and writes of the gate's offset.
         impl VfsHook for Gate {
             fn before(&self, op: VfsOp<'_>, _path: &Path) -> Result<()> {
-                if let VfsOp::Read { offset } = op {
+                if let VfsOp::Read { offset } | VfsOp::Write { offset } = op {
                     self.pass(offset);
                 }
                 Ok(())
@@ -1260,7 +1286,7 @@ mod tests {
             let stuck: Vec<_> = (0..2)
                 .map(|_| s.spawn(move || check(&pool.read(ids[1]).unwrap(), 1)))
                 .collect();
-            g.wait_for_readers(1);
+            g.wait_for_held(1);
             // While the read of ids[1] is stuck: a hit and misses on other pages complete.
             let (tx, rx) = std::sync::mpsc::channel();
             s.spawn(move || {
@@ -1284,5 +1310,44 @@ mod tests {
         );
         let cs = pool.cache_stats();
         assert_eq!((cs.hits, cs.misses), (2, 6), "{cs:?}");
+    }
+
+    /// While the second half of a commit writes a sealed page, the page's readers and a writer copying it
+    /// on write go on: the write goes out from a copy, not under the page's lock. The commit still records
+    /// the sealed image.
+    #[test]
+    fn a_stuck_commit_write_holds_up_no_reader_or_copy_on_write() {
+        let e = env();
+        let g = Arc::new(gate::Gate::default());
+        let vfs: Arc<dyn Vfs> = Arc::new(HookedVfs::new(e.vfs.clone(), g.clone()));
+        let pf = PageFile::create(&vfs, &e.path, OPTS, e.stats.clone()).unwrap();
+        let pool = BufferPool::new(pf, 16 * PS, None);
+        let ids = allocate_filled(&pool, 4);
+        let sealed = pool.begin_commit(b"sealed").unwrap();
+        g.hold(ids[1] * PS as u64);
+        let moved = std::thread::scope(|s| {
+            let (pool, ids) = (&pool, &ids);
+            let commit = s.spawn(move || pool.finish_commit(sealed));
+            g.wait_for_held(1);
+            let (tx, rx) = std::sync::mpsc::channel();
+            s.spawn(move || {
+                check(&pool.read(ids[1]).unwrap(), 1);
+                let mut w = pool.write_cow(ids[1]).unwrap();
+                fill(&mut w, 11);
+                tx.send(w.id()).unwrap();
+            });
+            let moved = rx.recv_timeout(std::time::Duration::from_secs(10));
+            g.open();
+            commit.join().unwrap().unwrap();
+            moved.expect("a reader or a copy on write waited for the commit's write")
+        });
+        assert_ne!(moved, ids[1], "a sealed page is copied on write");
+        check(&pool.read(moved).unwrap(), 11);
+        drop(pool);
+        let pool = e.reopen(8, None);
+        assert_eq!(pool.file().user_root(), b"sealed");
+        for (v, &id) in ids.iter().enumerate() {
+            check(&pool.read(id).unwrap(), v as u64);
+        }
     }
 }
