@@ -4,8 +4,8 @@
 //! A [`ColumnRun`] holds the same entries as a [`SortedRun`] — records with unique ascending keys, tombstones
 //! with unique ascending keys — but as parallel key, value and (weighted runs only) weight vectors, the
 //! layout of `columns::SortedColumns`. A merge that writes its output here and hands the vectors to the shard
-//! moves each record once (against three times through a record vector: written, read back for the Bloom
-//! filter, copied into the columns), and touches 16 B per record (24 B weighted) instead of 24 + 16.
+//! writes each record once (through a record vector it was written, read back for the Bloom filter, and
+//! copied into the columns), and its filter pass reads 8 B keys instead of 24 B records.
 //!
 //! Invariants: `keys` strictly ascending, `values` (and `weights` when present) parallel to it; `tombstones`
 //! strictly ascending. An unweighted run stores no weights: every weight is 1.0.

@@ -75,8 +75,8 @@ pub trait ShardFactory<S: Shard>: Send + Sync {
 }
 
 /// The default [`ShardFactory::build_merged`]: merges `inputs` straight into columns (on `opts.threads`
-/// threads when large), the key filter filled as the records are written (sized for the inputs' records,
-/// a bound of the output's), the tombstone filter over the surviving tombstones, and builds the shard with
+/// threads when large), fills the key filter from the key column (sized for the inputs' records, a bound
+/// of the output's) and the tombstone filter over the surviving tombstones, and builds the shard with
 /// `factory`'s [`build_columns`](ShardFactory::build_columns); `None` when everything cancelled out.
 pub fn merge_in_memory<S: Shard, F: ShardFactory<S> + ?Sized>(
     factory: &F,
