@@ -8,11 +8,13 @@
 //!   construction; the dynamized family keeps one per shard over its tombstones.
 //! * [`isam`]: static separator levels over a sorted `u64` array (ISAM), the search structure of in-memory
 //!   shards.
+//! * [`loser_tree`]: a tournament tree over sorted streams' heads — the m-way merge of dynamized shards.
 //! * [`on_threads`]: fork-join over scoped threads, for reconstructions that split their work by parts.
 
 pub mod alias;
 pub mod bloom;
 pub mod isam;
+pub mod loser_tree;
 
 /// Runs `work(0)`, …, `work(parts - 1)` at the same time, `work(0)` on the calling thread and each other part
 /// on a scoped thread of its own, and returns the results in part order. A panic in a part is raised again

@@ -30,6 +30,7 @@
 //! * Memory: 44 B per record (24 in the columns: key, value, weight; 8 prefix sum + 12 alias column) plus the
 //!   ISAM separators (≈ n/15 keys) and 8 B per tombstone.
 
+use super::column_run::ColumnRun;
 use super::columns::{SortedColumns, column_accessors};
 use super::run::SortedRun;
 use super::shard::{BuildOptions, Shard, unit_f64};
@@ -118,7 +119,11 @@ impl Shard for AliasShard {
     const NAME: &'static str = "alias";
 
     fn build(run: SortedRun, opts: BuildOptions) -> Result<Self> {
-        let columns: SortedColumns = SortedColumns::build(run, opts)?;
+        Self::build_columns(ColumnRun::from_sorted_run(run, opts.weighted), opts)
+    }
+
+    fn build_columns(run: ColumnRun, opts: BuildOptions) -> Result<Self> {
+        let columns: SortedColumns = SortedColumns::from_column_run(run, opts)?;
         let weights = columns.weights();
         let mut prefix = Vec::with_capacity(weights.len() + 1);
         let mut sum = 0.0;

@@ -30,6 +30,7 @@
 //! * Memory: 16 B per record (key, value) + 8 B per stored weight, the ISAM separators (≈ n/15 keys of 8 B)
 //!   and 8 B per tombstone.
 
+use super::column_run::ColumnRun;
 use super::run::{Record, SortedRun};
 use super::shard::{BuildOptions, prefetch_line};
 use crate::algo::isam::IsamIndex;
@@ -39,10 +40,9 @@ use std::fmt::Debug;
 /// How a [`SortedColumns`] stores record weights: `Vec<f64>` always, `Option<Vec<f64>>` only in weighted
 /// builds.
 pub trait WeightColumn: Debug + Default + Send + Sync + 'static {
-    /// Empty storage for `n` records of a build that is `weighted` or not.
-    fn for_build(n: usize, weighted: bool) -> Self;
-    /// Appends the next record's weight (already checked; 1.0 in unweighted builds).
-    fn push_weight(&mut self, weight: f64);
+    /// The storage of `n` records whose weights are `stored` (checked; `None`: an unweighted build, every
+    /// weight 1.0).
+    fn from_stored(stored: Option<Vec<f64>>, n: usize) -> Self;
     /// Weight of record `i`.
     fn weight(&self, i: usize) -> f64;
     /// Appends the weights of records `lo..hi` to `out`.
@@ -54,11 +54,8 @@ pub trait WeightColumn: Debug + Default + Send + Sync + 'static {
 }
 
 impl WeightColumn for Vec<f64> {
-    fn for_build(n: usize, _weighted: bool) -> Self {
-        Vec::with_capacity(n)
-    }
-    fn push_weight(&mut self, weight: f64) {
-        self.push(weight);
+    fn from_stored(stored: Option<Vec<f64>>, n: usize) -> Self {
+        stored.unwrap_or_else(|| vec![1.0; n])
     }
     #[inline]
     fn weight(&self, i: usize) -> f64 {
@@ -79,13 +76,8 @@ impl WeightColumn for Vec<f64> {
 }
 
 impl WeightColumn for Option<Vec<f64>> {
-    fn for_build(n: usize, weighted: bool) -> Self {
-        weighted.then(|| Vec::with_capacity(n))
-    }
-    fn push_weight(&mut self, weight: f64) {
-        if let Some(w) = self {
-            w.push(weight);
-        }
+    fn from_stored(stored: Option<Vec<f64>>, _n: usize) -> Self {
+        stored
     }
     #[inline]
     fn weight(&self, i: usize) -> f64 {
@@ -123,27 +115,34 @@ impl<W: WeightColumn> SortedColumns<W> {
     /// 1.0; weighted ones fail on a weight that is negative or not finite.
     pub fn build(run: SortedRun, opts: BuildOptions) -> Result<Self> {
         debug_assert!(run.is_well_formed(), "a shard needs a well-formed run");
-        let n = run.records.len();
-        let mut keys = Vec::with_capacity(n);
-        let mut values = Vec::with_capacity(n);
-        let mut weights = W::for_build(n, opts.weighted);
-        for r in &run.records {
-            let w = if opts.weighted { r.weight } else { 1.0 };
-            if !(w.is_finite() && w >= 0.0) {
+        Self::from_column_run(ColumnRun::from_sorted_run(run, opts.weighted), opts)
+    }
+
+    /// Takes over the columns of a well-formed `run` (no copy) and indexes its keys. Unweighted builds
+    /// weigh every record 1.0 (stored weights are dropped); weighted ones fail on a weight that is negative
+    /// or not finite, or on a run without weights.
+    pub fn from_column_run(run: ColumnRun, opts: BuildOptions) -> Result<Self> {
+        debug_assert!(run.is_well_formed(), "a shard needs a well-formed run");
+        let n = run.keys.len();
+        let stored = if opts.weighted {
+            let Some(weights) = run.weights else {
+                return Err(Error::invalid("a weighted shard needs a run with weights"));
+            };
+            if let Some(i) = weights.iter().position(|w| !(w.is_finite() && *w >= 0.0)) {
                 return Err(Error::invalid(format!(
-                    "weight {w} of key {} must be finite and non-negative",
-                    r.key
+                    "weight {} of key {} must be finite and non-negative",
+                    weights[i], run.keys[i]
                 )));
             }
-            keys.push(r.key);
-            values.push(r.value);
-            weights.push_weight(w);
-        }
-        let index = IsamIndex::build(&keys);
+            Some(weights)
+        } else {
+            None
+        };
+        let index = IsamIndex::build(&run.keys);
         Ok(SortedColumns {
-            keys,
-            values,
-            weights,
+            keys: run.keys,
+            values: run.values,
+            weights: W::from_stored(stored, n),
             index,
             tombstones: run.tombstones,
         })

@@ -34,11 +34,12 @@
 
 use super::buffer::MutableBuffer;
 pub use super::buffer::{BufferEntry, OpKind};
+use super::column_run::ColumnRun;
 use super::global_keys::GlobalKeys;
 use super::killers::TombstoneCache;
 use super::layout;
 use super::options::{DeletePolicy, DynOptions, Layout, RuntimeOptions};
-use super::run::{MergeInput, Record, SortedRun};
+use super::run::{MergeInput, Record};
 use super::shard::{BuildOptions, Shard};
 use super::version::{Level, ShardSlot, Version};
 use crate::error::{Error, Result};

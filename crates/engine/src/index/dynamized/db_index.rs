@@ -10,8 +10,9 @@
 //! put has weight 1) and sample in proportion to the weights.
 //!
 //! ## Shards and their files
-//! A [`ShardStore`] builds the shards (it is the framework's `ShardFactory`) and reopens them. With
-//! [`WholeStore`] every shard lives in memory and gets its file at the first checkpoint that contains it.
+//! A [`ShardStore`] builds the shards (it is the framework's `ShardFactory`) and reopens them. With the
+//! [`InMemory`] store every shard lives in memory and gets its file at the first checkpoint that contains
+//! it.
 //! With `DynOptions::memory_budget` > 0 the database uses `tiered::TieredStore`: shards of the first L levels
 //! are in memory as before; shards of deeper levels are *disk shards*, written (and synced) by the factory
 //! when they are built, so a checkpoint writes nothing for them, and reopened by reading only their header
@@ -31,7 +32,7 @@
 //! handles too).
 
 use super::buffer::{BufferEntry, OpKind};
-use super::core::{Dynamized, Filters, ShardFactory};
+use super::core::{Dynamized, Filters, InMemory, ShardFactory};
 use super::options::{DynOptions, RuntimeOptions};
 use super::persist::{STATE, State};
 use super::run::{MergeInput, SortedRun};
@@ -71,23 +72,8 @@ pub trait ShardStore<S: Shard>: ShardFactory<S> {
     fn file_backed(&self, shard: &S) -> bool;
 }
 
-/// Every shard in memory: built by `S::build`, reopened by reading its file whole.
-pub struct WholeStore;
-
-impl<S: Shard> ShardFactory<S> for WholeStore {
-    fn build(
-        &self,
-        _id: u64,
-        run: SortedRun,
-        _level: usize,
-        opts: BuildOptions,
-        _filters: (&BloomFilter, Option<&BloomFilter>),
-    ) -> Result<S> {
-        S::build(run, opts)
-    }
-}
-
-impl<S: Shard> ShardStore<S> for WholeStore {
+/// Every shard in memory (the framework's [`InMemory`] factory): reopened by reading its file whole.
+impl<S: Shard> ShardStore<S> for InMemory {
     fn reopen(&self, file: ShardFile, _level: usize, _levels: usize) -> Result<(S, Filters)> {
         let loaded = file.read_all()?;
         let shard = S::build(loaded.run, BuildOptions::single(file.header.weighted))?;

@@ -2,7 +2,8 @@
 //! (`DYNSTATE`) and shard files in the database directory; options [`DynOptions`], runtime options from the
 //! handle's `Options::dynamized`.
 
-use super::db_index::{DynFiles, DynamizedIndex, ShardStore, WholeStore};
+use super::core::InMemory;
+use super::db_index::{DynFiles, DynamizedIndex, ShardStore};
 use super::{DynOptions, IsamShard, RuntimeOptions, Shard, TieredStore, WirsShard};
 use crate::error::{Error, Result};
 use crate::index::OrderedIndex;
@@ -69,8 +70,8 @@ fn instantiate(
     }
     let opts = opts.clone();
     match (opts.weighted, opts.memory_budget > 0) {
-        (false, false) => make::<IsamShard>(files, opts, rt, Arc::new(WholeStore), create),
-        (true, false) => make::<WirsShard>(files, opts, rt, Arc::new(WholeStore), create),
+        (false, false) => make::<IsamShard>(files, opts, rt, Arc::new(InMemory), create),
+        (true, false) => make::<WirsShard>(files, opts, rt, Arc::new(InMemory), create),
         (false, true) => {
             let store = Arc::new(TieredStore::<IsamShard>::new(files.clone(), &opts, &rt));
             make(files, opts, rt, store, create)

@@ -13,6 +13,7 @@
 //! `lower_bound` O(16 · log₁₆ n); memory 16 B per record (32 B weighted: weight and prefix sum) plus n/15
 //! separator keys and 8 B per tombstone.
 
+use super::column_run::ColumnRun;
 use super::columns::{SortedColumns, column_accessors};
 use super::run::SortedRun;
 use super::shard::{BuildOptions, Shard, unit_f64};
@@ -47,7 +48,11 @@ impl Shard for IsamShard {
     const NAME: &'static str = "isam";
 
     fn build(run: SortedRun, opts: BuildOptions) -> Result<Self> {
-        let columns = SortedColumns::<Option<Vec<f64>>>::build(run, opts)?;
+        Self::build_columns(ColumnRun::from_sorted_run(run, opts.weighted), opts)
+    }
+
+    fn build_columns(run: ColumnRun, opts: BuildOptions) -> Result<Self> {
+        let columns = SortedColumns::<Option<Vec<f64>>>::from_column_run(run, opts)?;
         let prefix = columns.weights().map(|weights| {
             let mut sum = 0.0;
             weights

@@ -11,6 +11,7 @@
 //! | file | concept |
 //! |---|---|
 //! | `shard` | the [`Shard`] trait: what a static structure must provide |
+//! | `column_run` | a sorted run in columns: what flushes and in-memory merges hand to in-memory shards |
 //! | `columns` | the in-memory shards' shared storage: sorted key/value/weight columns, ISAM index, tombstones |
 //! | `isam_shard` | the in-memory ISAM shard (IRS, range count, scans, point lookup) |
 //! | `alias_shard` | the WSS shard: sorted records, one alias table over all weights (O(1) whole-shard draws) |
@@ -85,6 +86,7 @@
 
 pub mod alias_shard;
 pub mod buffer;
+pub mod column_run;
 pub mod columns;
 pub mod core;
 pub mod db_index;

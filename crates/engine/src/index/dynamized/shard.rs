@@ -11,6 +11,7 @@
 //! Tags, Bloom filters and identity live beside the shard in the framework's `ShardSlot`, so a new static
 //! structure only implements what is specific to it.
 
+use super::column_run::ColumnRun;
 use super::run::{Record, SortedRun};
 use crate::algo::alias::ColumnPick;
 pub use crate::algo::prefetch_line;
@@ -100,6 +101,13 @@ pub trait Shard: Send + Sync + Sized + 'static {
 
     /// Builds the shard from a sorted run.
     fn build(run: SortedRun, opts: BuildOptions) -> Result<Self>;
+
+    /// Builds the shard from a sorted run in columns (what flushes and in-memory merges produce). The
+    /// default converts it to records for [`build`](Self::build); shards stored in columns take the
+    /// vectors over without copying.
+    fn build_columns(run: ColumnRun, opts: BuildOptions) -> Result<Self> {
+        Self::build(run.into_sorted_run(), opts)
+    }
 
     /// Records (tombstones not included).
     fn len(&self) -> usize;

@@ -41,6 +41,7 @@
 //!   `upper_bound`; weighted shards read the two end pages, which the bounds just cached).
 
 use super::buffer::MutableBuffer;
+use super::column_run::ColumnRun;
 use super::core::{Filters, ShardFactory, merge_in_memory};
 use super::db_index::{DynFiles, ShardStore};
 use super::disk_shard::{DiskShard, cache_limit_bytes};
@@ -106,6 +107,9 @@ impl<M: Shard> Shard for Tiered<M> {
     /// An in-memory shard (disk shards come from [`TieredStore`]).
     fn build(run: SortedRun, opts: BuildOptions) -> Result<Self> {
         M::build(run, opts).map(Tiered::Memory)
+    }
+    fn build_columns(run: ColumnRun, opts: BuildOptions) -> Result<Self> {
+        M::build_columns(run, opts).map(Tiered::Memory)
     }
     #[inline]
     fn len(&self) -> usize {
@@ -356,6 +360,20 @@ impl<M: MemoryShard> ShardFactory<Tiered<M>> for TieredStore<M> {
         )?;
         drop(run);
         self.open_disk(id, written.summary)
+    }
+
+    fn build_columns(
+        &self,
+        id: u64,
+        run: ColumnRun,
+        level: usize,
+        opts: BuildOptions,
+        filters: (&BloomFilter, Option<&BloomFilter>),
+    ) -> Result<Tiered<M>> {
+        if self.in_memory(level) {
+            return M::build_columns(run, opts).map(Tiered::Memory);
+        }
+        self.build(id, run.into_sorted_run(), level, opts, filters)
     }
 
     fn keeps(&self, shard: &Tiered<M>, level: usize) -> bool {

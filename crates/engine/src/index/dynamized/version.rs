@@ -316,16 +316,14 @@ pub fn filters_for_run_on(
         }
         keys
     };
-    let tombs = (!run.tombstones.is_empty())
-        .then(|| {
-            filter_over(
-                run.tombstones.len(),
-                run.tombstones.iter().map(|&t| Ok(t)),
-                fpr,
-            )
-        })
-        .transpose()?;
-    Ok((keys, tombs))
+    Ok((keys, tombstone_filter(&run.tombstones, fpr)?))
+}
+
+/// The filter over `tombstones`; `None` when there is none.
+pub fn tombstone_filter(tombstones: &[u64], fpr: f64) -> Result<Option<BloomFilter>> {
+    (!tombstones.is_empty())
+        .then(|| filter_over(tombstones.len(), tombstones.iter().map(|&t| Ok(t)), fpr))
+        .transpose()
 }
 
 /// What a shard says about a key.

@@ -51,6 +51,7 @@
 //!   machine, paid by the first whole-set query after a merge made the shard), then O(1) per draw.
 
 use super::alias_shard::{pick_linear, weightless_range};
+use super::column_run::ColumnRun;
 use super::columns::{SortedColumns, column_accessors};
 use super::run::SortedRun;
 use super::shard::{
@@ -489,7 +490,11 @@ impl Shard for WirsShard {
     const NAME: &'static str = "wirs";
 
     fn build(run: SortedRun, opts: BuildOptions) -> Result<Self> {
-        let columns: SortedColumns = SortedColumns::build(run, opts)?;
+        Self::build_columns(ColumnRun::from_sorted_run(run, opts.weighted), opts)
+    }
+
+    fn build_columns(run: ColumnRun, opts: BuildOptions) -> Result<Self> {
+        let columns: SortedColumns = SortedColumns::from_column_run(run, opts)?;
         let weights = columns.weights();
         let n = columns.len();
         let bucket = ((n as f64).ln().ceil() as usize).max(1);

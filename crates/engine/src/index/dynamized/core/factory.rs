@@ -1,9 +1,10 @@
 //! How shards are built for a level: the [`ShardFactory`] hook (in memory by default, on disk for the
 //! deeper levels of a larger-than-memory index), and the merge of shards into one run in memory.
 
-use super::super::run::{MergeInput, SortedRun, merge_shards_parallel};
+use super::super::column_run::ColumnRun;
+use super::super::run::{MergeInput, SortedRun, merge_shards_into_columns};
 use super::super::shard::{BuildOptions, Shard};
-use super::super::version::filters_for_run_on;
+use super::super::version::tombstone_filter;
 use crate::algo::bloom::BloomFilter;
 use crate::error::Result;
 
@@ -30,6 +31,20 @@ pub trait ShardFactory<S: Shard>: Send + Sync {
         opts: BuildOptions,
         filters: (&BloomFilter, Option<&BloomFilter>),
     ) -> Result<S>;
+
+    /// [`build`](Self::build) from a run in columns (flushes and in-memory merges produce them). The
+    /// default converts it to records; a factory that builds in-memory shards passes it to
+    /// [`Shard::build_columns`], which takes the columns over.
+    fn build_columns(
+        &self,
+        id: u64,
+        run: ColumnRun,
+        level: usize,
+        opts: BuildOptions,
+        filters: (&BloomFilter, Option<&BloomFilter>),
+    ) -> Result<S> {
+        self.build(id, run.into_sorted_run(), level, opts, filters)
+    }
 
     /// Pending shards the flusher may leave waiting for the merger, given the handle's `configured` bound
     /// (a memory-bounded factory may allow fewer). The default: as configured.
@@ -59,9 +74,10 @@ pub trait ShardFactory<S: Shard>: Send + Sync {
     }
 }
 
-/// The default [`ShardFactory::build_merged`]: merges `inputs` into a run in memory (on `opts.threads`
-/// threads when large), builds the filters over it, and builds the shard with `factory`'s
-/// [`build`](ShardFactory::build); `None` when everything cancelled out.
+/// The default [`ShardFactory::build_merged`]: merges `inputs` straight into columns (on `opts.threads`
+/// threads when large), fills the key filter from the key column (sized for the inputs' records, a bound
+/// of the output's) and the tombstone filter over the surviving tombstones, and builds the shard with
+/// `factory`'s [`build_columns`](ShardFactory::build_columns); `None` when everything cancelled out.
 pub fn merge_in_memory<S: Shard, F: ShardFactory<S> + ?Sized>(
     factory: &F,
     id: u64,
@@ -71,12 +87,15 @@ pub fn merge_in_memory<S: Shard, F: ShardFactory<S> + ?Sized>(
     opts: BuildOptions,
     fpr: f64,
 ) -> Result<Option<(S, Filters)>> {
-    let run = merge_shards_parallel(inputs, bottom, opts.threads)?;
+    let records: usize = inputs.iter().map(|i| i.shard.len()).sum();
+    let mut key_filter = BloomFilter::new(records, fpr)?;
+    let run =
+        merge_shards_into_columns(inputs, bottom, opts.weighted, opts.threads, &mut key_filter)?;
     if run.entries() == 0 {
         return Ok(None);
     }
-    let (key_filter, tomb_filter) = filters_for_run_on(&run, fpr, opts.threads)?;
-    let shard = factory.build(id, run, level, opts, (&key_filter, tomb_filter.as_ref()))?;
+    let tomb_filter = tombstone_filter(&run.tombstones, fpr)?;
+    let shard = factory.build_columns(id, run, level, opts, (&key_filter, tomb_filter.as_ref()))?;
     Ok(Some((shard, (key_filter, tomb_filter))))
 }
 
@@ -93,5 +112,16 @@ impl<S: Shard> ShardFactory<S> for InMemory {
         _filters: (&BloomFilter, Option<&BloomFilter>),
     ) -> Result<S> {
         S::build(run, opts)
+    }
+
+    fn build_columns(
+        &self,
+        _id: u64,
+        run: ColumnRun,
+        _level: usize,
+        opts: BuildOptions,
+        _filters: (&BloomFilter, Option<&BloomFilter>),
+    ) -> Result<S> {
+        S::build_columns(run, opts)
     }
 }

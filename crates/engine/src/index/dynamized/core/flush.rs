@@ -137,10 +137,7 @@ impl<S: Shard> Shared<S> {
             .fetch_add(candidates.len() as u64, Ordering::Relaxed);
         let base = self.current.load_full();
         let older = base.lookup_shards_many(&keys, &hashes, candidates)?;
-        let mut run = SortedRun {
-            records: Vec::with_capacity(ops.len()),
-            tombstones: Vec::new(),
-        };
+        let mut run = ColumnRun::with_capacity(puts, 0, self.opts.weighted);
         let mut tombstone_hashes: Vec<KeyHash> = Vec::new();
         let mut to_tag: Vec<(Arc<ShardSlot<S>>, usize, u64)> = Vec::new();
         for ((e, older), &hash) in ops.iter().zip(older).zip(&hashes) {
@@ -154,10 +151,10 @@ impl<S: Shard> Shared<S> {
                 }
             }
             if e.kind == OpKind::Put {
-                run.records.push(Record {
+                run.push_record(&Record {
                     key: e.key,
                     value: e.value,
-                    weight: if self.opts.weighted { e.weight } else { 1.0 },
+                    weight: e.weight,
                 });
             }
         }

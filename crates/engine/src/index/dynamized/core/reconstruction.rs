@@ -168,7 +168,7 @@ impl<S: Shard> Shared<S> {
     /// hashed once).
     pub(super) fn build_slot_filtered(
         &self,
-        run: SortedRun,
+        run: ColumnRun,
         level: usize,
         key_filter: BloomFilter,
         tombstone_hashes: &[KeyHash],
@@ -187,7 +187,7 @@ impl<S: Shard> Shared<S> {
     /// Builds a shard of `run` for `level` with the filters given.
     fn build_slot_with(
         &self,
-        run: SortedRun,
+        run: ColumnRun,
         level: usize,
         key_filter: BloomFilter,
         tomb_filter: Option<BloomFilter>,
@@ -197,9 +197,13 @@ impl<S: Shard> Shared<S> {
             weighted: self.opts.weighted,
             threads: self.rt.reconstruction_threads.max(1),
         };
-        let shard =
-            self.factory
-                .build(id, run, level, opts, (&key_filter, tomb_filter.as_ref()))?;
+        let shard = self.factory.build_columns(
+            id,
+            run,
+            level,
+            opts,
+            (&key_filter, tomb_filter.as_ref()),
+        )?;
         Ok(Arc::new(ShardSlot::from_parts(
             id,
             shard,
