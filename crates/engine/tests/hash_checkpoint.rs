@@ -14,10 +14,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 use strata::options::{HashOptions, PersistChoice};
 use strata::vfs::{HookedVfs, MemVfs, Vfs, VfsHook, VfsOp};
-use strata::{Config, Durability, IndexConfig, Options, RawDb, Result, TypeKind, WriteOp};
+use strata::{Config, Durability, IndexConfig, Options, RawDb, Result, TypeKind};
 
 mod common;
-use common::{wait_checkpoint_done, wal_files};
+use common::{numbered_put as put, wait_checkpoint_done, wal_files};
 
 thread_local! {
     /// This thread is the test's writer.
@@ -72,13 +72,6 @@ fn options(vfs: Arc<dyn Vfs>, durability: Durability) -> Options {
         checkpoint_wal_bytes: 64 << 10,
         durability: Some(durability),
         ..Options::default()
-    }
-}
-
-fn put(i: u64) -> WriteOp {
-    WriteOp::Put {
-        key: i.to_be_bytes().to_vec(),
-        value: (i % 251).to_be_bytes().to_vec(),
     }
 }
 

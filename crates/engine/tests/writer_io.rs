@@ -12,9 +12,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 mod common;
 use common::background_checkpoint_families as families;
-use common::{wait_checkpoint_done, wal_files};
+use common::{numbered_put as put, wait_checkpoint_done, wal_files};
 use strata::vfs::{HookedVfs, MemVfs, Vfs, VfsHook, VfsOp};
-use strata::{Config, Durability, IndexConfig, Options, RawDb, Result, TypeKind, WriteOp};
+use strata::{Config, Durability, IndexConfig, Options, RawDb, Result, TypeKind};
 
 thread_local! {
     /// This thread is the test's writer.
@@ -119,13 +119,6 @@ fn options(vfs: Arc<dyn Vfs>, durability: Durability) -> Options {
         checkpoint_wal_bytes: CHECKPOINT_BYTES,
         durability: Some(durability),
         ..Options::default()
-    }
-}
-
-fn put(i: u64) -> WriteOp {
-    WriteOp::Put {
-        key: i.to_be_bytes().to_vec(),
-        value: (i % 251).to_be_bytes().to_vec(),
     }
 }
 

@@ -94,3 +94,11 @@ pub fn wait_checkpoint_done(mem: &strata::vfs::MemVfs) {
     }
     panic!("a checkpoint in the background did not finish within a minute");
 }
+
+/// The write of record `i` the checkpoint tests make: its big-endian number as the key, a small value.
+pub fn numbered_put(i: u64) -> strata::WriteOp {
+    strata::WriteOp::Put {
+        key: i.to_be_bytes().to_vec(),
+        value: (i % 251).to_be_bytes().to_vec(),
+    }
+}
