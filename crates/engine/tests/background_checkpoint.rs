@@ -9,8 +9,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 mod common;
 use common::background_checkpoint_families as families;
+use common::{numbered_put as put, wal_files};
 use strata::vfs::{HookedVfs, MemVfs, Vfs, VfsHook, VfsOp};
-use strata::{Config, Durability, IndexConfig, Options, RawDb, TypeKind, WriteOp};
+use strata::{Config, Durability, IndexConfig, Options, RawDb, TypeKind};
 use strata::{Error, Result};
 
 /// Holds up (or, once failed, refuses) every write to page files while closed.
@@ -82,13 +83,6 @@ fn options(vfs: Arc<dyn Vfs>) -> Options {
     }
 }
 
-fn put(i: u64) -> WriteOp {
-    WriteOp::Put {
-        key: key(i),
-        value: value(i),
-    }
-}
-
 fn key(i: u64) -> Vec<u8> {
     i.to_be_bytes().to_vec()
 }
@@ -105,14 +99,6 @@ fn create(vfs: Arc<dyn Vfs>, index: IndexConfig) -> RawDb {
         ..Config::default()
     };
     RawDb::create("/db", &config, &options(vfs)).expect("create")
-}
-
-fn wal_files(mem: &MemVfs) -> usize {
-    mem.list_dir(Path::new("/db"))
-        .expect("list")
-        .iter()
-        .filter(|n| n.starts_with("wal-"))
-        .count()
 }
 
 /// Writes `from..to` one batch each on another thread, durably (`sync`); returns when they are all

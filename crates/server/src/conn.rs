@@ -225,27 +225,18 @@ fn answer_direct_reads(
     direct: &mut [Vec<DirectRead>],
     early: &mut Vec<((usize, usize), OpResult)>,
 ) {
-    let answer = |r: &DirectRead, v| read_result(r.exists, v);
     for (p, reads) in direct.iter_mut().enumerate() {
-        let Some(db) = shared.store.direct_reader(p).filter(|_| !reads.is_empty()) else {
+        if reads.is_empty() {
             continue;
-        };
-        shared.store.count_reads(p, reads.len());
-        let keys: SmallVec<[&[u8]; 16]> = reads.iter().map(|r| &r.key[..]).collect();
-        match db.get_many(&keys) {
-            Ok(values) => {
-                for (r, v) in reads.iter().zip(values) {
-                    early.push((r.at, answer(r, Ok(v))));
-                }
-            }
-            Err(_) => {
-                for r in reads.iter() {
-                    early.push((r.at, answer(r, db.get(&r.key))));
-                }
-            }
         }
+        let keys: SmallVec<[&[u8]; 16]> = reads.iter().map(|r| &r.key[..]).collect();
+        let read = shared.store.read_direct(p, &keys, |i, v| {
+            early.push((reads[i].at, read_result(reads[i].exists, v)));
+        });
         drop(keys);
-        reads.clear();
+        if read {
+            reads.clear();
+        }
     }
 }
 

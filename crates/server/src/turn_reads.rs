@@ -206,27 +206,14 @@ fn run(
         if of_part.is_empty() {
             continue;
         }
-        let Some(db) = store.direct_reader(p) else {
+        keys.clear();
+        keys.extend(of_part.iter().map(|&i| &reads[i].1[..]));
+        let read = store.read_direct(p, &keys, |j, v| answers[of_part[j]] = Some(v));
+        if !read {
             for &i in of_part.iter() {
                 answers[i] = Some(Err(strata::Error::invalid(format!(
                     "partition {p} takes no direct reads"
                 ))));
-            }
-            continue;
-        };
-        store.count_reads(p, of_part.len());
-        keys.clear();
-        keys.extend(of_part.iter().map(|&i| &reads[i].1[..]));
-        match db.get_many(&keys) {
-            Ok(values) => {
-                for (&i, v) in of_part.iter().zip(values) {
-                    answers[i] = Some(Ok(v));
-                }
-            }
-            Err(_) => {
-                for &i in of_part.iter() {
-                    answers[i] = Some(db.get(&reads[i].1));
-                }
             }
         }
     }

@@ -76,40 +76,6 @@ fn mask_bits(h2: u64, h3: u64, k: u32) -> [u64; WORDS_PER_BLOCK] {
     mask
 }
 
-/// Inserts keys into a filter as they come, each key's block prefetched [`PREFETCH_DISTANCE`] keys before
-/// its bits are set: a ring of that many probes is held, and the rest is set when the inserter is dropped.
-/// Every key pushed is in the filter once the inserter is gone (setting bits commutes, so the delay changes
-/// nothing but the order of the writes).
-pub struct BloomInserter<'a> {
-    filter: &'a mut BloomFilter,
-    ring: [Probe; PREFETCH_DISTANCE],
-    pushed: usize,
-}
-
-impl BloomInserter<'_> {
-    /// Inserts the key of hash `hash` (its bits are set at the latest when the inserter is dropped).
-    #[inline]
-    pub fn push(&mut self, hash: KeyHash) {
-        let p = self.filter.probe_hashed(hash);
-        self.filter.prefetch(p);
-        let slot = self.pushed % PREFETCH_DISTANCE;
-        if self.pushed >= PREFETCH_DISTANCE {
-            let ready = self.ring[slot];
-            self.filter.set(ready);
-        }
-        self.ring[slot] = p;
-        self.pushed += 1;
-    }
-}
-
-impl Drop for BloomInserter<'_> {
-    fn drop(&mut self) {
-        for &p in self.ring.iter().take(self.pushed.min(PREFETCH_DISTANCE)) {
-            self.filter.set(p);
-        }
-    }
-}
-
 /// A Bloom filter.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BloomFilter {
@@ -290,20 +256,23 @@ impl BloomFilter {
 
     /// [`insert_batch`](Self::insert_batch) of keys given by their [`hash`](Self::hash)es.
     pub fn insert_hashes(&mut self, hashes: impl Iterator<Item = KeyHash>) {
-        let mut inserter = self.inserter();
-        for hash in hashes {
-            inserter.push(hash);
+        let mut ring = [Probe::default(); PREFETCH_DISTANCE];
+        let mut held = 0usize;
+        for (i, hash) in hashes.enumerate() {
+            let p = self.probe_hashed(hash);
+            self.prefetch(p);
+            let slot = i % PREFETCH_DISTANCE;
+            if held == PREFETCH_DISTANCE {
+                let ready = ring[slot];
+                self.set(ready);
+            } else {
+                held += 1;
+            }
+            ring[slot] = p;
         }
-    }
-
-    /// A [`BloomInserter`]: inserts keys handed over one at a time, each block prefetched
-    /// [`PREFETCH_DISTANCE`] keys before its bits are set (for a producer that cannot be an iterator, such
-    /// as a merge that emits its keys).
-    pub fn inserter(&mut self) -> BloomInserter<'_> {
-        BloomInserter {
-            filter: self,
-            ring: [Probe::default(); PREFETCH_DISTANCE],
-            pushed: 0,
+        // The probes still held (setting bits commutes, so their order does not matter).
+        for p in ring.into_iter().take(held) {
+            self.set(p);
         }
     }
 

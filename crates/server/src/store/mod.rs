@@ -302,7 +302,7 @@ impl Store {
     }
 
     /// Partition `p`'s database for point reads on the calling thread, `None` when reads must go through
-    /// the partition's queue (emulated partition servers). The caller counts them ([`Self::count_reads`]).
+    /// the partition's queue (emulated partition servers). [`Self::read_direct`] reads it and counts them.
     pub fn direct_reader(&self, p: usize) -> Option<&RawDb> {
         if self.paced {
             return None;
@@ -312,10 +312,38 @@ impl Store {
 
     /// Counts `n` point reads made on partition `p`'s database through [`Self::direct_reader`] as
     /// operations of the partition.
-    pub fn count_reads(&self, p: usize, n: usize) {
+    fn count_reads(&self, p: usize, n: usize) {
         if let Some(part) = self.parts.get(p) {
             part.counters.ops.fetch_add(n as u64, Ordering::Relaxed);
         }
+    }
+
+    /// Looks `keys` up in partition `p`'s database on the calling thread, counted as its operations: one
+    /// batched lookup (`RawDb::get_many`: its cache misses overlap), or each key alone with its own answer if
+    /// the batch fails. Gives `answer` each key's index and answer, in order. False, with nothing looked up,
+    /// when the partition takes no direct reads ([`Self::direct_reader`]).
+    pub fn read_direct(
+        &self,
+        p: usize,
+        keys: &[&[u8]],
+        mut answer: impl FnMut(usize, strata::Result<Option<Vec<u8>>>),
+    ) -> bool {
+        let Some(db) = self.direct_reader(p) else {
+            return false;
+        };
+        self.count_reads(p, keys.len());
+        match db.get_many(keys) {
+            Ok(values) => values
+                .into_iter()
+                .enumerate()
+                .for_each(|(i, v)| answer(i, Ok(v))),
+            Err(_) => {
+                for (i, key) in keys.iter().enumerate() {
+                    answer(i, db.get(key));
+                }
+            }
+        }
+        true
     }
 
     /// Partition `p`'s counters.

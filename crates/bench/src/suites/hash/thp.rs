@@ -8,12 +8,6 @@
 //! Cost: one read of `/proc/self/smaps_rollup` (a walk of the process's mappings) per phase, outside the
 //! timed part.
 
-/// Bytes of the process's anonymous memory backed by huge pages, or `None` where the kernel does not say.
-pub fn anon_huge_bytes() -> Option<u64> {
-    let text = std::fs::read_to_string("/proc/self/smaps_rollup").ok()?;
-    parse_anon_huge(&text)
-}
-
 /// The `AnonHugePages:` figure (kB) of a smaps text, in bytes.
 fn parse_anon_huge(text: &str) -> Option<u64> {
     text.lines().find_map(|line| {
@@ -89,7 +83,7 @@ mod tests {
     #[test]
     fn reads_this_process_on_linux() {
         if cfg!(target_os = "linux") && std::path::Path::new("/proc/self/smaps_rollup").exists() {
-            assert!(anon_huge_bytes().is_some());
+            assert!(strata::lab::index::learned::arena::process_huge_bytes().is_some());
         }
     }
 }

@@ -230,7 +230,8 @@ fn sweep_one(
         };
         let mut r = shaped_row(cfg, &shape, &t.lat, t.secs, index.state());
         t.annotate(&mut r);
-        r.huge_page_bytes = super::thp::anon_huge_bytes();
+        r.huge_page_bytes =
+            strata::lab::index::learned::arena::process_huge_bytes().map(|b| b as u64);
         r.array_huge_share = index
             .bucket_array()
             .and_then(|(at, bytes)| super::thp::huge_share(at, bytes));

@@ -32,6 +32,7 @@
 //! handles too).
 
 use super::buffer::{BufferEntry, OpKind};
+use super::column_run::ColumnRun;
 use super::core::{Dynamized, Filters, InMemory, ShardFactory};
 use super::options::{DynOptions, RuntimeOptions};
 use super::persist::{STATE, State};
@@ -96,6 +97,17 @@ impl<S: Shard> ShardFactory<S> for Arc<dyn ShardStore<S>> {
         filters: (&BloomFilter, Option<&BloomFilter>),
     ) -> Result<S> {
         ShardFactory::build(&**self, id, run, level, opts, filters)
+    }
+
+    fn build_columns(
+        &self,
+        id: u64,
+        run: ColumnRun,
+        level: usize,
+        opts: BuildOptions,
+        filters: (&BloomFilter, Option<&BloomFilter>),
+    ) -> Result<S> {
+        ShardFactory::build_columns(&**self, id, run, level, opts, filters)
     }
 
     fn keeps(&self, shard: &S, level: usize) -> bool {

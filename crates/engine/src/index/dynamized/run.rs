@@ -5,7 +5,7 @@
 //! deletes the live version of its key in an *older* shard (the tombstone ordering invariant), the record is
 //! the key's current value.
 //!
-//! [`merge_shards`] merges shards given newest first. For each key it looks at the entries newest to oldest:
+//! [`merge_shards_into_columns`] merges shards given newest first. For each key it looks at the entries newest to oldest:
 //! * the key keeps a record iff its newest entry is an untagged record (a tag or a tombstone means deleted);
 //! * the key keeps a tombstone iff its oldest entry is a tombstone and the merge does not include the oldest
 //!   shard of the structure (`bottom`): such a tombstone still has a target below the merged shards. A key
@@ -13,8 +13,9 @@
 //!   been tombstoned in the same shard, so there is nothing older.
 //!
 //! Cost: O(n log m) for n entries over m inputs (a loser tree over the inputs' record and tombstone
-//! streams, `algo::loser_tree`). [`merge_shards_parallel`] splits
-//! a large merge by key range over several threads: the same output, in about 1/t of the time on t cores.
+//! streams, `algo::loser_tree`). A large merge is split by key range over several threads: the same output,
+//! in about 1/t of the time on t cores. The merges into a record vector (`merge_shards` and its split and
+//! parallel forms) are the tests' reference for the column merge.
 
 use super::column_run::ColumnRun;
 use super::shard::Shard;
@@ -71,6 +72,7 @@ pub struct InputRange {
 
 /// Merges `inputs` (newest first) into one run; `bottom` says the merge includes the oldest shard of the
 /// structure, so surviving tombstones have no target left and are dropped.
+#[cfg(test)]
 pub fn merge_shards<S: Shard>(inputs: &[MergeInput<'_, S>], bottom: bool) -> Result<SortedRun> {
     merge_ranges(inputs, &whole_ranges(inputs), bottom)
 }
@@ -78,24 +80,28 @@ pub fn merge_shards<S: Shard>(inputs: &[MergeInput<'_, S>], bottom: bool) -> Res
 /// [`merge_shards`] on up to `threads` threads: the key space is cut at quantiles of the largest input and
 /// each part is merged on its own thread (the merge rule looks at one key at a time, so parts are
 /// independent); the parts' runs are then concatenated. Small merges stay on the calling thread.
+#[cfg(test)]
 pub fn merge_shards_parallel<S: Shard>(
     inputs: &[MergeInput<'_, S>],
     bottom: bool,
     threads: usize,
 ) -> Result<SortedRun> {
+    merge_shards_split(inputs, bottom, merge_parts(inputs, threads))
+}
+
+/// How many key ranges a merge of `inputs` on up to `threads` threads is cut into: one below
+/// [`PARALLEL_MERGE_MIN`] entries per part.
+fn merge_parts<S: Shard>(inputs: &[MergeInput<'_, S>], threads: usize) -> usize {
     let total: usize = inputs
         .iter()
         .map(|i| i.shard.len() + i.shard.tombstone_count())
         .sum();
-    merge_shards_split(
-        inputs,
-        bottom,
-        threads.min(total / PARALLEL_MERGE_MIN).max(1),
-    )
+    threads.min(total / PARALLEL_MERGE_MIN).max(1)
 }
 
 /// The merge of [`merge_shards_parallel`] cut into `parts` key ranges (fewer when the largest input has
 /// too few distinct keys to cut at), each merged on its own thread.
+#[cfg(test)]
 fn merge_shards_split<S: Shard>(
     inputs: &[MergeInput<'_, S>],
     bottom: bool,
@@ -166,8 +172,9 @@ fn split_ranges<S: Shard>(
         .collect())
 }
 
-/// The merge of [`merge_shards`] straight into columns (see `column_run`), on up to `threads` threads
-/// when large (as [`merge_shards_parallel`]), then every output record's key inserted into `key_filter` in
+/// The merge of `inputs` (newest first; `bottom`: the merge includes the oldest shard of the structure, so
+/// surviving tombstones have no target left and are dropped) straight into columns (see `column_run`), on
+/// up to `threads` threads when large, then every output record's key inserted into `key_filter` in
 /// one pass over the key column: no record vector, no copy into the shard's columns. `key_filter` must be
 /// sized for the output (the inputs' record count bounds it); records keep their weights only when
 /// `weighted`.
@@ -178,11 +185,7 @@ pub fn merge_shards_into_columns<S: Shard>(
     threads: usize,
     key_filter: &mut BloomFilter,
 ) -> Result<ColumnRun> {
-    let total: usize = inputs
-        .iter()
-        .map(|i| i.shard.len() + i.shard.tombstone_count())
-        .sum();
-    let parts = threads.min(total / PARALLEL_MERGE_MIN).max(1);
+    let parts = merge_parts(inputs, threads);
     merge_split_into_columns(inputs, bottom, weighted, parts, key_filter)
 }
 
@@ -205,17 +208,13 @@ fn merge_split_into_columns<S: Shard>(
         merge_ranges_into_columns(inputs, &ranges[j], bottom, weighted, &mut filter)
             .map(|run| (run, filter))
     });
-    let mut out = ColumnRun::default();
-    let mut first = true;
+    let mut parts = parts.into_iter();
+    let (mut out, filter) = parts.next().expect("two parts at least")?;
+    key_filter.union_with(&filter)?;
     for part in parts {
         let (run, filter) = part?;
         key_filter.union_with(&filter)?;
-        if first {
-            out = run;
-            first = false;
-        } else {
-            out.append(&run);
-        }
+        out.append(&run);
     }
     debug_assert!(out.is_well_formed());
     Ok(out)
@@ -272,6 +271,7 @@ fn tombstone_lower_bound<S: Shard>(shard: &S, key: u64) -> Result<usize> {
 }
 
 /// The merge of the entries of `inputs` within `ranges` (one per input), collected into a run.
+#[cfg(test)]
 fn merge_ranges<S: Shard>(
     inputs: &[MergeInput<'_, S>],
     ranges: &[InputRange],
@@ -301,9 +301,9 @@ pub enum Merged {
     Tombstone(u64),
 }
 
-/// The merge of [`merge_shards`], handing each output entry to `emit` instead of collecting a run: records
-/// in ascending key order, tombstones in ascending key order (a key with both gives its record first). A
-/// shard factory that writes files streams a merge this way without holding the run in memory.
+/// The merge of [`merge_shards_into_columns`], handing each output entry to `emit` instead of collecting
+/// it: records in ascending key order, tombstones in ascending key order (a key with both gives its record
+/// first). A shard factory that writes files streams a merge this way without holding the run in memory.
 pub fn merge_shards_with<S: Shard>(
     inputs: &[MergeInput<'_, S>],
     bottom: bool,

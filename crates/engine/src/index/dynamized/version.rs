@@ -12,11 +12,10 @@
 //! it in atomically.
 
 use super::buffer::MutableBuffer;
-use super::run::{PARALLEL_MERGE_MIN, SortedRun};
+use super::run::SortedRun;
 use super::shard::Shard;
 use super::tags::TagBits;
 use crate::algo::bloom::{BlockMask, BloomFilter, KeyHash, PREFETCH_DISTANCE};
-use crate::algo::on_threads;
 use crate::error::Result;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -289,33 +288,11 @@ fn filter_over(n: usize, keys: impl Iterator<Item = Result<u64>>, fpr: f64) -> R
 
 /// The filters of a shard built from `run`: over its record keys, and over its tombstones if it has any.
 pub fn filters_for_run(run: &SortedRun, fpr: f64) -> Result<(BloomFilter, Option<BloomFilter>)> {
-    filters_for_run_on(run, fpr, 1)
-}
-
-/// [`filters_for_run`] on up to `threads` threads: each fills a filter of the full size from its share of
-/// the keys and the filters are united (the same filter, bit for bit). Small runs stay on one thread.
-pub fn filters_for_run_on(
-    run: &SortedRun,
-    fpr: f64,
-    threads: usize,
-) -> Result<(BloomFilter, Option<BloomFilter>)> {
-    let n = run.records.len();
-    let parts = threads.min(n / PARALLEL_MERGE_MIN).max(1);
-    let keys = if parts == 1 {
-        filter_over(n, run.records.iter().map(|r| Ok(r.key)), fpr)?
-    } else {
-        let chunk = n.div_ceil(parts);
-        let filters = on_threads(parts, |j| {
-            let part = &run.records[(j * chunk).min(n)..((j + 1) * chunk).min(n)];
-            filter_over(n, part.iter().map(|r| Ok(r.key)), fpr)
-        });
-        let mut filters = filters.into_iter();
-        let mut keys = filters.next().expect("one part at least")?;
-        for f in filters {
-            keys.union_with(&f?)?;
-        }
-        keys
-    };
+    let keys = filter_over(
+        run.records.len(),
+        run.records.iter().map(|r| Ok(r.key)),
+        fpr,
+    )?;
     Ok((keys, tombstone_filter(&run.tombstones, fpr)?))
 }
 

@@ -59,16 +59,14 @@ fn lane_of(word: &AtomicU64, lane: usize) -> u16 {
     (word.load(Ordering::Relaxed) >> (lane * 16)) as u16
 }
 
-/// Chain length, tail state and the `moved` flag, packed in one word so a lookup reads them at once.
+/// Chain length and tail state, packed in one word so a lookup reads them at once.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Shape(u64);
 
 impl Shape {
-    pub fn new(chunks: usize, committed: usize, staged: usize, moved: bool) -> Shape {
+    pub fn new(chunks: usize, committed: usize, staged: usize) -> Shape {
         debug_assert!((1..=MAX_CHAIN).contains(&chunks) && committed + staged <= CHUNK_SLOTS);
-        Shape(
-            chunks as u64 | (committed as u64) << 8 | (staged as u64) << 16 | (moved as u64) << 24,
-        )
+        Shape(chunks as u64 | (committed as u64) << 8 | (staged as u64) << 16)
     }
     /// Chunks of the chain (≥ 1: an empty bucket has an empty tail, home chunk 0).
     pub fn chunks(self) -> usize {
@@ -79,10 +77,6 @@ impl Shape {
     }
     pub fn staged(self) -> usize {
         (self.0 >> 16 & 0xFF) as usize
-    }
-    /// Set once a doubling copied the bucket: its contents are frozen, writers go to the next generation.
-    pub fn moved(self) -> bool {
-        self.0 >> 24 & 1 == 1
     }
     /// Chain position of the tail chunk.
     pub fn tail(self) -> usize {
@@ -165,7 +159,7 @@ impl Default for Bucket {
     fn default() -> Self {
         Bucket {
             version: AtomicU64::new(0),
-            shape: AtomicU64::new(Shape::new(1, 0, 0, false).0),
+            shape: AtomicU64::new(Shape::new(1, 0, 0).0),
             live: Default::default(),
             fps: std::array::from_fn(|_| AtomicU64::new(0)),
             tail_keys: Default::default(),
@@ -433,7 +427,7 @@ mod tests {
     fn find_live_sees_only_live_matching_slots() {
         let pool = Pool::new(4);
         let b = Bucket::default();
-        b.set_shape(Shape::new(HOME_CHUNKS + 1, 3, 0, false));
+        b.set_shape(Shape::new(HOME_CHUNKS + 1, 3, 0));
         b.set_overflow(HOME_CHUNKS, 2);
         let fill = b.shape().fill();
         for p in 0..fill {

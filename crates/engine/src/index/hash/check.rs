@@ -58,9 +58,6 @@ impl<P: Pm> HashIndex<P> {
                 fresh.buckets[b as usize].writer.lock(),
             );
             let (shape, pm_shape) = (bucket.shape(), pm_b.shape());
-            if shape.moved() {
-                return fail("marked moved in the current generation".into());
-            }
             // A tail with nothing committed yet is not in PM: PM's chain ends with the full chunk before it.
             let fresh_tail = w.tail_head.count() == 0 && shape.chunks() > 1;
             let (chunks, committed, head) = if fresh_tail {

@@ -147,5 +147,5 @@ pub(super) fn place_records(
     for (i, &(k, v)) in records[tail_start.min(records.len())..].iter().enumerate() {
         bucket.set_tail_slot(i, k, v);
     }
-    bucket.set_shape(Shape::new(chunks, in_tail, 0, false));
+    bucket.set_shape(Shape::new(chunks, in_tail, 0));
 }

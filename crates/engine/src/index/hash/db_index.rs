@@ -65,9 +65,8 @@ pub struct HashDbIndex {
     inner: RwLock<Inner>,
     /// A write failed after it started changing the region: refuse everything until reopened.
     broken: AtomicBool,
-    /// Values are bytes (in `hash.values`), not `u64`s.
-    bytes_values: bool,
-    /// `hash.values` (bytes values), for the write-back ahead of a checkpoint, which takes no lock.
+    /// `hash.values` when values are bytes (not `u64`s), for the write-back ahead of a checkpoint, which
+    /// takes no lock.
     values_region: Option<Arc<RegionFile>>,
     /// The seqno `begin_checkpoint` sealed, until `finish_checkpoint` writes it.
     sealed: Mutex<Option<u64>>,
@@ -238,7 +237,6 @@ impl HashDbIndex {
         region.advise_random();
         HashDbIndex {
             region,
-            bytes_values: inner.values.is_some(),
             values_region: inner.values.as_ref().map(|v| v.region().clone()),
             sealed: Mutex::new(None),
             inner: RwLock::new(inner),
@@ -375,10 +373,10 @@ impl OrderedIndex for HashDbIndex {
     /// Refuses merges, weights and values of the wrong size, and a batch the region (or the value log, which
     /// is cleaned here if need be) has no room for — before the shell logs it, so a logged batch always fits.
     fn validate_batch(&self, ops: &[WriteOp]) -> Result<()> {
-        let batch = decode(ops, self.bytes_values)?;
+        let batch = decode(ops, self.values_region.is_some())?;
         self.usable()?;
         self.reserve(puts(&batch))?;
-        if self.bytes_values {
+        if self.values_region.is_some() {
             let mut inner = self.inner.write();
             self.usable()?;
             self.value_room(&mut inner, &batch)?;
@@ -387,7 +385,7 @@ impl OrderedIndex for HashDbIndex {
     }
 
     fn apply(&self, ops: &[WriteOp]) -> Result<()> {
-        let batch = decode(ops, self.bytes_values)?;
+        let batch = decode(ops, self.values_region.is_some())?;
         let mut inner = self.inner.write();
         self.usable()?;
         let end = inner.room_for(&self.region, puts(&batch))?;

@@ -145,12 +145,12 @@ impl DbValues {
         self.region.take_failure()
     }
 
-    /// Makes the file durable.
     /// The file `hash.values`.
     pub fn region(&self) -> &Arc<RegionFile> {
         &self.region
     }
 
+    /// Makes the file durable.
     pub fn sync(&self) -> Result<()> {
         self.region.sync()?;
         self.region.take_failure()

@@ -347,17 +347,19 @@ impl<P: Pm> HashIndex<P> {
             }
             let check = added > 0 && self.due_fullness_check(g, &mut log);
             drop(log);
-            if check && self.over_full_with(g, self.fullness_margin(g)) {
-                // The write is done and durable: a region too small to double in does not fail it.
-                match self.start_growing(g) {
-                    Err(Error::ResourceExhausted(_)) | Ok(()) => {}
-                    Err(e) => return Err(e),
+            // While a doubling of `g` runs, starting one does nothing: skip the resize lock.
+            if check && g.next_generation().is_none() {
+                let load = self.len() + self.fullness_margin(g);
+                if load * 8 > Self::slots(&g.layout) * 7 {
+                    // The write is done and durable: a region too small to double in does not fail it.
+                    match self.start_growing(g) {
+                        Err(Error::ResourceExhausted(_)) | Ok(()) => {}
+                        Err(e) => return Err(e),
+                    }
+                } else if load * 4 > Self::slots(&g.layout) * 3 {
+                    // 3/4 full: make the next generation's DRAM state ahead of the doubling.
+                    self.prepare_next(g);
                 }
-            } else if check
-                && (self.len() + self.fullness_margin(g)) * 4 > Self::slots(&g.layout) * 3
-            {
-                // 3/4 full: make the next generation's DRAM state ahead of the doubling.
-                self.prepare_next(g);
             }
             if !self.current().next.load(Ordering::Relaxed).is_null() {
                 self.grow_step()?;

@@ -317,7 +317,7 @@ pub(super) fn scan_bucket<P: Pm>(
     for (i, &(k, v)) in slots[tail_start.min(slots.len())..].iter().enumerate() {
         bucket.set_tail_slot(i, k, v);
     }
-    bucket.set_shape(Shape::new(chunks, last.count(), 0, false));
+    bucket.set_shape(Shape::new(chunks, last.count(), 0));
     *bucket.writer.lock() = Writer {
         seq: heads.iter().map(|(_, h)| h.seq()).max().unwrap_or(0),
         tail_head: last,

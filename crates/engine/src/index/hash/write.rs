@@ -183,7 +183,7 @@ impl<P: Pm> HashIndex<P> {
                 w.pins[i] = pin;
                 staged_n += 1;
             }
-            bucket.set_shape(Shape::new(shape.chunks(), committed, staged_n, false));
+            bucket.set_shape(Shape::new(shape.chunks(), committed, staged_n));
         });
         let shape = bucket.shape();
         if shape.tail_used() == CHUNK_SLOTS || shape.staged() >= self.dbucket_slots {
@@ -302,7 +302,7 @@ impl<P: Pm> HashIndex<P> {
         }
         w.tail_head = head;
         w.shadows = 0;
-        bucket.set_shape(Shape::new(shape.chunks(), used, 0, false));
+        bucket.set_shape(Shape::new(shape.chunks(), used, 0));
         Ok(())
     }
 
@@ -333,7 +333,7 @@ impl<P: Pm> HashIndex<P> {
                     seq: w.seq,
                     ..Writer::default()
                 };
-                bucket.edit(|| bucket.set_shape(Shape::new(chunks + 1, 0, 0, false)));
+                bucket.edit(|| bucket.set_shape(Shape::new(chunks + 1, 0, 0)));
             };
             if chunks < HOME_CHUNKS {
                 start_next(w);
@@ -370,7 +370,7 @@ impl<P: Pm> HashIndex<P> {
     /// D-buckets are written back fuller) and an append always finds room.
     pub(super) fn free_log_space(&self, g: &Generation, log: &mut Log) -> Result<()> {
         let cap = log.capacity();
-        if log.head - log.durable_tail < cap - cap / 8 && log.has_room() {
+        if log.head - log.durable_tail < cap - cap / 8 {
             return Ok(());
         }
         let target = log.durable_tail + (cap / 64).max(1);
