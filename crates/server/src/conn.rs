@@ -335,9 +335,9 @@ async fn run_pipeline(
     direct.resize_with(parts, Vec::new);
     let cache = shared.store.cache().map(|c| &**c);
     // Each command's sketch counters are asked for before planning, so the sketch misses of a pipeline's
-    // keys overlap (in `bytes` mode a command's key, its second argument, is the key the sketch counts).
+    // keys overlap with each other and with the planning (in `bytes` mode a command's key, its second
+    // argument, is the key the sketch counts). A pipeline of one command too: its miss overlaps its plan.
     if let Some(cache) = cache
-        && commands.len() > 1
         && shared.store.layout().key_mode == crate::store::KeyMode::Bytes
     {
         for key in commands.iter().filter_map(|args| args.get(1)) {
