@@ -24,7 +24,7 @@
 use crate::cache::Served;
 use crate::command::{self, OpResults, Plan, Session, Shared};
 use crate::resp::{Limits, Parsed, Protocol, Reply, parse_request};
-use crate::store::{Job, Op, OpResult};
+use crate::store::{Job, JobOps, Op, OpResult};
 use crate::turn_reads;
 use bytes::{Bytes, BytesMut};
 use smallvec::SmallVec;
@@ -192,12 +192,14 @@ struct Scratch {
     /// Hashes of the keys queued at partitions (xxh3 values already: the table uses them as they are).
     queued: hashbrown::HashTable<u64>,
     /// Per partition: the operations of its job (handed over with the job), and where each one's result goes.
-    per_part: Vec<Vec<Op>>,
+    per_part: Vec<JobOps>,
     slots: Vec<Vec<(usize, usize)>>,
     /// Per partition: the point reads answered on this thread, in one batch after planning.
     direct: Vec<Vec<DirectRead>>,
     /// The reads handed to the loop's turn batch: where each one's result goes, and whether it is an EXISTS.
     joined: Vec<((usize, usize), bool)>,
+    /// Results of every routed plan, by plan then by operation.
+    results: Vec<OpResults>,
 }
 
 /// A point read answered from a partition's database on this thread: where its result goes, its key, and
@@ -320,6 +322,7 @@ async fn run_pipeline(
         slots,
         direct,
         joined,
+        results,
     } = scratch;
     shared
         .total_commands
@@ -327,14 +330,14 @@ async fn run_pipeline(
     let parts = shared.store.partitions();
 
     // Per partition: its operations, and for each, (plan index, index among the plan's operations).
-    per_part.resize_with(parts, Vec::new);
+    per_part.resize_with(parts, JobOps::new);
     slots.resize_with(parts, Vec::new);
     direct.resize_with(parts, Vec::new);
     let cache = shared.store.cache().map(|c| &**c);
     // Each command's sketch counters are asked for before planning, so the sketch misses of a pipeline's
-    // keys overlap (in `bytes` mode a command's key, its second argument, is the key the sketch counts).
+    // keys overlap with each other and with the planning (in `bytes` mode a command's key, its second
+    // argument, is the key the sketch counts). A pipeline of one command too: its miss overlaps its plan.
     if let Some(cache) = cache
-        && commands.len() > 1
         && shared.store.layout().key_mode == crate::store::KeyMode::Bytes
     {
         for key in commands.iter().filter_map(|args| args.get(1)) {
@@ -421,20 +424,17 @@ async fn run_pipeline(
         plans.push(plan);
     }
     answer_last_direct_reads(shared, direct, joined, early).await;
-    // Results of every routed plan, by plan then by operation.
-    let mut results: Vec<OpResults> = plans
-        .iter()
-        .map(|p| match p {
-            Planned::Routed(n, _) => smallvec::smallvec![no_answer(); *n],
-            Planned::Now(_) => OpResults::new(),
-        })
-        .collect();
+    results.clear();
+    results.extend(plans.iter().map(|p| match p {
+        Planned::Routed(n, _) => smallvec::smallvec![no_answer(); *n],
+        Planned::Now(_) => OpResults::new(),
+    }));
     for ((i, j), r) in early.drain(..) {
         results[i][j] = r;
     }
     queued.clear();
     commands.clear();
-    ticket = ticket.max(run_jobs(shared, per_part, slots, &mut results).await);
+    ticket = ticket.max(run_jobs(shared, per_part, slots, results).await);
     // Writes answered by the cache are acknowledged once their log records are durable.
     if ticket > 0
         && let Some(cache) = cache
@@ -448,9 +448,9 @@ async fn run_pipeline(
         .iter()
         .any(|p| matches!(p, Planned::Routed(_, f) if command::has_next_round(f)))
     {
-        second_rounds(shared, plans, &mut results).await;
+        second_rounds(shared, plans, results).await;
     }
-    for (plan, res) in plans.drain(..).zip(results) {
+    for (plan, res) in plans.drain(..).zip(results.drain(..)) {
         let reply = match plan {
             Planned::Now(r) => r,
             Planned::Routed(_, finish) => command::finish(shared, &finish, res),
@@ -468,7 +468,7 @@ fn no_answer() -> OpResult {
 /// and `slots` empty (their outer capacity stays).
 async fn run_jobs(
     shared: &Shared,
-    per_part: &mut [Vec<Op>],
+    per_part: &mut [JobOps],
     slots: &mut [Vec<(usize, usize)>],
     results: &mut [OpResults],
 ) -> u64 {
@@ -534,7 +534,7 @@ async fn run_jobs(
 /// new finish), replacing their results.
 async fn second_rounds(shared: &Shared, plans: &mut [Planned], results: &mut [OpResults]) {
     let parts = shared.store.partitions();
-    let mut per_part: Vec<Vec<Op>> = vec![Vec::new(); parts];
+    let mut per_part: Vec<JobOps> = vec![JobOps::new(); parts];
     let mut slots: Vec<Vec<(usize, usize)>> = vec![Vec::new(); parts];
     for (i, plan) in plans.iter_mut().enumerate() {
         let Planned::Routed(n, finish) = plan else {

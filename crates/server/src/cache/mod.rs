@@ -22,7 +22,10 @@
 //!   delete the older generations once the partitions have made the values durable.
 //!
 //! Cost: a cached operation is a shard lock, a hash lookup and (writes) a log append; an uncached one adds
-//! four sketch counters. Eviction is approximate LFU: the least used of [`EVICTION_SAMPLES`] sampled entries.
+//! four sketch counters. An operation on a key that was never cached usually takes no lock and no lookup: a
+//! bit filter of the keys ever populated (one bit per hash, set before the entry can be seen, never cleared;
+//! 16 KiB, so it stays in the CPU's caches where the shards' tables do not) answers "not cached" first.
+//! Eviction is approximate LFU: the least used of [`EVICTION_SAMPLES`] sampled entries.
 
 pub mod log;
 mod sketch;
@@ -45,6 +48,19 @@ pub const HOT_OVER_MEAN: u64 = 4;
 /// Entries sampled to pick an eviction victim.
 pub const EVICTION_SAMPLES: usize = 10;
 const SHARDS: usize = 64;
+/// Bits of the filter of keys that may be cached (module doc).
+const MAYBE_BITS: usize = 1 << 17;
+
+/// The key hash the shards and the filter are picked by.
+fn key_hash(key: &[u8]) -> u64 {
+    xxhash_rust::xxh3::xxh3_64(key)
+}
+
+/// The filter word and bit of a key hash (bits above the shard's).
+fn maybe_bit(h: u64) -> (usize, u64) {
+    let b = (h >> SHARDS.trailing_zeros()) as usize & (MAYBE_BITS - 1);
+    (b / 64, 1 << (b % 64))
+}
 
 /// How the cache is sized and when a key is hot.
 #[derive(Debug, Clone)]
@@ -93,6 +109,8 @@ pub struct CacheCounters {
 pub struct HotCache {
     config: CacheConfig,
     shards: Vec<Mutex<HashMap<Vec<u8>, Entry, Xxh3DefaultBuilder>>>,
+    /// A key's bit ([`maybe_bit`]) is set before it is first populated: a clear bit means not cached.
+    maybe_cached: Box<[AtomicU64]>,
     sketch: CountMin,
     /// Keys with a population queued (so a hot key is populated once).
     populating: Mutex<HashSet<Vec<u8>>>,
@@ -132,6 +150,7 @@ impl HotCache {
             shards: (0..SHARDS)
                 .map(|_| Mutex::new(HashMap::default()))
                 .collect(),
+            maybe_cached: (0..MAYBE_BITS / 64).map(|_| AtomicU64::new(0)).collect(),
             sketch: CountMin::default(),
             populating: Mutex::new(HashSet::new()),
             dirty: (0..partitions).map(|_| Mutex::new(Vec::new())).collect(),
@@ -146,7 +165,11 @@ impl HotCache {
     }
 
     fn shard(&self, key: &[u8]) -> &Mutex<HashMap<Vec<u8>, Entry, Xxh3DefaultBuilder>> {
-        &self.shards[(xxhash_rust::xxh3::xxh3_64(key) as usize) % SHARDS]
+        self.shard_of(key_hash(key))
+    }
+
+    fn shard_of(&self, h: u64) -> &Mutex<HashMap<Vec<u8>, Entry, Xxh3DefaultBuilder>> {
+        &self.shards[(h as usize) % SHARDS]
     }
 
     /// Entries now.
@@ -214,7 +237,14 @@ impl HotCache {
         if self.len.load(Ordering::Acquire) == 0 {
             return Served::NotCached;
         }
-        let mut shard = self.shard(key).lock();
+        // Likewise a key whose filter bit is clear was never populated (the bit is set before the entry can
+        // be seen).
+        let h = key_hash(key);
+        let (word, bit) = maybe_bit(h);
+        if self.maybe_cached[word].load(Ordering::Acquire) & bit == 0 {
+            return Served::NotCached;
+        }
+        let mut shard = self.shard_of(h).lock();
         let Some(e) = shard.get_mut(key) else {
             return Served::NotCached;
         };
@@ -330,11 +360,15 @@ impl HotCache {
         }
         self.populating.lock().remove(key);
         let len = {
-            let mut shard = self.shard(key).lock();
+            let h = key_hash(key);
+            let mut shard = self.shard_of(h).lock();
             if shard.contains_key(key) {
                 return None;
             }
-            // Counted before the entry can be seen, so a count of 0 means nothing is cached (`serve`).
+            // Counted and marked in the filter before the entry can be seen, so a count of 0 or a clear bit
+            // means not cached (`serve`).
+            let (word, bit) = maybe_bit(h);
+            self.maybe_cached[word].fetch_or(bit, Ordering::AcqRel);
             let len = self.len.fetch_add(1, Ordering::AcqRel) + 1;
             shard.insert(
                 key.to_vec(),
@@ -457,5 +491,51 @@ pub fn op_key(op: &Op) -> Option<&[u8]> {
         Op::Get(k) | Op::Exists(k) | Op::Del(k) => Some(k),
         Op::Set { key, .. } | Op::Incr { key, .. } | Op::Append { key, .. } => Some(key),
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every populated key is served (the filter never hides a cached key), including keys that share a
+    /// filter bit with others and keys populated again after an eviction; keys never populated are not.
+    #[test]
+    fn the_filter_never_hides_a_cached_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = CacheConfig {
+            capacity: 100_000,
+            ..CacheConfig::default()
+        };
+        let cache = HotCache::new(config, dir.path(), 1, 0, 2, Durability::None).unwrap();
+        let key = |i: u32| format!("key:{i:012}").into_bytes();
+        let get = |i: u32| Op::Get(key(i));
+        for i in 0..20_000 {
+            assert!(cache.populate(&key(i), Some(vec![1]), 0).is_none());
+        }
+        for i in 0..20_000 {
+            assert!(
+                matches!(
+                    cache.serve(&get(i)),
+                    Served::Done(OpResult::Value(Some(_)), _)
+                ),
+                "key {i} was populated"
+            );
+        }
+        let missed = (20_000..40_000)
+            .filter(|&i| matches!(cache.serve(&get(i)), Served::NotCached))
+            .count();
+        assert_eq!(missed, 20_000, "keys never populated are not served");
+        // Out and in again.
+        assert_eq!(
+            cache.take_for_eviction(&key(7), |_| Ok(())),
+            Ok(Some(false))
+        );
+        assert!(matches!(cache.serve(&get(7)), Served::NotCached));
+        assert!(cache.populate(&key(7), Some(vec![2]), 0).is_none());
+        assert!(matches!(
+            cache.serve(&get(7)),
+            Served::Done(OpResult::Value(Some(v)), _) if v == [2]
+        ));
     }
 }

@@ -10,10 +10,20 @@
 //! The parser returns the *positions* of the arguments in the buffer, so the caller can freeze the consumed
 //! bytes once and hand out zero-copy slices.
 //!
-//! Cost: one pass over the command's header lines; the bulk payloads are skipped, not scanned. A command
-//! that is not complete yet is parsed again from its start when more bytes arrive (its header lines only).
+//! Cost: one pass over the command's header lines; the bulk payloads are skipped, not scanned. A header
+//! line in the usual form (`<tag>`, digits, CRLF) is read in one loop over its digits; any other line takes
+//! the general path, which finds the line's end first and reports what is wrong with it. A command of up to
+//! [`INLINE_ARGS`] arguments allocates nothing. A command that is not complete yet is parsed again from its
+//! start when more bytes arrive (its header lines only).
 
+use smallvec::SmallVec;
 use std::ops::Range;
+
+/// Commands with at most this many arguments keep their ranges inline (no allocation).
+pub const INLINE_ARGS: usize = 4;
+
+/// The byte ranges of a command's arguments in its buffer.
+pub type ArgRanges = SmallVec<[Range<usize>; INLINE_ARGS]>;
 
 /// Bounds on what one request may claim.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,10 +62,7 @@ pub enum Parsed {
     /// The buffer holds only part of a command: read more.
     Incomplete,
     /// A command: its arguments' byte ranges in the buffer, and the bytes it took (drop them).
-    Command {
-        args: Vec<Range<usize>>,
-        consumed: usize,
-    },
+    Command { args: ArgRanges, consumed: usize },
     /// An empty inline line or an empty array (`*0`, `*-1`): nothing to run; drop `consumed` bytes.
     Nothing { consumed: usize },
 }
@@ -85,7 +92,48 @@ fn header_int(buf: &[u8], from: usize, to: usize, what: &str) -> Result<i64, Pro
 }
 
 /// Reads a header line `<tag><int>\r\n` at `at`: `Ok(None)` if incomplete, else (value, index after the line).
+#[inline]
 fn header(
+    buf: &[u8],
+    at: usize,
+    tag: u8,
+    what: &str,
+    max_line: usize,
+) -> Result<Option<(i64, usize)>, ProtocolError> {
+    clean_header(buf, at, tag).map_or_else(
+        || general_header(buf, at, tag, what, max_line),
+        |h| Ok(Some(h)),
+    )
+}
+
+/// The usual header line at `at`: `tag`, an optional `-`, 1 to 18 digits, CRLF; its value and the index
+/// after it. `None` for anything else (incomplete, malformed, or longer), which [`general_header`] reads:
+/// on a line of this form both give the same value.
+#[inline]
+fn clean_header(buf: &[u8], at: usize, tag: u8) -> Option<(i64, usize)> {
+    let line = buf.get(at..)?;
+    if line.first() != Some(&tag) {
+        return None;
+    }
+    let neg = line.get(1) == Some(&b'-');
+    let first = 1 + usize::from(neg);
+    let mut v = 0i64;
+    let mut i = first;
+    while let Some(&d) = line.get(i) {
+        if !d.is_ascii_digit() || i - first == 18 {
+            break;
+        }
+        v = v * 10 + i64::from(d - b'0');
+        i += 1;
+    }
+    if i == first || line.get(i..i + 2) != Some(b"\r\n") {
+        return None;
+    }
+    Some((if neg { -v } else { v }, at + i + 2))
+}
+
+/// [`header`] for any line: finds its end, then checks its form.
+fn general_header(
     buf: &[u8],
     at: usize,
     tag: u8,
@@ -139,7 +187,10 @@ fn parse_array(buf: &[u8], limits: &Limits) -> Result<Parsed, ProtocolError> {
     if n > limits.max_args {
         return Err(ProtocolError("invalid multibulk length".into()));
     }
-    let mut args = Vec::with_capacity(n.min(1024));
+    let mut args = ArgRanges::new();
+    if n > INLINE_ARGS {
+        args.reserve_exact(n.min(1024));
+    }
     for _ in 0..n {
         let Some((len, start)) = header(buf, at, b'$', "bulk", MAX_HEADER_LINE)? else {
             return Ok(Parsed::Incomplete);
@@ -190,9 +241,9 @@ fn parse_inline(buf: &[u8], limits: &Limits) -> Result<Parsed, ProtocolError> {
 /// Splits an inline line into arguments at spaces and tabs. Double-quoted arguments are allowed but, unlike
 /// Redis, without escapes inside (an argument with spaces or binary bytes should be sent as RESP), and single
 /// quotes are ordinary characters; an unbalanced quote is an error.
-fn split_inline(buf: &[u8], to: usize) -> Result<Vec<Range<usize>>, ProtocolError> {
+fn split_inline(buf: &[u8], to: usize) -> Result<ArgRanges, ProtocolError> {
     let line = buf.get(..to).unwrap_or_default();
-    let mut args = Vec::new();
+    let mut args = ArgRanges::new();
     let mut i = 0;
     while i < line.len() {
         match line.get(i) {
@@ -310,6 +361,46 @@ mod tests {
             ),
             other => panic!("{other:?}"),
         }
+    }
+
+    /// The one-loop reading of a usual header line gives what the general one gives, on lines of every
+    /// form (clean, signed, too long, malformed, cut short).
+    #[test]
+    fn clean_header_lines_read_as_the_general_path_reads_them() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(7);
+        let mut clean = 0;
+        for _ in 0..50_000 {
+            let mut line = vec![b'$'];
+            const ALPHABET: &[u8] = b"0123456789012345678-\r\nx";
+            for _ in 0..rng.random_range(0..24) {
+                line.push(ALPHABET[rng.random_range(0..ALPHABET.len())]);
+            }
+            if rng.random_bool(0.7) {
+                line.extend_from_slice(b"\r\n");
+            }
+            let general = general_header(&line, 0, b'$', "bulk", MAX_HEADER_LINE);
+            if let Some(h) = clean_header(&line, 0, b'$') {
+                clean += 1;
+                assert_eq!(general, Ok(Some(h)), "{:?}", String::from_utf8_lossy(&line));
+            }
+            assert_eq!(
+                header(&line, 0, b'$', "bulk", MAX_HEADER_LINE),
+                general,
+                "{:?}",
+                String::from_utf8_lossy(&line)
+            );
+        }
+        assert!(clean > 1_000, "the clean form was generated {clean} times");
+        assert_eq!(clean_header(b"$-12\r\n", 0, b'$'), Some((-12, 6)));
+        assert_eq!(clean_header(b"x$5\r\n", 1, b'$'), Some((5, 5)));
+        assert_eq!(
+            clean_header(b"$999999999999999999\r\n", 0, b'$'),
+            Some((999_999_999_999_999_999, 21))
+        );
+        assert_eq!(clean_header(b"$1000000000000000000\r\n", 0, b'$'), None);
+        assert_eq!(clean_header(b"$-\r\n", 0, b'$'), None);
+        assert_eq!(clean_header(b"$5\r", 0, b'$'), None);
     }
 
     #[test]

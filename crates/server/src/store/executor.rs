@@ -17,7 +17,7 @@
 //! so either the runner sees the job, or the submitter's try of the lock comes after the runner released it.
 //! Jobs run in queue order, so one connection's jobs at a partition run in the order it sent them.
 
-use super::worker::{Job, OpResult, Worker};
+use super::worker::{Job, JobResults, Worker};
 use super::{MAX_GROUP, Op};
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use parking_lot::Mutex;
@@ -112,7 +112,7 @@ impl Executor {
 
     /// Runs queued jobs while this thread can take the worker lock and there are jobs `runner` may run.
     fn run(&self, runner: Runner) {
-        let mut group: Vec<(Job, Vec<OpResult>)> = Vec::new();
+        let mut group: Vec<(Job, JobResults)> = Vec::new();
         loop {
             let Some(mut worker) = self.worker.try_lock() else {
                 // Whoever holds the lock looks at the queue after releasing it.
@@ -146,7 +146,7 @@ impl Executor {
 
     /// Moves up to [`MAX_GROUP`] jobs from the queue into `group`; a connection's thread stops before a job
     /// it must leave to the partition's thread. Returns whether it stopped at such a job.
-    fn take_group(&self, runner: Runner, group: &mut Vec<(Job, Vec<OpResult>)>) -> bool {
+    fn take_group(&self, runner: Runner, group: &mut Vec<(Job, JobResults)>) -> bool {
         let mut queue = self.queue.lock();
         while group.len() < MAX_GROUP {
             match queue.front() {
@@ -157,7 +157,7 @@ impl Executor {
                 Some(_) => {}
             }
             if let Some(job) = queue.pop_front() {
-                group.push((job, Vec::new()));
+                group.push((job, JobResults::new()));
             }
         }
         false
@@ -230,7 +230,7 @@ fn runs_long(op: &Op) -> bool {
 mod tests {
     use super::*;
     use crate::store::worker::{JobReply, Peers};
-    use crate::store::{PartitionCounters, SetCondition};
+    use crate::store::{OpResult, PartitionCounters, SetCondition};
     use std::sync::Arc;
     use std::time::Duration;
     use strata::{Config, Durability, Options, RawDb, TypeKind};
@@ -296,7 +296,7 @@ mod tests {
         exec.run_queued();
         for rx in replies {
             assert_eq!(
-                rx.blocking_recv().unwrap().results,
+                rx.blocking_recv().unwrap().results.into_vec(),
                 vec![OpResult::Written(true)]
             );
         }
@@ -310,7 +310,13 @@ mod tests {
 
     fn job(ops: Vec<Op>) -> (Job, tokio::sync::oneshot::Receiver<JobReply>) {
         let (reply, rx) = tokio::sync::oneshot::channel();
-        (Job { ops, reply }, rx)
+        (
+            Job {
+                ops: ops.into(),
+                reply,
+            },
+            rx,
+        )
     }
 
     /// Many threads submit point (and range) jobs at once: every job is answered (none is left in the queue
@@ -418,8 +424,8 @@ mod tests {
         // Both jobs queued before anyone runs them: one group, one commit.
         exec.queue.lock().extend([first, second]);
         exec.run(Runner::Connection);
-        let r1 = rx1.blocking_recv().unwrap().results;
-        let r2 = rx2.blocking_recv().unwrap().results;
+        let r1 = rx1.blocking_recv().unwrap().results.into_vec();
+        let r2 = rx2.blocking_recv().unwrap().results.into_vec();
         assert_eq!(
             r1,
             vec![

@@ -31,7 +31,7 @@ mod snapshot;
 mod worker;
 
 pub use layout::{KeyMode, Layout, Partitioning};
-pub use worker::{BACKGROUND_SYNC, Job, JobReply, Op, OpResult, SetCondition};
+pub use worker::{BACKGROUND_SYNC, Job, JobOps, JobReply, JobResults, Op, OpResult, SetCondition};
 pub(crate) use worker::{counter_bytes, incr, writes};
 
 use crate::cache::{CacheConfig, HotCache};

@@ -24,7 +24,7 @@ pub(crate) fn take(
     for (p, exec) in partitions.read().iter().enumerate() {
         let (reply, rx) = tokio::sync::oneshot::channel();
         exec.submit(Job {
-            ops: vec![Op::FlushCached],
+            ops: smallvec::smallvec![Op::FlushCached],
             reply,
         })
         .map_err(|_| ServerError::Engine(format!("partition {p} has stopped")))?;

@@ -108,14 +108,19 @@ pub enum OpResult {
 /// given to the client (0: none).
 #[derive(Debug, Default)]
 pub struct JobReply {
-    pub results: Vec<OpResult>,
+    pub results: JobResults,
     pub ticket: u64,
 }
+
+/// A job's operations: one is held inline (a pipeline of depth 1 allocates no vector for its job).
+pub type JobOps = smallvec::SmallVec<[Op; 1]>;
+/// A job's answers, one per operation: one is held inline.
+pub type JobResults = smallvec::SmallVec<[OpResult; 1]>;
 
 /// A batch of operations for one partition and where to send their answers (in the same order).
 #[derive(Debug)]
 pub struct Job {
-    pub ops: Vec<Op>,
+    pub ops: JobOps,
     pub reply: tokio::sync::oneshot::Sender<JobReply>,
 }
 
@@ -176,7 +181,7 @@ impl Worker {
 
     /// Runs a group of jobs: every operation in order, then one commit of their writes, then the answers
     /// (every answer of the group becomes the commit's error if it failed). Leaves `group` empty.
-    pub(super) fn run_group(&mut self, group: &mut Vec<(Job, Vec<OpResult>)>) {
+    pub(super) fn run_group(&mut self, group: &mut Vec<(Job, JobResults)>) {
         let start = self.pacer.is_some().then(Instant::now);
         let mut commit_error = None;
         let mut tickets = Vec::with_capacity(group.len());
@@ -418,7 +423,7 @@ impl Worker {
                     } else if let Some(q) = self.peers.partitions.read().get(p) {
                         let (reply, _) = tokio::sync::oneshot::channel();
                         q.submit_to_thread(Job {
-                            ops: vec![Op::Evict(victim)],
+                            ops: smallvec::smallvec![Op::Evict(victim)],
                             reply,
                         });
                     }
