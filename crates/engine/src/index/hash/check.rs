@@ -3,9 +3,10 @@
 
 use std::collections::HashSet;
 
+use super::bucket::GROUP;
 use super::generation::Generation;
 use super::index::HashIndex;
-use super::layout::{CHUNK_SLOTS, corruption, fingerprint, hash};
+use super::layout::{CHUNK_SLOTS, HOME_SLOTS, corruption, fingerprint, hash};
 use super::recover::{scan_bucket, scan_pool};
 use super::write::PIN_LSN;
 use crate::error::Result;
@@ -118,6 +119,13 @@ impl<P: Pm> HashIndex<P> {
                 let want = pm_b.is_live(&fresh.pool, p) && !staged_keys.contains(&k);
                 if bucket.is_live(&g.pool, p) != want {
                     return fail(format!("live bit of slot {p} is not {want}"));
+                }
+            }
+            // The summary names the group of every home slot in use (lookups scan only those groups).
+            for p in 0..shape.fill().min(HOME_SLOTS) {
+                let fp = bucket.fp(&g.pool, p);
+                if bucket.summary(fp) >> (p / GROUP) & 1 == 0 {
+                    return fail(format!("summary misses slot {p} (fingerprint {fp:#x})"));
                 }
             }
             live_total += bucket.live_count(&g.pool);

@@ -5,9 +5,8 @@
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
 
 use super::bucket::{Bucket, Pool, Shape};
-use super::format::le;
 use super::index::Padded;
-use super::layout::{Gen, HOME_CHUNKS, SLOT_BYTES, slot_off};
+use super::layout::{BUCKET_BYTES, Gen, HOME_CHUNKS, slot_off};
 use super::log::Log;
 use super::spin::SpinMutex;
 use crate::error::Result;
@@ -28,6 +27,10 @@ pub struct Generation {
     pub moved: AtomicU64,
     /// `next` replaced this generation: nothing may write its space (set holding every one of its logs).
     pub retired: AtomicBool,
+    /// `layout.bucket_off(0)` and `layout.pool_off()`, kept so that a lookup's slot offset is two
+    /// multiply-adds, not the layout's chain of rounded sizes.
+    home_base: u64,
+    pool_base: u64,
 }
 
 /// `n` empty buckets, in memory the kernel is asked to back with transparent huge pages before it is first
@@ -53,6 +56,8 @@ impl Generation {
             next: AtomicPtr::new(std::ptr::null_mut()),
             moved: AtomicU64::new(0),
             retired: AtomicBool::new(false),
+            home_base: layout.bucket_off(0),
+            pool_base: layout.pool_off(),
         }
     }
 
@@ -97,9 +102,9 @@ impl Generation {
     #[inline]
     pub fn chunk_off(&self, b: u64, bucket: &Bucket, pos: usize) -> u64 {
         if pos < HOME_CHUNKS {
-            self.layout.home_chunk(b, pos)
+            self.home_base + b * BUCKET_BYTES + pos as u64 * XPLINE
         } else {
-            self.layout.pool_chunk(u64::from(bucket.overflow(pos)))
+            self.pool_base + u64::from(bucket.overflow(pos)) * XPLINE
         }
     }
 
@@ -129,9 +134,7 @@ impl Generation {
             return Ok(bucket.tail_slot(p - start));
         }
         let chunk = self.chunk_off(b, bucket, p / super::layout::CHUNK_SLOTS);
-        let mut buf = [0u8; SLOT_BYTES as usize];
-        pm.read(slot_off(chunk, p % super::layout::CHUNK_SLOTS), &mut buf)?;
-        Ok((le(&buf), le(&buf[8..])))
+        pm.read_pair(slot_off(chunk, p % super::layout::CHUNK_SLOTS))
     }
 
     /// Bytes of DRAM the generation holds (buckets, pool mirror, log rings).

@@ -266,7 +266,7 @@ impl<P: Pm> HashIndex<P> {
             let g = self.current();
             let b = h & g.layout.mask();
             let bucket = &g.buckets[b as usize];
-            bucket.prefetch(Bucket::HEAD_LINES);
+            bucket.prefetch_lookup(fp);
             let v = bucket.read_begin();
             let shape = bucket.shape();
             let found = bucket.find_live(&g.pool, shape, fp, |p| {

@@ -65,10 +65,13 @@
 //!    tail: records above their bucket's committed `seq`, per bucket in `seq` order.
 //!
 //! ## Cost model
-//! * Every operation first prefetches its bucket's DRAM lines (a lookup the 9 lines up to the last
-//!   fingerprint word, a write the whole 1 KiB), so their misses overlap.
-//! * **Hit**: DRAM fingerprint scan of one bucket, then one 16 B PM read per live fingerprint match
-//!   (false matches ≈ live slots ÷ 65,536); a key still in the D-bucket is read from DRAM.
+//! * Every operation first prefetches its bucket's DRAM lines (a lookup line 0, its summary line and the 8
+//!   fingerprint lines; a write the whole bucket), so their misses overlap.
+//! * **Hit**: the bucket's **summary** (per fingerprint class of 128, the 16-slot groups holding one)
+//!   names the groups to compare, about 1 + 0.12 per other group in use; then one 16 B PM read (two word
+//!   loads) per live fingerprint match (false matches ≈ live slots ÷ 65,536); a key still in the D-bucket
+//!   is read from DRAM. About 120 instructions with no branch on the number of groups up to two (`fpscan`),
+//!   so the CPU runs ahead into the next lookup and their misses overlap.
 //! * **Miss**: no PM access unless a fingerprint matches falsely.
 //! * **Write**: one 32 B log append persisted, plus 1/15 of a whole-XPLine chunk write and its commit
 //!   word; no PM read unless the key's fingerprint matches a live committed slot (an update).
