@@ -88,8 +88,10 @@ fn main() -> strata::Result<()> {
     let idx = if run_elimda {
         let bytes = (n as u64 * 256 + (64 << 20)).next_multiple_of(1 << 20);
         let region = MmapRegion::anonymous(bytes, PersistMode::Eadr)?;
-        let _ = pbucket;
-        let config = HashConfig::default();
+        let config = HashConfig {
+            pbucket_bytes: pbucket,
+            ..HashConfig::default()
+        };
         let idx = HashIndex::create(region, config)?;
         for &k in &present {
             idx.insert(k, value(k))?;

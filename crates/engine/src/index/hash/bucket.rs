@@ -109,9 +109,13 @@ impl Shape {
     }
 }
 
-/// DRAM mirror of the pool chunks of a generation: fingerprints and live bits per chunk, and the free list.
+/// DRAM mirror of the pool chunks of a generation: fingerprints and live bits per chunk, and the free list;
+/// also where the generation's chains leave their P-bucket (`home`: its home chunks, at most
+/// [`HOME_CHUNKS`]), which every per-slot accessor of [`Bucket`] needs beside the pool.
 #[derive(Debug)]
 pub struct Pool {
+    /// Home chunks of a bucket of this generation: chain positions `home..` are pool chunks.
+    pub home: usize,
     fps: Box<[AtomicU64]>,
     live: Box<[AtomicU32]>,
     /// Pool chunks no chain uses.
@@ -119,9 +123,11 @@ pub struct Pool {
 }
 
 impl Pool {
-    /// `chunks` pool chunks, all free.
-    pub fn new(chunks: u64) -> Pool {
+    /// `chunks` pool chunks, all free, behind buckets of `home` home chunks (1..=16).
+    pub fn new(chunks: u64, home: usize) -> Pool {
+        assert!((1..=HOME_CHUNKS).contains(&home), "{home} home chunks");
         Pool {
+            home,
             fps: (0..chunks * 4).map(|_| AtomicU64::new(0)).collect(),
             live: (0..chunks).map(|_| AtomicU32::new(0)).collect(),
             free: Mutex::new((0..chunks as u32).rev().collect()),
@@ -129,6 +135,11 @@ impl Pool {
     }
     pub fn chunks(&self) -> usize {
         self.live.len()
+    }
+    /// Home slots of a bucket of this generation.
+    #[inline]
+    pub fn home_slots(&self) -> usize {
+        self.home * CHUNK_SLOTS
     }
     pub fn dram_bytes(&self) -> u64 {
         (self.fps.len() * 8 + self.live.len() * 4 + self.chunks() * 4) as u64
@@ -221,7 +232,9 @@ impl Bucket {
     }
 
     /// Asks the CPU for what a lookup of fingerprint `fp` reads: line 0 (seqlock, shape, live bits), the
-    /// line of `fp`'s summary word and the fingerprint lines. All of them are known before any is read, so
+    /// line of `fp`'s summary word and every fingerprint line (a fixed count: a loop of constant trip count
+    /// is unrolled, one that depends on the P-bucket size costs ~30 instructions per lookup; smaller
+    /// P-buckets prefetch lines they do not use). All of them are known before any is read, so
     /// their misses overlap.
     #[inline]
     pub fn prefetch_lookup(&self, fp: u16) {
@@ -299,13 +312,13 @@ impl Bucket {
         self.shape.store(s.0, Ordering::Relaxed);
     }
 
-    /// Pool chunk at chain position `pos` (≥ 16).
+    /// Pool chunk at chain position `pos` (≥ `pool.home`).
     #[inline]
-    pub fn overflow(&self, pos: usize) -> u32 {
-        self.overflow[pos - HOME_CHUNKS].load(Ordering::Relaxed)
+    pub fn overflow(&self, pool: &Pool, pos: usize) -> u32 {
+        self.overflow[pos - pool.home].load(Ordering::Relaxed)
     }
-    pub fn set_overflow(&self, pos: usize, chunk: u32) {
-        self.overflow[pos - HOME_CHUNKS].store(chunk, Ordering::Relaxed);
+    pub fn set_overflow(&self, pool: &Pool, pos: usize, chunk: u32) {
+        self.overflow[pos - pool.home].store(chunk, Ordering::Relaxed);
     }
 
     /// Key and value of tail slot `i`.
@@ -327,12 +340,13 @@ impl Bucket {
     }
 
     fn mirror<'a>(&self, pool: &'a Pool, p: usize) -> Mirror<'a> {
-        if p < HOME_SLOTS {
+        let home = pool.home_slots();
+        if p < home {
             Mirror::Home(p)
         } else {
-            let q = p - HOME_SLOTS;
-            let pos = HOME_CHUNKS + q / CHUNK_SLOTS;
-            Mirror::Pool(pool, self.overflow(pos) as usize, q % CHUNK_SLOTS)
+            let q = p - home;
+            let pos = pool.home + q / CHUNK_SLOTS;
+            Mirror::Pool(pool, self.overflow(pool, pos) as usize, q % CHUNK_SLOTS)
         }
     }
 
@@ -383,8 +397,8 @@ impl Bucket {
     /// Clears the fingerprints and live bits of every slot, and the pool links (the chain is rebuilt).
     pub fn clear_slots(&self, pool: &Pool) {
         let shape = self.shape();
-        for pos in HOME_CHUNKS..shape.chunks() {
-            let c = self.overflow(pos) as usize;
+        for pos in pool.home..shape.chunks() {
+            let c = self.overflow(pool, pos) as usize;
             pool.live[c].store(0, Ordering::Relaxed);
             for w in &pool.fps[c * 4..c * 4 + 4] {
                 w.store(0, Ordering::Relaxed);
@@ -403,9 +417,9 @@ impl Bucket {
             .iter()
             .map(|w| w.load(Ordering::Relaxed).count_ones() as u64)
             .sum();
-        let over: u64 = (HOME_CHUNKS..shape.chunks())
+        let over: u64 = (pool.home..shape.chunks())
             .map(|pos| {
-                pool.live[self.overflow(pos) as usize]
+                pool.live[self.overflow(pool, pos) as usize]
                     .load(Ordering::Relaxed)
                     .count_ones() as u64
             })
@@ -424,19 +438,19 @@ impl Bucket {
         mut visit: impl FnMut(usize) -> Option<R>,
     ) -> Option<R> {
         let fill = shape.fill();
-        let home = fill.min(HOME_SLOTS);
+        let home = fill.min(pool.home_slots());
         let groups = self.summary(fp);
         if let Some(r) = scan_home(&self.fps[..], &self.live, groups, home, fp, &mut visit) {
             return Some(r);
         }
-        for pos in HOME_CHUNKS..shape.chunks().min(MAX_CHAIN) {
-            let c = self.overflow(pos) as usize;
+        for pos in pool.home..shape.chunks().min(pool.home + MAX_OVERFLOW) {
+            let c = self.overflow(pool, pos) as usize;
             let (Some(words), Some(live)) = (pool.fps.get(c * 4..c * 4 + 4), pool.live.get(c))
             else {
                 return None;
             };
             let live = live.load(Ordering::Relaxed);
-            let base = HOME_SLOTS + (pos - HOME_CHUNKS) * CHUNK_SLOTS;
+            let base = pool.home_slots() + (pos - pool.home) * CHUNK_SLOTS;
             for (w, word) in words.iter().enumerate() {
                 let mut m = matches(word.load(Ordering::Relaxed), fp);
                 while m != 0 {
@@ -492,10 +506,10 @@ mod tests {
 
     #[test]
     fn find_live_sees_only_live_matching_slots() {
-        let pool = Pool::new(4);
+        let pool = Pool::new(4, HOME_CHUNKS);
         let b = Bucket::default();
         b.set_shape(Shape::new(HOME_CHUNKS + 1, 3, 0));
-        b.set_overflow(HOME_CHUNKS, 2);
+        b.set_overflow(&pool, HOME_CHUNKS, 2);
         let fill = b.shape().fill();
         for p in 0..fill {
             b.set_fp(&pool, p, (p % 5) as u16);

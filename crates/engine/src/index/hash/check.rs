@@ -6,7 +6,7 @@ use std::collections::HashSet;
 use super::bucket::GROUP;
 use super::generation::Generation;
 use super::index::HashIndex;
-use super::layout::{CHUNK_SLOTS, HOME_SLOTS, corruption, fingerprint, hash};
+use super::layout::{CHUNK_SLOTS, corruption, fingerprint, hash};
 use super::recover::{scan_bucket, scan_pool};
 use super::write::PIN_LSN;
 use crate::error::Result;
@@ -74,9 +74,9 @@ impl<P: Pm> HashIndex<P> {
             if head != pm_w.tail_head || w.seq < pm_w.seq {
                 return fail("tail commit word or sequence number differs from PM".into());
             }
-            for pos in super::layout::HOME_CHUNKS..shape.chunks() {
-                let c = bucket.overflow(pos);
-                if (pos < chunks && c != pm_b.overflow(pos)) || free.contains(&c) {
+            for pos in g.pool.home..shape.chunks() {
+                let c = bucket.overflow(&g.pool, pos);
+                if (pos < chunks && c != pm_b.overflow(&fresh.pool, pos)) || free.contains(&c) {
                     return fail(format!(
                         "pool link of position {pos} differs from PM or is free"
                     ));
@@ -122,7 +122,7 @@ impl<P: Pm> HashIndex<P> {
                 }
             }
             // The summary names the group of every home slot in use (lookups scan only those groups).
-            for p in 0..shape.fill().min(HOME_SLOTS) {
+            for p in 0..shape.fill().min(g.pool.home_slots()) {
                 let fp = bucket.fp(&g.pool, p);
                 if bucket.summary(fp) >> (p / GROUP) & 1 == 0 {
                     return fail(format!("summary misses slot {p} (fingerprint {fp:#x})"));

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
 
 use super::bucket::{Bucket, Pool, Shape};
 use super::index::Padded;
-use super::layout::{BUCKET_BYTES, Gen, HOME_CHUNKS, slot_off};
+use super::layout::{Gen, slot_off};
 use super::log::Log;
 use super::spin::SpinMutex;
 use crate::error::Result;
@@ -51,7 +51,7 @@ impl Generation {
             logs: (0..layout.logs)
                 .map(|i| Padded(SpinMutex::new(Log::new(&layout, nonce, i))))
                 .collect(),
-            pool: Pool::new(layout.pool_chunks),
+            pool: Pool::new(layout.pool_chunks, layout.home_chunks()),
             layout,
             next: AtomicPtr::new(std::ptr::null_mut()),
             moved: AtomicU64::new(0),
@@ -101,16 +101,16 @@ impl Generation {
     /// Offset of the chunk at chain position `pos` of bucket `b`.
     #[inline]
     pub fn chunk_off(&self, b: u64, bucket: &Bucket, pos: usize) -> u64 {
-        if pos < HOME_CHUNKS {
-            self.home_base + b * BUCKET_BYTES + pos as u64 * XPLINE
+        if pos < self.pool.home {
+            self.home_base + b * self.layout.bucket_bytes() + pos as u64 * XPLINE
         } else {
-            self.pool_base + u64::from(bucket.overflow(pos)) * XPLINE
+            self.pool_base + u64::from(bucket.overflow(&self.pool, pos)) * XPLINE
         }
     }
 
     /// Identity word of the chunk at chain position `pos` of bucket `b`.
     pub fn tag(&self, nonce: u64, b: u64, pos: usize) -> u64 {
-        if pos < HOME_CHUNKS {
+        if pos < self.layout.home_chunks() {
             self.layout.home_tag(nonce, b, pos)
         } else {
             self.layout.pool_tag(nonce, b, pos)
