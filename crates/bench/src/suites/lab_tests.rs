@@ -825,6 +825,14 @@ fn the_hash_suite_runs_every_experiment_at_a_tiny_size() {
         let r = at(ELIMDA, &hash::dbucket_workload(bytes, "pos-search"), 1);
         assert_eq!((r.op.as_str(), r.ops), ("read", 20_000));
     }
+    // Exp 12's P-bucket half: insert and pos-search per P-bucket size this build holds.
+    for bytes in hash::PBUCKET_BYTES {
+        let ins = at(ELIMDA, &hash::pbucket_workload(bytes, "insert"), 1);
+        let pos = at(ELIMDA, &hash::pbucket_workload(bytes, "pos-search"), 1);
+        assert_eq!((ins.op.as_str(), ins.ops), ("insert", 10_000));
+        assert_eq!((pos.op.as_str(), pos.ops), ("read", 20_000));
+        assert!(ins.page_writes.is_some_and(|f| f > 0), "{bytes}");
+    }
     for engine in hash::LIMITED_ENGINES {
         for (workload, op) in PHASES {
             let r = at(engine, workload, 1);
@@ -838,7 +846,7 @@ fn the_hash_suite_runs_every_experiment_at_a_tiny_size() {
     }
     assert_eq!(
         rows.len(),
-        16 + 5 * 4 + 3 * 4 + 5 * 4 + 3 * (2 + 3) + 5 * 2 + 4 * 2 + 3 * 4 + 4 * 4 * 2
+        16 + 5 * 4 + 3 * 4 + 5 * 4 + 3 * (2 + 3) + 5 * 2 + 4 * 2 + 3 * 2 + 3 * 4 + 4 * 4 * 2
             // Each round's insert rows of the main contenders (elimda and dash at 1 and 2 threads, cceh,
             // hashbrown), 3 rounds.
             + 6 * 3
@@ -881,6 +889,8 @@ fn the_hash_suite_runs_every_experiment_at_a_tiny_size() {
         "### End state",
         "### Collecting-log size (Exp 11",
         "### D- and P-bucket sizes (Exp 12",
+        "| 1 KiB | 60 | ",
+        "| 16 KiB | not measured | ",
         "### Value sizes (Exp 8",
         "### Limited PM bandwidth (Exp 13",
         "| **elimda ÷ dash, limited** | ",

@@ -33,8 +33,9 @@
 //! * **Collecting-log size** (Exp 11) and **D-bucket size** (Exp 12, `params`): `elimda` inserts with every
 //!   log exactly 1,024 … 16,384 lines over the thread sweep (workloads `log-<lines>`), and inserts and
 //!   positive searches at one thread with D-buckets written back at 2 / 4 / 8 / 15 entries (the seed's
-//!   32 / 64 / 128 / 256 B; workloads `dbucket-<bytes>-insert`, `dbucket-<bytes>-pos-search`). The seed's
-//!   512 B D-bucket and P-bucket sweep are not measured (the region's format fixes them).
+//!   32 / 64 / 128 / 256 B; workloads `dbucket-<bytes>-insert`, `dbucket-<bytes>-pos-search`), and the same
+//!   two phases with P-buckets of 1 / 2 / 4 KiB (`pbucket-<KiB>k-*`). The seed's 512 B D-bucket and
+//!   8 / 16 KiB P-buckets are not measured (the tail chunk and the DRAM bucket's arrays bound them).
 //! * **Value sizes** (Exp 8, `values`): `elimda` and `dash` with 16 / 64 / 128 / 256 B values stored out of
 //!   line (`ValueIndex`: a value log in the same region), one thread, N/2 inserts then N/2 positive
 //!   searches per size (workloads `value-<bytes>-insert` / `value-<bytes>-pos-search`), and the same on the
@@ -68,7 +69,9 @@ mod zipf;
 mod tests;
 
 pub use analysis::analysis;
-pub use params::{DBUCKET_SLOTS, LOG_LINES, dbucket_workload, log_workload};
+pub use params::{
+    DBUCKET_SLOTS, LOG_LINES, PBUCKET_BYTES, dbucket_workload, log_workload, pbucket_workload,
+};
 pub use rounds::insert_round_workload;
 pub use values::{VALUE_SIZES, value_workload};
 
@@ -497,6 +500,7 @@ pub fn run(cfg: &SuiteConfig, _engines: &[Box<dyn Engine>]) -> Result<Vec<BenchR
     if rounds::selected("params") {
         out.extend(params::log_rows(cfg, &k, &threads)?);
         out.extend(params::dbucket_rows(cfg, &k)?);
+        out.extend(params::pbucket_rows(cfg, &k)?);
     }
     if rounds::selected("values") {
         out.extend(values::rows(cfg, &k)?);

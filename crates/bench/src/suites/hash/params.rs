@@ -10,9 +10,12 @@
 //!   insert and positive-search phases at one thread with D-buckets written back at [`DBUCKET_SLOTS`]
 //!   staged slots ([`HashConfig::dbucket_slots`]): 2, 4 and 8 slots are the seed's 32, 64 and 128 B
 //!   D-buckets (16 B per entry); 15 slots fill one whole 256 B XPLine chunk (16 B header + 15 entries), the
-//!   seed's 256 B point and our default. The seed's 512 B point (a D-bucket of two XPLines) and its
-//!   P-bucket sweep are not measured: a P-bucket is 16 chunks and a D-bucket stages into one tail chunk by
-//!   the region's format (see the report).
+//!   seed's 256 B point and our default. The seed's 512 B point (a D-bucket of two XPLines) is not
+//!   measured: a D-bucket stages into one tail chunk by the region's format (see the report).
+//! * **P-bucket size** (Exp 12, workloads `pbucket-<KiB>k-insert` and `pbucket-<KiB>k-pos-search`): the
+//!   same two phases at one thread with P-buckets of [`PBUCKET_BYTES`] ([`HashConfig::pbucket_bytes`],
+//!   recorded in the region): 4, 8 and 16 home chunks of 15 slots. The seed's 8 and 16 KiB points are not
+//!   measured: the DRAM bucket's fixed arrays hold at most 16 home chunks.
 //!
 //! Each row carries the phase's D-bucket flushes (whole-XPLine chunk writes) in `page_writes` and those of
 //! them forced early by log space in `io_writes`.
@@ -27,6 +30,14 @@ use strata::lab::index::hash::HashConfig;
 pub const LOG_LINES: [u64; 5] = [1024, 2048, 4096, 8192, 16384];
 /// D-bucket sizes of Exp 12: staged slots, and the seed's D-bucket bytes they stand for.
 pub const DBUCKET_SLOTS: [(usize, u64); 4] = [(2, 32), (4, 64), (8, 128), (15, 256)];
+
+/// P-bucket sizes of Exp 12 this build holds, in bytes (the seed's 1, 2 and 4 KiB; 4 KiB is the default).
+pub const PBUCKET_BYTES: [u64; 3] = [1024, 2048, 4096];
+
+/// Workload of the Exp 12 row of phase `phase` (`insert`, `pos-search`) with P-buckets of `bytes`.
+pub fn pbucket_workload(bytes: u64, phase: &str) -> String {
+    format!("pbucket-{}k-{phase}", bytes / 1024)
+}
 
 /// Workload of the Exp 11 row of a log of `lines` lines.
 pub fn log_workload(lines: u64) -> String {
@@ -103,18 +114,42 @@ pub(super) fn log_rows(cfg: &SuiteConfig, k: &Keys, sweep: &[usize]) -> Result<V
     Ok(out)
 }
 
+/// Exp 12 rows: insert and positive search at one thread for every P-bucket size of [`PBUCKET_BYTES`].
+pub(super) fn pbucket_rows(cfg: &SuiteConfig, k: &Keys) -> Result<Vec<BenchResult>> {
+    let settings = PBUCKET_BYTES.map(|bytes| {
+        let config = HashConfig {
+            pbucket_bytes: bytes,
+            ..HashConfig::default()
+        };
+        (config, bytes)
+    });
+    insert_and_search_rows(cfg, k, &settings, pbucket_workload)
+}
+
 /// Exp 12 rows: insert and positive search at one thread for every D-bucket size of [`DBUCKET_SLOTS`].
 pub(super) fn dbucket_rows(cfg: &SuiteConfig, k: &Keys) -> Result<Vec<BenchResult>> {
-    let mut out = Vec::new();
-    for (slots, bytes) in DBUCKET_SLOTS {
+    let settings = DBUCKET_SLOTS.map(|(slots, bytes)| {
         let config = HashConfig {
             dbucket_slots: slots,
             ..HashConfig::default()
         };
-        let phases = [("insert", "insert"), ("pos-search", "read")];
-        out.extend(measure(cfg, k, config, 1, &phases, |w| {
-            dbucket_workload(bytes, w)
-        })?);
+        (config, bytes)
+    });
+    insert_and_search_rows(cfg, k, &settings, dbucket_workload)
+}
+
+/// The insert and positive-search phases at one thread for each `(config, bytes)` of `settings`, each row
+/// labelled `workload(bytes, phase)`.
+fn insert_and_search_rows(
+    cfg: &SuiteConfig,
+    k: &Keys,
+    settings: &[(HashConfig, u64)],
+    workload: fn(u64, &str) -> String,
+) -> Result<Vec<BenchResult>> {
+    let phases = [("insert", "insert"), ("pos-search", "read")];
+    let mut out = Vec::new();
+    for &(config, bytes) in settings {
+        out.extend(measure(cfg, k, config, 1, &phases, |w| workload(bytes, w))?);
     }
     Ok(out)
 }

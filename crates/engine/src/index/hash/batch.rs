@@ -16,13 +16,14 @@ use super::HashIndex;
 use super::core_view::CoreView;
 use super::db_values::DbValues;
 use super::header::HEADER_BYTES;
-use super::layout::{HOME_SLOTS, MAX_LOG2_BUCKETS, SB_ROOT};
+use super::layout::{CHUNK_SLOTS, MAX_LOG2_BUCKETS, SB_ROOT};
 use super::ledger::{BatchFile, Ledger, Op, State};
 use super::region::RegionFile;
 use super::values::{MAX_VALUE, batch_need};
 use crate::error::{Error, Result};
 use crate::index::WriteOp;
 use crate::storage::pm::Pm;
+use crate::storage::pm::XPLINE;
 
 /// What the family's lock guards: the index, the ledger and the batch-body file.
 pub struct Inner {
@@ -216,7 +217,8 @@ impl Inner {
     /// past the region.
     pub fn room_for(&self, region: &RegionFile, puts: u64) -> Result<u64> {
         let capacity = self.index.capacity();
-        let log2 = u64::from((capacity / HOME_SLOTS as u64).trailing_zeros());
+        let home_slots = self.index.geo.bucket_bytes / XPLINE * CHUNK_SLOTS as u64;
+        let log2 = u64::from((capacity / home_slots).trailing_zeros());
         let root = self.index.pm().load_u64_atomic(SB_ROOT)?;
         let end = root + self.index.generation_bytes(log2);
         let records = self.index.len() + puts;
@@ -224,7 +226,7 @@ impl Inner {
         while l < MAX_LOG2_BUCKETS {
             l += 1;
             at += self.index.generation_bytes(l);
-            if records * 8 <= (7 * HOME_SLOTS as u64) << l {
+            if records * 8 <= (7 * home_slots) << l {
                 break;
             }
         }

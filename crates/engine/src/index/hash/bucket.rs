@@ -9,7 +9,10 @@
 //!
 //! Per slot: a 16-bit **fingerprint** (hash bits 48..64) and a **live** bit, set on the slot that holds the
 //! visible version of its key (its newest version, a put): at most one per key, so a lookup needs no
-//! ordering. Home slots keep these in the bucket; pool chunk slots in [`Pool`].
+//! ordering. Home slots keep these in the bucket; pool chunk slots in [`Pool`]. The bucket's **summary**
+//! maps each fingerprint class (`fp % 128`) to the 16-slot home groups that hold a fingerprint of that
+//! class (set with the fingerprint, cleared only with the whole chain: a superset), so a lookup compares
+//! only the groups its class names instead of all fifteen.
 //!
 //! ## Reads without locks (seqlock)
 //! Everything a lookup reads is an atomic: the 16-bit fingerprints four to a word (home slots compared 16 at
@@ -30,6 +33,16 @@ use super::layout::{CHUNK_SLOTS, ChunkHead, HOME_CHUNKS, HOME_SLOTS, MAX_CHAIN, 
 use super::spin::SpinMutex;
 
 const FP_WORDS: usize = HOME_SLOTS / 4;
+/// Values of a fingerprint's **summary class** (`fp % SUMMARY_CLASSES`): the summary keeps, per class, a
+/// 16-bit mask of the home groups (16 slots each) that hold a fingerprint of that class.
+pub(super) const SUMMARY_CLASSES: usize = 128;
+const SUMMARY_WORDS: usize = SUMMARY_CLASSES / 4;
+/// Slots of a home group (one summary bit; four fingerprint words).
+pub(super) const GROUP: usize = 16;
+const _: () = assert!(
+    HOME_SLOTS.div_ceil(GROUP) <= 16,
+    "a summary lane has 16 group bits"
+);
 const LANES: u64 = 0x0001_0001_0001_0001;
 const LOW15: u64 = 0x7FFF_7FFF_7FFF_7FFF;
 
@@ -96,9 +109,13 @@ impl Shape {
     }
 }
 
-/// DRAM mirror of the pool chunks of a generation: fingerprints and live bits per chunk, and the free list.
+/// DRAM mirror of the pool chunks of a generation: fingerprints and live bits per chunk, and the free list;
+/// also where the generation's chains leave their P-bucket (`home`: its home chunks, at most
+/// [`HOME_CHUNKS`]), which every per-slot accessor of [`Bucket`] needs beside the pool.
 #[derive(Debug)]
 pub struct Pool {
+    /// Home chunks of a bucket of this generation: chain positions `home..` are pool chunks.
+    pub home: usize,
     fps: Box<[AtomicU64]>,
     live: Box<[AtomicU32]>,
     /// Pool chunks no chain uses.
@@ -106,9 +123,11 @@ pub struct Pool {
 }
 
 impl Pool {
-    /// `chunks` pool chunks, all free.
-    pub fn new(chunks: u64) -> Pool {
+    /// `chunks` pool chunks, all free, behind buckets of `home` home chunks (1..=16).
+    pub fn new(chunks: u64, home: usize) -> Pool {
+        assert!((1..=HOME_CHUNKS).contains(&home), "{home} home chunks");
         Pool {
+            home,
             fps: (0..chunks * 4).map(|_| AtomicU64::new(0)).collect(),
             live: (0..chunks).map(|_| AtomicU32::new(0)).collect(),
             free: Mutex::new((0..chunks as u32).rev().collect()),
@@ -116,6 +135,11 @@ impl Pool {
     }
     pub fn chunks(&self) -> usize {
         self.live.len()
+    }
+    /// Home slots of a bucket of this generation.
+    #[inline]
+    pub fn home_slots(&self) -> usize {
+        self.home * CHUNK_SLOTS
     }
     pub fn dram_bytes(&self) -> u64 {
         (self.fps.len() * 8 + self.live.len() * 4 + self.chunks() * 4) as u64
@@ -142,17 +166,34 @@ pub struct Writer {
 #[derive(Debug)]
 #[repr(C, align(64))]
 pub struct Bucket {
-    // What a lookup reads comes first and packed — seqlock, shape, live bits, fingerprints: 528 B, 9 lines
-    // (`HEAD_LINES`) — then the D-bucket and the pool links, then what only writers use.
+    // What a lookup reads comes first: seqlock, shape and live bits in line 0; the fingerprints from line 1
+    // (two 16-slot groups per line, none split); the summary; then the D-bucket and the pool links, then
+    // what only writers use.
     version: AtomicU64,
     shape: AtomicU64,
     live: [AtomicU64; 4],
-    fps: [AtomicU64; FP_WORDS],
+    fps: Aligned64<[AtomicU64; FP_WORDS]>,
+    /// Per summary class, the home groups holding a fingerprint of it (lane `class % 4` of word
+    /// `class / 4`, bit = group). A superset: bits are set whenever a home slot gets a fingerprint and only
+    /// cleared with the whole chain (`clear_slots`), so a lookup scans only the groups its class names.
+    summary: [AtomicU64; SUMMARY_WORDS],
     tail_keys: [AtomicU64; CHUNK_SLOTS],
     tail_vals: [AtomicU64; CHUNK_SLOTS],
     overflow: [AtomicU32; MAX_OVERFLOW],
     /// The writers' lock, and what only writers use.
     pub writer: SpinMutex<Writer>,
+}
+
+/// A `T` starting on a cache line of its own.
+#[derive(Debug)]
+#[repr(C, align(64))]
+struct Aligned64<T>(T);
+
+impl<T> std::ops::Deref for Aligned64<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.0
+    }
 }
 
 impl Default for Bucket {
@@ -161,7 +202,8 @@ impl Default for Bucket {
             version: AtomicU64::new(0),
             shape: AtomicU64::new(Shape::new(1, 0, 0).0),
             live: Default::default(),
-            fps: std::array::from_fn(|_| AtomicU64::new(0)),
+            fps: Aligned64(std::array::from_fn(|_| AtomicU64::new(0))),
+            summary: std::array::from_fn(|_| AtomicU64::new(0)),
             tail_keys: Default::default(),
             tail_vals: Default::default(),
             overflow: Default::default(),
@@ -189,8 +231,37 @@ impl Bucket {
         }
     }
 
-    /// Lines of the bucket a lookup reaches: the seqlock, shape, live bits and every fingerprint word.
-    pub const HEAD_LINES: usize = (std::mem::offset_of!(Bucket, fps) + FP_WORDS * 8).div_ceil(64);
+    /// Asks the CPU for what a lookup of fingerprint `fp` reads: line 0 (seqlock, shape, live bits), the
+    /// line of `fp`'s summary word and every fingerprint line (a fixed count: a loop of constant trip count
+    /// is unrolled, one that depends on the P-bucket size costs ~30 instructions per lookup; smaller
+    /// P-buckets prefetch lines they do not use). All of them are known before any is read, so
+    /// their misses overlap.
+    #[inline]
+    pub fn prefetch_lookup(&self, fp: u16) {
+        crate::algo::prefetch_line(&self.version);
+        crate::algo::prefetch_line(&self.summary[Self::summary_word(fp)]);
+        for line in 0..FP_WORDS.div_ceil(8) {
+            crate::algo::prefetch_line(&self.fps[line * 8]);
+        }
+    }
+
+    #[inline]
+    fn summary_word(fp: u16) -> usize {
+        usize::from(fp) % SUMMARY_CLASSES / 4
+    }
+
+    #[inline]
+    fn summary_shift(fp: u16) -> usize {
+        usize::from(fp) % 4 * 16
+    }
+
+    /// The home groups that may hold fingerprint `fp` (a superset of those that do).
+    #[inline]
+    pub fn summary(&self, fp: u16) -> u16 {
+        (self.summary[Self::summary_word(fp)].load(Ordering::Relaxed) >> Self::summary_shift(fp))
+            as u16
+    }
+
     /// Every line of the bucket (a write also reaches the D-bucket's keys and values).
     pub const LINES: usize = size_of::<Bucket>() / 64;
 
@@ -241,13 +312,13 @@ impl Bucket {
         self.shape.store(s.0, Ordering::Relaxed);
     }
 
-    /// Pool chunk at chain position `pos` (≥ 16).
+    /// Pool chunk at chain position `pos` (≥ `pool.home`).
     #[inline]
-    pub fn overflow(&self, pos: usize) -> u32 {
-        self.overflow[pos - HOME_CHUNKS].load(Ordering::Relaxed)
+    pub fn overflow(&self, pool: &Pool, pos: usize) -> u32 {
+        self.overflow[pos - pool.home].load(Ordering::Relaxed)
     }
-    pub fn set_overflow(&self, pos: usize, chunk: u32) {
-        self.overflow[pos - HOME_CHUNKS].store(chunk, Ordering::Relaxed);
+    pub fn set_overflow(&self, pool: &Pool, pos: usize, chunk: u32) {
+        self.overflow[pos - pool.home].store(chunk, Ordering::Relaxed);
     }
 
     /// Key and value of tail slot `i`.
@@ -269,12 +340,13 @@ impl Bucket {
     }
 
     fn mirror<'a>(&self, pool: &'a Pool, p: usize) -> Mirror<'a> {
-        if p < HOME_SLOTS {
+        let home = pool.home_slots();
+        if p < home {
             Mirror::Home(p)
         } else {
-            let q = p - HOME_SLOTS;
-            let pos = HOME_CHUNKS + q / CHUNK_SLOTS;
-            Mirror::Pool(pool, self.overflow(pos) as usize, q % CHUNK_SLOTS)
+            let q = p - home;
+            let pos = pool.home + q / CHUNK_SLOTS;
+            Mirror::Pool(pool, self.overflow(pool, pos) as usize, q % CHUNK_SLOTS)
         }
     }
 
@@ -286,7 +358,15 @@ impl Bucket {
     }
     pub fn set_fp(&self, pool: &Pool, p: usize, fp: u16) {
         match self.mirror(pool, p) {
-            Mirror::Home(p) => set_lane(&self.fps[p / 4], p % 4, fp),
+            Mirror::Home(p) => {
+                set_lane(&self.fps[p / 4], p % 4, fp);
+                let w = &self.summary[Self::summary_word(fp)];
+                let bit = 1u64 << (Self::summary_shift(fp) + p / GROUP);
+                let old = w.load(Ordering::Relaxed);
+                if old & bit == 0 {
+                    w.store(old | bit, Ordering::Relaxed);
+                }
+            }
             Mirror::Pool(pool, c, i) => set_lane(&pool.fps[c * 4 + i / 4], i % 4, fp),
         }
     }
@@ -317,14 +397,14 @@ impl Bucket {
     /// Clears the fingerprints and live bits of every slot, and the pool links (the chain is rebuilt).
     pub fn clear_slots(&self, pool: &Pool) {
         let shape = self.shape();
-        for pos in HOME_CHUNKS..shape.chunks() {
-            let c = self.overflow(pos) as usize;
+        for pos in pool.home..shape.chunks() {
+            let c = self.overflow(pool, pos) as usize;
             pool.live[c].store(0, Ordering::Relaxed);
             for w in &pool.fps[c * 4..c * 4 + 4] {
                 w.store(0, Ordering::Relaxed);
             }
         }
-        for w in self.live.iter().chain(&self.fps) {
+        for w in self.live.iter().chain(self.fps.iter()).chain(&self.summary) {
             w.store(0, Ordering::Relaxed);
         }
     }
@@ -337,9 +417,9 @@ impl Bucket {
             .iter()
             .map(|w| w.load(Ordering::Relaxed).count_ones() as u64)
             .sum();
-        let over: u64 = (HOME_CHUNKS..shape.chunks())
+        let over: u64 = (pool.home..shape.chunks())
             .map(|pos| {
-                pool.live[self.overflow(pos) as usize]
+                pool.live[self.overflow(pool, pos) as usize]
                     .load(Ordering::Relaxed)
                     .count_ones() as u64
             })
@@ -358,18 +438,19 @@ impl Bucket {
         mut visit: impl FnMut(usize) -> Option<R>,
     ) -> Option<R> {
         let fill = shape.fill();
-        let home = fill.min(HOME_SLOTS);
-        if let Some(r) = scan_home(&self.fps, &self.live, home, fp, &mut visit) {
+        let home = fill.min(pool.home_slots());
+        let groups = self.summary(fp);
+        if let Some(r) = scan_home(&self.fps[..], &self.live, groups, home, fp, &mut visit) {
             return Some(r);
         }
-        for pos in HOME_CHUNKS..shape.chunks().min(MAX_CHAIN) {
-            let c = self.overflow(pos) as usize;
+        for pos in pool.home..shape.chunks().min(pool.home + MAX_OVERFLOW) {
+            let c = self.overflow(pool, pos) as usize;
             let (Some(words), Some(live)) = (pool.fps.get(c * 4..c * 4 + 4), pool.live.get(c))
             else {
                 return None;
             };
             let live = live.load(Ordering::Relaxed);
-            let base = HOME_SLOTS + (pos - HOME_CHUNKS) * CHUNK_SLOTS;
+            let base = pool.home_slots() + (pos - pool.home) * CHUNK_SLOTS;
             for (w, word) in words.iter().enumerate() {
                 let mut m = matches(word.load(Ordering::Relaxed), fp);
                 while m != 0 {
@@ -425,10 +506,10 @@ mod tests {
 
     #[test]
     fn find_live_sees_only_live_matching_slots() {
-        let pool = Pool::new(4);
+        let pool = Pool::new(4, HOME_CHUNKS);
         let b = Bucket::default();
         b.set_shape(Shape::new(HOME_CHUNKS + 1, 3, 0));
-        b.set_overflow(HOME_CHUNKS, 2);
+        b.set_overflow(&pool, HOME_CHUNKS, 2);
         let fill = b.shape().fill();
         for p in 0..fill {
             b.set_fp(&pool, p, (p % 5) as u16);

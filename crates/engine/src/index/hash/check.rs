@@ -3,6 +3,7 @@
 
 use std::collections::HashSet;
 
+use super::bucket::GROUP;
 use super::generation::Generation;
 use super::index::HashIndex;
 use super::layout::{CHUNK_SLOTS, corruption, fingerprint, hash};
@@ -73,9 +74,9 @@ impl<P: Pm> HashIndex<P> {
             if head != pm_w.tail_head || w.seq < pm_w.seq {
                 return fail("tail commit word or sequence number differs from PM".into());
             }
-            for pos in super::layout::HOME_CHUNKS..shape.chunks() {
-                let c = bucket.overflow(pos);
-                if (pos < chunks && c != pm_b.overflow(pos)) || free.contains(&c) {
+            for pos in g.pool.home..shape.chunks() {
+                let c = bucket.overflow(&g.pool, pos);
+                if (pos < chunks && c != pm_b.overflow(&fresh.pool, pos)) || free.contains(&c) {
                     return fail(format!(
                         "pool link of position {pos} differs from PM or is free"
                     ));
@@ -118,6 +119,13 @@ impl<P: Pm> HashIndex<P> {
                 let want = pm_b.is_live(&fresh.pool, p) && !staged_keys.contains(&k);
                 if bucket.is_live(&g.pool, p) != want {
                     return fail(format!("live bit of slot {p} is not {want}"));
+                }
+            }
+            // The summary names the group of every home slot in use (lookups scan only those groups).
+            for p in 0..shape.fill().min(g.pool.home_slots()) {
+                let fp = bucket.fp(&g.pool, p);
+                if bucket.summary(fp) >> (p / GROUP) & 1 == 0 {
+                    return fail(format!("summary misses slot {p} (fingerprint {fp:#x})"));
                 }
             }
             live_total += bucket.live_count(&g.pool);

@@ -16,9 +16,7 @@
 use super::bucket::{Bucket, Shape, Writer};
 use super::generation::{Generation, commit_word};
 use super::index::HashIndex;
-use super::layout::{
-    CHUNK_SLOTS, ChunkHead, HOME_CHUNKS, MAX_CHAIN, chunk_image, fingerprint, hash, image_slot,
-};
+use super::layout::{CHUNK_SLOTS, ChunkHead, chunk_image, fingerprint, hash, image_slot};
 use super::log::LogStats;
 use crate::error::{Error, Result};
 use crate::storage::pm::{Pm, XPLINE};
@@ -109,8 +107,8 @@ impl<P: Pm> HashIndex<P> {
             }
             self.pm.fence();
             bucket.clear_slots(&g.pool);
-            let freed = (chunks.max(HOME_CHUNKS)..shape.chunks())
-                .map(|pos| bucket.overflow(pos))
+            let freed = (chunks.max(g.pool.home)..shape.chunks())
+                .map(|pos| bucket.overflow(&g.pool, pos))
                 .collect();
             place_records(g, bucket, &records, chunks);
             Ok(freed)
@@ -137,7 +135,9 @@ pub(super) fn place_records(
     records: &[(u64, u64)],
     chunks: usize,
 ) {
-    debug_assert!((1..=MAX_CHAIN).contains(&chunks) && records.len() <= chunks * CHUNK_SLOTS);
+    debug_assert!(
+        (1..=g.layout.max_chain()).contains(&chunks) && records.len() <= chunks * CHUNK_SLOTS
+    );
     for (p, &(k, _)) in records.iter().enumerate() {
         bucket.set_fp(&g.pool, p, fingerprint(hash(k)));
         bucket.set_live(&g.pool, p, true);

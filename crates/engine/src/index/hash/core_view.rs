@@ -40,6 +40,11 @@ impl Pm for CoreView {
         self.0.map().read(at, buf)
     }
 
+    fn read_pair(&self, off: u64) -> Result<(u64, u64)> {
+        let at = self.at(off, 16)?;
+        self.0.map().read_pair(at)
+    }
+
     fn write(&self, off: u64, data: &[u8]) -> Result<()> {
         let at = self.at(off, data.len() as u64)?;
         self.0.write(at, data)

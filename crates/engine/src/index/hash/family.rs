@@ -9,7 +9,9 @@ use serde::{Deserialize, Deserializer, Serialize};
 use super::HashConfig;
 use super::db_index::HashDbIndex;
 use super::header::{HEADER_BYTES, MAX_REGION_BYTES};
-use super::layout::{Gen, Geometry, MAX_LOG_LINES, MAX_LOG2_BUCKETS, MIN_LOG_LINES, SUPER_BYTES};
+use super::layout::{
+    BUCKET_BYTES, Gen, Geometry, MAX_LOG_LINES, MAX_LOG2_BUCKETS, MIN_LOG_LINES, SUPER_BYTES,
+};
 use crate::error::{Error, Result};
 use crate::index::OrderedIndex;
 use crate::index::family::{Capabilities, IndexContext, IndexFamily};
@@ -141,6 +143,7 @@ impl HashOptions {
     /// options, as the index lays it out.
     pub fn generation_bytes(&self, log2: u64) -> u64 {
         let geometry = Geometry {
+            bucket_bytes: BUCKET_BYTES,
             logs: self.index_config().logs,
             log_lines: self.log_lines,
             fixed_log: false,

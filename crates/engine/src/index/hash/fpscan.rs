@@ -12,40 +12,81 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// Slots per group.
-const GROUP: usize = 16;
+use super::bucket::GROUP;
 
-/// Calls `visit(p)` for every live slot `p < home` whose fingerprint is `fp`, in slot order, until it
-/// returns `Some`. `fps` holds at least `home.div_ceil(16) * 4` words and `live` covers `home` bits.
+/// Calls `visit(p)` for every live slot `p < home` whose fingerprint is `fp` in the groups of slots named
+/// by `groups` (bit `g`: slots `16 g .. 16 g + 16`), in slot order, until it returns `Some`. `fps` holds at
+/// least `home.div_ceil(16) * 4` words and `live` covers `home` bits.
+///
+/// The first two groups named are compared whatever their number (an absent one as group 0 with its bits
+/// dropped), so the code takes the same path for 0, 1 or 2 groups — the usual counts. A branch on a count
+/// that varies from lookup to lookup is mispredicted often, and each misprediction throws away the work the
+/// CPU had already started on the next lookup (its cache misses), which is what lets lookups overlap.
 #[inline]
 pub(super) fn scan_home<R>(
     fps: &[AtomicU64],
     live: &[AtomicU64],
+    groups: u16,
     home: usize,
     fp: u16,
     mut visit: impl FnMut(usize) -> Option<R>,
 ) -> Option<R> {
-    let mut base = 0;
-    while base < home {
-        let (Some(words), Some(live_word)) = (fps.get(base / 4..base / 4 + 4), live.get(base / 64))
-        else {
-            return None;
+    let groups = u32::from(groups) & ((1u32 << home.div_ceil(GROUP)) - 1);
+    let first = groups.trailing_zeros() as usize % 32;
+    let rest = groups & groups.wrapping_sub(1);
+    let second = rest.trailing_zeros() as usize % 32;
+    let some = |named: u32| if named != 0 { u32::MAX } else { 0 };
+    let m1 = group_bits(fps, live, first, home, fp)? & some(groups);
+    let m2 = group_bits(fps, live, second, home, fp)? & some(rest);
+    let mut m = u64::from(m1) | u64::from(m2) << 32;
+    while m != 0 {
+        let bit = m.trailing_zeros() as usize;
+        m &= m - 1;
+        let p = if bit < 32 {
+            first * GROUP + bit
+        } else {
+            second * GROUP + bit - 32
         };
-        let live_bits = (live_word.load(Ordering::Relaxed) >> (base % 64)) as u32 & 0xFFFF;
-        let mut m = match_group(words, fp) & live_bits;
-        if home - base < GROUP {
-            m &= (1u32 << (home - base)) - 1;
+        if let Some(r) = visit(p) {
+            return Some(r);
         }
+    }
+    let mut more = rest & rest.wrapping_sub(1);
+    while more != 0 {
+        let g = more.trailing_zeros() as usize;
+        more &= more - 1;
+        let mut m = group_bits(fps, live, g, home, fp)?;
         while m != 0 {
-            let p = base + m.trailing_zeros() as usize;
+            let p = g * GROUP + m.trailing_zeros() as usize;
             m &= m - 1;
             if let Some(r) = visit(p) {
                 return Some(r);
             }
         }
-        base += GROUP;
     }
     None
+}
+
+/// Bit `i` set when slot `16 g + i` (below `home`) is live and holds `fp`; `None` if group `g` lies
+/// outside `fps` or `live`.
+#[inline]
+fn group_bits(
+    fps: &[AtomicU64],
+    live: &[AtomicU64],
+    g: usize,
+    home: usize,
+    fp: u16,
+) -> Option<u32> {
+    let base = g * GROUP;
+    let words = fps.get(base / 4..base / 4 + 4)?;
+    let live_bits = (live.get(base / 64)?.load(Ordering::Relaxed) >> (base % 64)) as u32 & 0xFFFF;
+    let below = home.saturating_sub(base);
+    let in_home = if below >= GROUP {
+        0xFFFF
+    } else {
+        (1u32 << below) - 1
+    };
+    Some(match_group(words, fp) & live_bits & in_home)
 }
 
 /// Bit `i` set when lane `i` of the four words (16 lanes) equals `fp`.
@@ -125,7 +166,20 @@ mod tests {
                 .filter(|&p| lanes[p] == fp && is_live(p))
                 .collect();
             let mut seen = Vec::new();
-            let none = scan_home(&fps, &live, home, fp, |p| {
+            // Every group named, then a random subset: only slots of named groups are visited.
+            let groups = next() as u16;
+            let named: Vec<usize> = want
+                .iter()
+                .copied()
+                .filter(|p| groups >> (p / GROUP) & 1 == 1)
+                .collect();
+            let mut seen_named = Vec::new();
+            scan_home(&fps, &live, groups, home, fp, |p| {
+                seen_named.push(p);
+                None::<()>
+            });
+            assert_eq!(seen_named, named, "round {round}, groups {groups:#x}");
+            let none = scan_home(&fps, &live, u16::MAX, home, fp, |p| {
                 seen.push(p);
                 None::<()>
             });
@@ -133,7 +187,10 @@ mod tests {
             assert_eq!(seen, want, "round {round}, home {home}");
             // It stops at the first `Some`.
             if let Some(&first) = want.first() {
-                assert_eq!(scan_home(&fps, &live, home, fp, Some), Some(first));
+                assert_eq!(
+                    scan_home(&fps, &live, u16::MAX, home, fp, Some),
+                    Some(first)
+                );
             }
         }
     }

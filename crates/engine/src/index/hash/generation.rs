@@ -5,9 +5,8 @@
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
 
 use super::bucket::{Bucket, Pool, Shape};
-use super::format::le;
 use super::index::Padded;
-use super::layout::{Gen, HOME_CHUNKS, SLOT_BYTES, slot_off};
+use super::layout::{Gen, slot_off};
 use super::log::Log;
 use super::spin::SpinMutex;
 use crate::error::Result;
@@ -28,6 +27,10 @@ pub struct Generation {
     pub moved: AtomicU64,
     /// `next` replaced this generation: nothing may write its space (set holding every one of its logs).
     pub retired: AtomicBool,
+    /// `layout.bucket_off(0)` and `layout.pool_off()`, kept so that a lookup's slot offset is two
+    /// multiply-adds, not the layout's chain of rounded sizes.
+    home_base: u64,
+    pool_base: u64,
 }
 
 /// `n` empty buckets, in memory the kernel is asked to back with transparent huge pages before it is first
@@ -48,11 +51,13 @@ impl Generation {
             logs: (0..layout.logs)
                 .map(|i| Padded(SpinMutex::new(Log::new(&layout, nonce, i))))
                 .collect(),
-            pool: Pool::new(layout.pool_chunks),
+            pool: Pool::new(layout.pool_chunks, layout.home_chunks()),
             layout,
             next: AtomicPtr::new(std::ptr::null_mut()),
             moved: AtomicU64::new(0),
             retired: AtomicBool::new(false),
+            home_base: layout.bucket_off(0),
+            pool_base: layout.pool_off(),
         }
     }
 
@@ -96,16 +101,16 @@ impl Generation {
     /// Offset of the chunk at chain position `pos` of bucket `b`.
     #[inline]
     pub fn chunk_off(&self, b: u64, bucket: &Bucket, pos: usize) -> u64 {
-        if pos < HOME_CHUNKS {
-            self.layout.home_chunk(b, pos)
+        if pos < self.pool.home {
+            self.home_base + b * self.layout.bucket_bytes() + pos as u64 * XPLINE
         } else {
-            self.layout.pool_chunk(u64::from(bucket.overflow(pos)))
+            self.pool_base + u64::from(bucket.overflow(&self.pool, pos)) * XPLINE
         }
     }
 
     /// Identity word of the chunk at chain position `pos` of bucket `b`.
     pub fn tag(&self, nonce: u64, b: u64, pos: usize) -> u64 {
-        if pos < HOME_CHUNKS {
+        if pos < self.layout.home_chunks() {
             self.layout.home_tag(nonce, b, pos)
         } else {
             self.layout.pool_tag(nonce, b, pos)
@@ -129,9 +134,7 @@ impl Generation {
             return Ok(bucket.tail_slot(p - start));
         }
         let chunk = self.chunk_off(b, bucket, p / super::layout::CHUNK_SLOTS);
-        let mut buf = [0u8; SLOT_BYTES as usize];
-        pm.read(slot_off(chunk, p % super::layout::CHUNK_SLOTS), &mut buf)?;
-        Ok((le(&buf), le(&buf[8..])))
+        pm.read_pair(slot_off(chunk, p % super::layout::CHUNK_SLOTS))
     }
 
     /// Bytes of DRAM the generation holds (buckets, pool mirror, log rings).

@@ -41,8 +41,7 @@ use super::compact::place_records;
 use super::generation::Generation;
 use super::index::HashIndex;
 use super::layout::{
-    CHUNK_SLOTS, ChunkHead, Gen, HOME_CHUNKS, MAX_CHAIN, MAX_LOG2_BUCKETS, SB_ROOT, SUPER_BYTES,
-    chunk_image, hash,
+    CHUNK_SLOTS, ChunkHead, Gen, MAX_LOG2_BUCKETS, SB_ROOT, SUPER_BYTES, chunk_image, hash,
 };
 use super::log::LogStats;
 use super::write::{Applied, Source};
@@ -272,21 +271,22 @@ impl<P: Pm> HashIndex<P> {
     fn fill_bucket(&self, tbl: &Generation, b: u64, records: &[(u64, u64)]) -> Result<()> {
         let bucket = &tbl.buckets[b as usize];
         let chunks = records.len().div_ceil(CHUNK_SLOTS).max(1);
-        if chunks > MAX_CHAIN {
+        if chunks > tbl.layout.max_chain() {
             return Err(Error::Poisoned(format!(
                 "bucket {b} of a new table would hold {} records",
                 records.len()
             )));
         }
         let nonce = self.geo.nonce;
-        let mut home = vec![0u8; chunks.min(HOME_CHUNKS) * XPLINE as usize];
+        let home_chunks = tbl.layout.home_chunks();
+        let mut home = vec![0u8; chunks.min(home_chunks) * XPLINE as usize];
         let mut last = ChunkHead::default();
         for pos in 0..chunks {
             let lo = pos * CHUNK_SLOTS;
             let slots = &records[lo.min(records.len())..(lo + CHUNK_SLOTS).min(records.len())];
             last = ChunkHead::new(slots.len(), 0, 0);
             let img = chunk_image(last, tbl.tag(nonce, b, pos), slots);
-            if pos < HOME_CHUNKS {
+            if pos < home_chunks {
                 home[pos * XPLINE as usize..(pos + 1) * XPLINE as usize].copy_from_slice(&img);
             } else {
                 let Some(c) = tbl.pool.free.lock().pop() else {
@@ -294,7 +294,7 @@ impl<P: Pm> HashIndex<P> {
                         "the pool of a new table is exhausted".into(),
                     ));
                 };
-                bucket.set_overflow(pos, c);
+                bucket.set_overflow(&tbl.pool, pos, c);
                 self.pm
                     .write_nt(tbl.layout.pool_chunk(u64::from(c)), &img)?;
             }

@@ -11,7 +11,7 @@ use super::bucket::Bucket;
 use super::generation::Generation;
 use super::grow::Growth;
 use super::layout::{
-    CHUNK_SLOTS, Gen, Geometry, HOME_SLOTS, MAX_LOG2_BUCKETS, SB_ROOT, SUPER_BYTES, fingerprint,
+    BUCKET_BYTES, CHUNK_SLOTS, Gen, Geometry, MAX_LOG2_BUCKETS, SB_ROOT, SUPER_BYTES, fingerprint,
     hash, slot_off,
 };
 use super::log::{Log, LogStats};
@@ -34,6 +34,10 @@ pub struct HashConfig {
     /// collecting-log experiment). With many buckets per log record, log space then forces D-buckets out
     /// before they fill.
     pub fixed_log: bool,
+    /// Bytes of a P-bucket (a power of two from 1 KiB to 4 KiB, the default; 4 to 16 chunks). Recorded in
+    /// the superblock: `open` adopts the region's size whatever this build's default (the P-bucket sweep of
+    /// Exp 12).
+    pub pbucket_bytes: u64,
     /// Staged slots at which a D-bucket is written back (1..=15; 15 = the whole tail chunk, the default).
     /// A property of this handle, not of the region (`open` uses 15): smaller values flush partly filled
     /// tail chunks (the D-bucket-size experiment).
@@ -47,6 +51,7 @@ impl Default for HashConfig {
             log_lines: 8192,
             logs: 1,
             fixed_log: false,
+            pbucket_bytes: BUCKET_BYTES,
             dbucket_slots: CHUNK_SLOTS,
         }
     }
@@ -153,6 +158,7 @@ impl<P: Pm> HashIndex<P> {
             )));
         }
         let geo = Geometry {
+            bucket_bytes: config.pbucket_bytes,
             logs: config.logs,
             log_lines: config.log_lines,
             fixed_log: config.fixed_log,
@@ -266,7 +272,7 @@ impl<P: Pm> HashIndex<P> {
             let g = self.current();
             let b = h & g.layout.mask();
             let bucket = &g.buckets[b as usize];
-            bucket.prefetch(Bucket::HEAD_LINES);
+            bucket.prefetch_lookup(fp);
             let v = bucket.read_begin();
             let shape = bucket.shape();
             let found = bucket.find_live(&g.pool, shape, fp, |p| {
@@ -503,7 +509,7 @@ impl<P: Pm> HashIndex<P> {
     /// Slots of a generation: its buckets' home slots. The pool (1 chunk per 8 buckets, 0.8 % of the
     /// table's bytes) is a reserve for buckets that fill up before the table is 7/8 full, not counted.
     pub(super) fn slots(layout: &Gen) -> u64 {
-        layout.buckets() * HOME_SLOTS as u64
+        layout.buckets() * layout.home_slots() as u64
     }
 
     /// Sets the live-key count (at recovery).

@@ -8,17 +8,23 @@ use super::format::{corruption_in, le, read_superblock, write_superblock};
 use crate::error::{Error, Result};
 use crate::storage::pm::{CACHE_LINE, Pm, XPLINE};
 
-/// Bytes of a P-bucket: 16 chunks of one XPLine each.
+/// Bytes of a P-bucket by default: 16 chunks of one XPLine each. A region records its own size
+/// ([`Geometry::bucket_bytes`], `HashConfig::pbucket_bytes`): a power of two from [`MIN_BUCKET_BYTES`] to
+/// this (the P-bucket sweep of Exp 12).
 pub const BUCKET_BYTES: u64 = 4096;
-/// Chunks (XPLines) of a P-bucket (its home chunks; a chain may continue in pool chunks).
+/// Smallest P-bucket: 4 chunks.
+pub const MIN_BUCKET_BYTES: u64 = 1024;
+/// Most chunks (XPLines) of a P-bucket (its home chunks; a chain may continue in pool chunks): what the
+/// DRAM bucket's fixed arrays hold. A generation's own count is [`Gen::home_chunks`].
 pub const HOME_CHUNKS: usize = 16;
 /// Bytes of a chunk's header: the commit word and the identity word.
 pub const CHUNK_HEADER: u64 = 16;
 /// Slots (16 B: 8 B key + 8 B value) of a chunk: 15 after its 16 B header. Also the D-bucket's capacity.
 pub const CHUNK_SLOTS: usize = 15;
-/// Slots of the home chunks of a bucket.
+/// Most slots of the home chunks of a bucket (of the largest P-bucket).
 pub const HOME_SLOTS: usize = HOME_CHUNKS * CHUNK_SLOTS;
-/// Longest chain of a bucket, in chunks: 16 home chunks and up to 14 pool chunks.
+/// Longest chain of a bucket, in chunks: 16 home chunks and up to 14 pool chunks (a generation of smaller
+/// P-buckets: its home chunks and up to 14 pool chunks, [`Gen::max_chain`]).
 pub const MAX_CHAIN: usize = 30;
 /// Pool chunks a bucket may link.
 pub const MAX_OVERFLOW: usize = MAX_CHAIN - HOME_CHUNKS;
@@ -95,6 +101,8 @@ fn mix(parts: &[u64], seed: u64) -> u64 {
 /// The immutable geometry recorded in the superblock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Geometry {
+    /// Bytes of a P-bucket (a power of two in `MIN_BUCKET_BYTES..=BUCKET_BYTES`).
+    pub bucket_bytes: u64,
     /// Collecting logs of every generation (one per concurrent writer).
     pub logs: u64,
     /// Smallest log, in 64 B lines (a generation's logs grow with its bucket count unless `fixed_log`).
@@ -115,7 +123,7 @@ impl Geometry {
             &[
                 (SB_MAGIC, MAGIC),
                 (SB_VERSION, VERSION),
-                (SB_BUCKET_BYTES, BUCKET_BYTES),
+                (SB_BUCKET_BYTES, self.bucket_bytes),
                 (SB_LOGS, self.logs),
                 (
                     SB_LOG_LINES,
@@ -133,14 +141,16 @@ impl Geometry {
             corruption(at, what)
         })?;
         let word = |at: u64| le(&b[at as usize..]);
-        if word(SB_VERSION) != VERSION || word(SB_BUCKET_BYTES) != BUCKET_BYTES {
+        let bucket_bytes = word(SB_BUCKET_BYTES);
+        if word(SB_VERSION) != VERSION || check_bucket_bytes(bucket_bytes).is_err() {
             return Err(Error::Incompatible(format!(
-                "hash index version {} with {} B buckets, expected {VERSION} and {BUCKET_BYTES}",
+                "hash index version {} with {bucket_bytes} B buckets, expected {VERSION} and a power of two \
+                 in {MIN_BUCKET_BYTES}..={BUCKET_BYTES}",
                 word(SB_VERSION),
-                word(SB_BUCKET_BYTES)
             )));
         }
         let g = Geometry {
+            bucket_bytes,
             logs: word(SB_LOGS),
             log_lines: word(SB_LOG_LINES) & !FIXED_LOG_FLAG,
             fixed_log: word(SB_LOG_LINES) & FIXED_LOG_FLAG != 0,
@@ -154,6 +164,7 @@ impl Geometry {
 
     /// `InvalidArgument` unless the geometry is in range for a region of `len` bytes.
     pub fn validate(&self, len: u64) -> Result<()> {
+        check_bucket_bytes(self.bucket_bytes)?;
         if !(1..=MAX_LOGS).contains(&self.logs) {
             return Err(Error::invalid(format!(
                 "{} logs (1..={MAX_LOGS})",
@@ -176,9 +187,21 @@ impl Geometry {
     }
 }
 
+/// `InvalidArgument` unless `bytes` is a P-bucket size this build supports: a power of two in
+/// `MIN_BUCKET_BYTES..=BUCKET_BYTES` (4, 8 or 16 chunks).
+pub fn check_bucket_bytes(bytes: u64) -> Result<()> {
+    if bytes.is_power_of_two() && (MIN_BUCKET_BYTES..=BUCKET_BYTES).contains(&bytes) {
+        Ok(())
+    } else {
+        Err(Error::invalid(format!(
+            "P-bucket of {bytes} bytes (a power of two in {MIN_BUCKET_BYTES}..={BUCKET_BYTES})"
+        )))
+    }
+}
+
 /// One table generation in PM, at a 4 KiB-aligned offset:
 /// `header (256 B) · tail words (64 B per log) · pad to 4 KiB · redo areas (8 KiB per log) · logs (each
-/// rounded to 4 KiB) · pool chunks (256 B each, rounded to 4 KiB) · P-buckets (4 KiB each)`.
+/// rounded to 4 KiB) · pool chunks (256 B each, rounded to 4 KiB) · P-buckets (`bucket_bytes` each)`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Gen {
     pub off: u64,
@@ -190,6 +213,8 @@ pub struct Gen {
     pub log_records: u64,
     /// Pool chunks (overflow chunks shared by the buckets).
     pub pool_chunks: u64,
+    /// Home chunks of a P-bucket (from the superblock's bucket size).
+    pub home: u64,
 }
 
 const GEN_HEADER_WORDS: usize = 7;
@@ -211,7 +236,28 @@ impl Gen {
             logs: geo.logs,
             log_records: round_up(per_log.max(geo.log_lines * 2), XPLINE / RECORD_BYTES),
             pool_chunks: (buckets / 8).max(16),
+            home: geo.bucket_bytes / XPLINE,
         }
+    }
+    /// Home chunks of a P-bucket.
+    #[inline]
+    pub fn home_chunks(&self) -> usize {
+        self.home as usize
+    }
+    /// Home slots of a bucket.
+    #[inline]
+    pub fn home_slots(&self) -> usize {
+        self.home_chunks() * CHUNK_SLOTS
+    }
+    /// Longest chain: the home chunks and up to [`MAX_OVERFLOW`] pool chunks.
+    #[inline]
+    pub fn max_chain(&self) -> usize {
+        self.home_chunks() + MAX_OVERFLOW
+    }
+    /// Bytes of a P-bucket.
+    #[inline]
+    pub fn bucket_bytes(&self) -> u64 {
+        self.home * XPLINE
     }
     pub fn buckets(&self) -> u64 {
         1 << self.log2
@@ -246,14 +292,16 @@ impl Gen {
         self.pool_off() + round_up(self.pool_chunks * XPLINE, 4096)
     }
     pub fn bucket_off(&self, b: u64) -> u64 {
-        self.buckets_off() + b * BUCKET_BYTES
+        self.buckets_off() + b * self.bucket_bytes()
     }
-    /// Offset of home chunk `c` (0..16) of bucket `b`.
+    /// Offset of home chunk `c` (below `home`) of bucket `b`.
     pub fn home_chunk(&self, b: u64, c: usize) -> u64 {
         self.bucket_off(b) + c as u64 * XPLINE
     }
+    /// End of the generation, rounded up to 4 KiB (where the next generation may start; P-buckets of 1 or
+    /// 2 KiB may end mid-page).
     pub fn end(&self) -> u64 {
-        self.bucket_off(self.buckets())
+        round_up(self.bucket_off(self.buckets()), 4096)
     }
     pub fn bytes(&self) -> u64 {
         self.end() - self.off
@@ -266,7 +314,7 @@ impl Gen {
     pub fn home_tag(&self, nonce: u64, b: u64, c: usize) -> u64 {
         mix(&[nonce, self.number, b, c as u64], 29) | 1
     }
-    /// Identity word of a pool chunk holding position `pos` (16..30) of bucket `b`'s chain:
+    /// Identity word of a pool chunk holding position `pos` (`home..max_chain`) of bucket `b`'s chain:
     /// `b << 32 | pos << 16 | check` (the pool is zeroed when the generation is made, so a stale identity
     /// never appears; the check catches damage).
     pub fn pool_tag(&self, nonce: u64, b: u64, pos: usize) -> u64 {
@@ -276,11 +324,11 @@ impl Gen {
     pub fn pool_owner(&self, nonce: u64, word: u64) -> Option<(u64, usize)> {
         let (b, pos) = (word >> 32, (word >> 16 & 0xFFFF) as usize);
         let ok = b < self.buckets()
-            && (HOME_CHUNKS..MAX_CHAIN).contains(&pos)
+            && (self.home_chunks()..self.max_chain()).contains(&pos)
             && self.pool_tag(nonce, b, pos) == word;
         ok.then_some((b, pos))
     }
-    /// Commit word of redo area `i` when it holds `n` chunk images (n in 1..=MAX_CHAIN).
+    /// Commit word of redo area `i` when it holds `n` chunk images (n in 1..=max_chain).
     pub fn redo_word(&self, nonce: u64, i: u64, n: u64) -> u64 {
         (mix(&[nonce, self.number, i, 0x5245_444F], 37) & !0xFF) | n
     }
@@ -332,6 +380,7 @@ impl Gen {
             logs,
             log_records,
             pool_chunks,
+            home: geo.bucket_bytes / XPLINE,
         };
         if !sane || g.header(geo.nonce) != h {
             return Err(corruption(

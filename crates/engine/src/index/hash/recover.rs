@@ -15,8 +15,7 @@ use super::bucket::{Shape, Writer};
 use super::generation::{Generation, commit_word};
 use super::index::HashIndex;
 use super::layout::{
-    CHUNK_SLOTS, ChunkHead, Gen, Geometry, HOME_CHUNKS, MAX_CHAIN, SB_ROOT, corruption,
-    fingerprint, hash, image_slot,
+    CHUNK_SLOTS, ChunkHead, Gen, Geometry, SB_ROOT, corruption, fingerprint, hash, image_slot,
 };
 use super::log::{LogStats, Record};
 use super::write::{Applied, Source};
@@ -172,7 +171,7 @@ fn finish_redos<P: Pm>(pm: &P, geo: &Geometry, tbl: &Generation) -> Result<()> {
         pm.read(area, &mut header)?;
         let word = super::format::le(&header);
         let n = word & 0xFF;
-        if !(1..=MAX_CHAIN as u64).contains(&n) || word != g.redo_word(geo.nonce, i, n) {
+        if !(1..=g.max_chain() as u64).contains(&n) || word != g.redo_word(geo.nonce, i, n) {
             continue;
         }
         let b = super::format::le(&header[8..]);
@@ -183,7 +182,7 @@ fn finish_redos<P: Pm>(pm: &P, geo: &Geometry, tbl: &Generation) -> Result<()> {
         let mut img = [0u8; XPLINE as usize];
         for j in 0..n as usize {
             let t = super::format::le(&header[16 + j * 8..]);
-            let home = (0..HOME_CHUNKS).any(|c| g.home_chunk(b, c) == t);
+            let home = (0..g.home_chunks()).any(|c| g.home_chunk(b, c) == t);
             let pooled = pool.contains(&t) && (t - pool.start).is_multiple_of(XPLINE);
             if !home && !pooled {
                 return Err(corruption(
@@ -246,11 +245,12 @@ pub(super) fn scan_bucket<P: Pm>(
     let mut heads: Vec<(u64, ChunkHead)> = Vec::new();
     let mut slots: Vec<(u64, u64)> = Vec::new();
     let mut img = [0u8; XPLINE as usize];
-    for pos in 0..MAX_CHAIN {
-        let at = if pos < HOME_CHUNKS {
+    let home = g.home_chunks();
+    for pos in 0..g.max_chain() {
+        let at = if pos < home {
             g.home_chunk(b, pos)
         } else {
-            match own.get(pos - HOME_CHUNKS) {
+            match own.get(pos - home) {
                 Some(&(p, c)) if p == pos => g.pool_chunk(u64::from(c)),
                 Some(&(p, _)) => {
                     return Err(corruption(
@@ -264,7 +264,7 @@ pub(super) fn scan_bucket<P: Pm>(
         pm.read(at, &mut img)?;
         let head = ChunkHead(super::format::le(&img));
         let tag = super::format::le(&img[8..]);
-        if pos < HOME_CHUNKS && (tag != g.home_tag(geo.nonce, b, pos) || head.count() == 0) {
+        if pos < home && (tag != g.home_tag(geo.nonce, b, pos) || head.count() == 0) {
             break;
         }
         head.validate(at)?;
@@ -288,19 +288,15 @@ pub(super) fn scan_bucket<P: Pm>(
         }
         heads.push((at, head));
     }
-    if own.len() > heads.len().saturating_sub(HOME_CHUNKS) {
+    if own.len() > heads.len().saturating_sub(home) {
         return Err(corruption(
             g.bucket_off(b),
             format!("bucket {b} owns pool chunks past its chain"),
         ));
     }
     let chunks = heads.len().max(1);
-    for (j, &(_, c)) in own
-        .iter()
-        .enumerate()
-        .take(chunks.saturating_sub(HOME_CHUNKS))
-    {
-        bucket.set_overflow(HOME_CHUNKS + j, c);
+    for (j, &(_, c)) in own.iter().enumerate().take(chunks.saturating_sub(home)) {
+        bucket.set_overflow(&tbl.pool, home + j, c);
     }
     // Newest version of each key decides (chain order is age order); tombstones hide older versions.
     seen.clear();

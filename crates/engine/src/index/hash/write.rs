@@ -9,9 +9,7 @@
 use super::bucket::{Shape, Writer};
 use super::generation::{Generation, commit_word};
 use super::index::HashIndex;
-use super::layout::{
-    CHUNK_SLOTS, ChunkHead, HOME_CHUNKS, MAX_CHAIN, chunk_image, corruption, fingerprint, hash,
-};
+use super::layout::{CHUNK_SLOTS, ChunkHead, chunk_image, corruption, fingerprint, hash};
 use super::log::{Log, LogStats};
 use crate::error::Result;
 use crate::storage::pm::Pm;
@@ -282,7 +280,7 @@ impl<P: Pm> HashIndex<P> {
         let pos = shape.tail();
         let used = shape.tail_used();
         let off = g.chunk_off(b, bucket, pos);
-        if w.tail_head.count() == 0 && pos < HOME_CHUNKS {
+        if w.tail_head.count() == 0 && pos < g.layout.home_chunks() {
             // A home chunk's space may hold a stale commit word from an older generation: zero it durably
             // first, so that a torn write below never pairs it with this chunk's identity.
             commit_word(&self.pm, off, 0)?;
@@ -335,7 +333,7 @@ impl<P: Pm> HashIndex<P> {
                 };
                 bucket.edit(|| bucket.set_shape(Shape::new(chunks + 1, 0, 0)));
             };
-            if chunks < HOME_CHUNKS {
+            if chunks < g.layout.home_chunks() {
                 start_next(w);
                 continue;
             }
@@ -346,10 +344,10 @@ impl<P: Pm> HashIndex<P> {
                 compacted = true;
                 continue;
             }
-            if chunks < MAX_CHAIN
+            if chunks < g.layout.max_chain()
                 && let Some(c) = g.pool.free.lock().pop()
             {
-                bucket.edit(|| bucket.set_overflow(chunks, c));
+                bucket.edit(|| bucket.set_overflow(&g.pool, chunks, c));
                 start_next(w);
                 stats.overflow_chunks += 1;
                 continue;

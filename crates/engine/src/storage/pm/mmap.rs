@@ -219,6 +219,26 @@ impl Pm for MmapRegion {
         Ok(())
     }
 
+    #[inline]
+    fn read_pair(&self, off: u64) -> Result<(u64, u64)> {
+        check_range(self.len, off, 16)?;
+        if !off.is_multiple_of(8) {
+            let mut b = [0u8; 16];
+            words::read(self.words(), off as usize, &mut b);
+            let (k, v) = b.split_at(8);
+            return Ok((
+                u64::from_le_bytes(k.try_into().expect("8 bytes")),
+                u64::from_le_bytes(v.try_into().expect("8 bytes")),
+            ));
+        }
+        let w = self.words();
+        let i = off as usize / 8;
+        Ok((
+            words::word_to_le(w[i].load(Ordering::Relaxed)),
+            words::word_to_le(w[i + 1].load(Ordering::Relaxed)),
+        ))
+    }
+
     fn load_u64_atomic(&self, off: u64) -> Result<u64> {
         check_word(self.len, off)?;
         let word = words::word_at(self.words(), off as usize);

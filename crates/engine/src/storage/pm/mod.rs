@@ -105,14 +105,22 @@ impl PersistMode {
     }
 }
 
-/// `Ok` when `[off, off + n)` lies inside a region of `len` bytes.
+/// `Ok` when `[off, off + n)` lies inside a region of `len` bytes. Inlined: every PM access checks, so the
+/// check is a compare and a branch, and only the error is built out of line.
+#[inline]
 pub(crate) fn check_range(len: u64, off: u64, n: u64) -> Result<()> {
     match off.checked_add(n) {
         Some(end) if end <= len => Ok(()),
-        _ => Err(Error::invalid(format!(
-            "PM access of {n} bytes at offset {off} is outside the region of {len} bytes"
-        ))),
+        _ => Err(out_of_range(len, off, n)),
     }
+}
+
+#[cold]
+#[inline(never)]
+fn out_of_range(len: u64, off: u64, n: u64) -> Error {
+    Error::invalid(format!(
+        "PM access of {n} bytes at offset {off} is outside the region of {len} bytes"
+    ))
 }
 
 /// `Ok` when the 8-byte word at `off` is 8-byte aligned and inside the region.

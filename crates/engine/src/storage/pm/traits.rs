@@ -82,6 +82,19 @@ pub trait Pm: Send + Sync {
         Ok(())
     }
 
+    /// Reads the two little-endian `u64`s at `off` (16 bytes, any alignment; not atomic as a pair): a hash
+    /// slot's key and value. Counted and checked like [`read`](Pm::read) of 16 bytes; regions over plain
+    /// memory override it with two word loads (a lookup's one PM read, without the byte-copy loop).
+    fn read_pair(&self, off: u64) -> Result<(u64, u64)> {
+        let mut b = [0u8; 16];
+        self.read(off, &mut b)?;
+        let (k, v) = b.split_at(8);
+        Ok((
+            u64::from_le_bytes(k.try_into().expect("8 bytes")),
+            u64::from_le_bytes(v.try_into().expect("8 bytes")),
+        ))
+    }
+
     /// Reads the little-endian `u64` at `off` (any alignment; not atomic).
     fn read_u64(&self, off: u64) -> Result<u64> {
         let mut bytes = [0u8; 8];
@@ -119,6 +132,9 @@ macro_rules! forward_pm {
             }
             fn write(&self, off: u64, data: &[u8]) -> Result<()> {
                 (**self).write(off, data)
+            }
+            fn read_pair(&self, off: u64) -> Result<(u64, u64)> {
+                (**self).read_pair(off)
             }
             fn load_u64_atomic(&self, off: u64) -> Result<u64> {
                 (**self).load_u64_atomic(off)

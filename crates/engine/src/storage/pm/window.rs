@@ -69,6 +69,10 @@ impl<Q: Pm> Pm for PmWindow<Q> {
         let at = self.at(off, data.len() as u64)?;
         self.region.write(at, data)
     }
+    fn read_pair(&self, off: u64) -> Result<(u64, u64)> {
+        let at = self.at(off, 16)?;
+        self.region.read_pair(at)
+    }
     fn load_u64_atomic(&self, off: u64) -> Result<u64> {
         let at = self.at(off, 8)?;
         self.region.load_u64_atomic(at)

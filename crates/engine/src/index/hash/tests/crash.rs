@@ -97,6 +97,39 @@ fn adr_crash_in_repeated_compactions() {
     assert!(images + 3 >= fences, "{images} images for {fences} fences");
 }
 
+/// P-buckets of 1 KiB (4 home chunks; the P-bucket sweep of Exp 12): chains leave the P-bucket for the
+/// pool after 60 slots, so pool chunks, compactions and doublings all come with the smaller chain. Every
+/// persist point is crashed at under ADR and eADR.
+#[test]
+fn crash_at_every_persist_point_with_1_kib_pbuckets() {
+    let spec = CrashSpec {
+        create: |pm| {
+            HashIndex::create(
+                pm,
+                HashConfig {
+                    pbucket_bytes: 1024,
+                    ..tiny_config()
+                },
+            )
+        },
+        ..SPEC
+    };
+    for (mode, ops) in [(PersistMode::Adr, 1500), (PersistMode::Eadr, 1200)] {
+        let (images, fences) = testkit::crash_every_persist_point(
+            &spec,
+            mode,
+            ops,
+            |_| {},
+            |index| {
+                let s = index.stats();
+                assert!(s.grows >= 2 && s.overflow_chunks > 0, "{s:?}");
+                assert_eq!(index.capacity(), index.buckets() * 60);
+            },
+        );
+        assert!(images + 3 >= fences, "{images} images for {fences} fences");
+    }
+}
+
 /// The experiments' settings: logs of exactly 8 lines (16 records) that never grow with the table, and
 /// D-buckets written back at 5 staged slots (partly filled tail chunks rewritten again and again); the
 /// 16-record ring fills so fast that log space forces D-buckets out too. Every persist point is crashed at

@@ -6,7 +6,7 @@ use proptest::prelude::*;
 use super::tiny_config;
 use crate::index::hash::testkit::{self, ModelOp, cases, model_op};
 use crate::index::hash::{HashConfig, HashIndex};
-use crate::storage::pm::{MmapRegion, PersistMode};
+use crate::storage::pm::{MmapRegion, PersistMode, Pm};
 
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(cases()))]
@@ -31,6 +31,72 @@ proptest! {
         let config = HashConfig { log_lines: 8, fixed_log: true, dbucket_slots, ..tiny_config() };
         let index = HashIndex::create(pm, config).unwrap();
         testkit::model_run(index, ops, HashIndex::recover_with_threads, Some(0.875))?;
+    }
+
+    /// P-buckets of 1 and 2 KiB (4 and 8 home chunks; the P-bucket sweep of Exp 12): a reopen adopts the
+    /// size the region records.
+    #[test]
+    fn matches_hashmap_with_small_pbuckets(
+        pbucket_bytes in prop::sample::select(vec![1024u64, 2048]),
+        ops in prop::collection::vec(model_op(320, (1usize..5).prop_map(ModelOp::Reopen)), 1..1200)
+    ) {
+        let pm = MmapRegion::anonymous(1 << 20, PersistMode::Adr).unwrap();
+        let config = HashConfig { pbucket_bytes, ..tiny_config() };
+        let index = HashIndex::create(pm, config).unwrap();
+        testkit::model_run(index, ops, HashIndex::recover_with_threads, Some(0.875))?;
+    }
+}
+
+/// The P-bucket size is the region's: a reopen adopts it (capacity and layout follow it), a size this build
+/// cannot hold is refused at create (`InvalidArgument`) and at open (`Incompatible`, never a panic).
+#[test]
+fn the_pbucket_size_is_recorded_and_adopted_or_refused() {
+    use crate::error::Error;
+    use crate::index::hash::layout::{SB_BUCKET_BYTES, SB_CHECK};
+    for bad in [0u64, 512, 1536, 8192, 16384] {
+        let pm = MmapRegion::anonymous(1 << 20, PersistMode::Eadr).unwrap();
+        let config = HashConfig {
+            pbucket_bytes: bad,
+            ..tiny_config()
+        };
+        assert!(
+            matches!(
+                HashIndex::create(pm, config),
+                Err(Error::InvalidArgument(_))
+            ),
+            "{bad}"
+        );
+    }
+    let pm = MmapRegion::anonymous(1 << 20, PersistMode::Eadr).unwrap();
+    let config = HashConfig {
+        pbucket_bytes: 2048,
+        ..tiny_config()
+    };
+    let index = HashIndex::create(&pm, config).unwrap();
+    for k in 0..2000u64 {
+        index.insert(k * 7919, k).unwrap();
+    }
+    let (buckets, capacity) = (index.buckets(), index.capacity());
+    assert_eq!(capacity, buckets * 120);
+    drop(index);
+    let index = HashIndex::open(&pm).unwrap();
+    assert_eq!((index.buckets(), index.capacity()), (buckets, capacity));
+    for k in 0..2000u64 {
+        assert_eq!(index.get(k * 7919).unwrap(), Some(k));
+    }
+    index.check_invariants().unwrap();
+    drop(index);
+    // A superblock recording a size this build does not hold (checksum rewritten: not damage).
+    let mut sb = [0u8; SB_CHECK as usize];
+    pm.read(0, &mut sb).unwrap();
+    sb[SB_BUCKET_BYTES as usize..SB_BUCKET_BYTES as usize + 8]
+        .copy_from_slice(&8192u64.to_le_bytes());
+    pm.write(0, &sb).unwrap();
+    pm.write_u64(SB_CHECK, xxhash_rust::xxh3::xxh3_64(&sb))
+        .unwrap();
+    match HashIndex::open(&pm) {
+        Err(Error::Incompatible(m)) => assert!(m.contains("8192"), "{m}"),
+        other => panic!("{other:?}"),
     }
 }
 
@@ -100,7 +166,7 @@ fn load_factor_peaks_at_7_8_with_many_buckets() {
 /// moved or 64 KiB of redo areas, logs and pool zeroed (at most 16 units for these tests' logs of up to
 /// 512 KiB), and the write that finds the last slice done.
 fn peak_bound(slots: u64) -> f64 {
-    let buckets = slots / crate::index::hash::layout::HOME_SLOTS as u64;
+    let buckets = slots / crate::index::hash::layout::HOME_SLOTS as u64; // default P-buckets
     let writes = (buckets + 16).div_ceil(crate::index::hash::grow::SLICE) + 1;
     0.875 + writes as f64 / slots as f64
 }
