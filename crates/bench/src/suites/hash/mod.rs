@@ -181,7 +181,7 @@ pub fn notes(cfg: &SuiteConfig) -> Vec<String> {
 
 /// A multiply-xorshift hasher for the DRAM bound (keys are already random).
 #[derive(Default)]
-struct MixHasher(u64);
+pub struct MixHasher(u64);
 
 impl Hasher for MixHasher {
     fn finish(&self) -> u64 {

@@ -1,36 +1,20 @@
 //! A probe of the hash family's point lookups, for profiling (`perf record`, `valgrind --tool=callgrind`):
 //! preloads the ElimDA-style index (on an anonymous eADR region, as the `hash` suite does) and a std
-//! `HashMap` with the suite's multiply-xorshift hasher with the same `n` uniform random keys, then times
+//! `HashMap` with the suite's multiply-xorshift hasher ([`MixHasher`]) with the same `n` uniform random keys, then times
 //! `n` lookups of present keys and `n` of absent keys on each, one lookup at a time, in the same order,
 //! and prints wall and thread-CPU nanoseconds per lookup and the ratio.
 //!
-//! `cargo run --release -p strata --example hash_lookup -- <records> [rounds] [only: elimda|hashbrown]
+//! `cargo run --release -p strata-bench --example hash_lookup -- <records> [rounds] [only: elimda|hashbrown]
 //! [pbucket-bytes]`
 
 use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
+use std::hash::BuildHasherDefault;
 use std::time::Instant;
 
 use strata::lab::index::hash::{HashConfig, HashIndex};
 use strata::lab::storage::pm::{MmapRegion, PersistMode};
-
-#[derive(Default)]
-struct MixHasher(u64);
-
-impl Hasher for MixHasher {
-    fn finish(&self) -> u64 {
-        let h = self.0.wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        h ^ (h >> 32)
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0 << 8 | u64::from(b)).wrapping_mul(0x100_0000_01B3);
-        }
-    }
-    fn write_u64(&mut self, n: u64) {
-        self.0 ^= n;
-    }
-}
+use strata_bench::measure::schedstat;
+use strata_bench::suites::hash::MixHasher;
 
 fn xorshift(x: &mut u64) -> u64 {
     *x ^= *x << 13;
@@ -39,14 +23,9 @@ fn xorshift(x: &mut u64) -> u64 {
     *x
 }
 
+/// CPU time of this thread, in nanoseconds (0 where `/proc/thread-self/schedstat` is unreadable).
 fn thread_cpu_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid, writable timespec; the clock id is a constant the kernel knows.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+    schedstat("/proc/thread-self/schedstat").map_or(0, |(cpu, _)| cpu)
 }
 
 /// Runs `f` over `keys`, returns (wall ns, cpu ns) per key; `f` returns whether the answer was right.
