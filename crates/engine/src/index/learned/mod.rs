@@ -34,6 +34,7 @@ pub mod family;
 pub mod group;
 pub mod merge;
 pub mod model;
+pub mod recycle;
 mod retire;
 pub mod rmi;
 pub mod scan;
