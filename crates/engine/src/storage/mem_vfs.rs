@@ -43,6 +43,8 @@ struct InodeData {
     dirty: Option<(usize, usize)>,
     /// Bytes handed to [`VfsFile::start_writeback`] (memory has no device: only counted, for tests).
     writeback_hinted: u64,
+    /// The largest length asked of [`VfsFile::allocate`] (memory allocates nothing: only noted, for tests).
+    allocated: u64,
 }
 
 impl InodeData {
@@ -52,6 +54,7 @@ impl InodeData {
             current: bytes,
             dirty: None,
             writeback_hinted: 0,
+            allocated: 0,
         }
     }
 
@@ -231,6 +234,13 @@ impl MemVfs {
         ns.files
             .get(path.as_ref())
             .map(|i| i.data.lock().writeback_hinted)
+    }
+
+    /// The largest length the file was extended to by [`VfsFile::allocate`] (and not truncated below
+    /// since), or `None` if it does not exist.
+    pub fn allocated(&self, path: impl AsRef<Path>) -> Option<u64> {
+        let ns = self.ns.lock();
+        ns.files.get(path.as_ref()).map(|i| i.data.lock().allocated)
     }
 
     /// Paths of every file, sorted.
@@ -420,7 +430,17 @@ impl VfsFile for MemFile {
         }
         let len =
             usize::try_from(len).map_err(|_| Error::invalid("length too large for MemVfs"))?;
-        self.inode.data.lock().set_len(len);
+        let mut data = self.inode.data.lock();
+        data.set_len(len);
+        data.allocated = data.allocated.min(len as u64);
+        Ok(())
+    }
+
+    fn allocate(&self, len: u64) -> Result<()> {
+        let grown = len.max(self.len()?);
+        self.set_len(grown)?;
+        let mut data = self.inode.data.lock();
+        data.allocated = data.allocated.max(grown);
         Ok(())
     }
 
