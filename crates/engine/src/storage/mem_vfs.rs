@@ -45,6 +45,8 @@ struct InodeData {
     writeback_hinted: u64,
     /// The largest length asked of [`VfsFile::allocate`] (memory allocates nothing: only noted, for tests).
     allocated: u64,
+    /// The largest end of a range given to [`VfsFile::allocate_ahead`] (only noted, for tests).
+    allocated_ahead: u64,
 }
 
 impl InodeData {
@@ -55,6 +57,7 @@ impl InodeData {
             dirty: None,
             writeback_hinted: 0,
             allocated: 0,
+            allocated_ahead: 0,
         }
     }
 
@@ -241,6 +244,15 @@ impl MemVfs {
     pub fn allocated(&self, path: impl AsRef<Path>) -> Option<u64> {
         let ns = self.ns.lock();
         ns.files.get(path.as_ref()).map(|i| i.data.lock().allocated)
+    }
+
+    /// The largest end of a range the file was given to [`VfsFile::allocate_ahead`], or `None` if it does
+    /// not exist.
+    pub fn allocated_ahead(&self, path: impl AsRef<Path>) -> Option<u64> {
+        let ns = self.ns.lock();
+        ns.files
+            .get(path.as_ref())
+            .map(|i| i.data.lock().allocated_ahead)
     }
 
     /// Paths of every file, sorted.
@@ -450,6 +462,13 @@ impl VfsFile for MemFile {
         }
         self.inode.data.lock().sync();
         Ok(())
+    }
+
+    fn allocate_ahead(&self, offset: u64, len: u64) {
+        if !self.read_only {
+            let mut data = self.inode.data.lock();
+            data.allocated_ahead = data.allocated_ahead.max(offset.saturating_add(len));
+        }
     }
 
     fn start_writeback(&self, _offset: u64, len: u64) {

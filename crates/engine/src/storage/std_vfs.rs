@@ -221,6 +221,19 @@ impl VfsFile for StdFile {
         self.set_len(len)
     }
 
+    fn allocate_ahead(&self, offset: u64, len: u64) {
+        if self.read_only {
+            return;
+        }
+        // A failure (no space, a file system without it) only loses the hint.
+        let _ = rustix::fs::fallocate(
+            &self.file,
+            rustix::fs::FallocateFlags::KEEP_SIZE,
+            offset,
+            len,
+        );
+    }
+
     fn sync_data(&self) -> Result<()> {
         if self.read_only {
             return Ok(()); // nothing written through this handle
@@ -285,7 +298,10 @@ mod tests {
         let probe = std::fs::File::create(dir.path().join("probe")).unwrap();
         if rustix::fs::fallocate(&probe, rustix::fs::FallocateFlags::empty(), 0, 4096).is_ok() {
             let blocks = std::fs::metadata(&p).unwrap().blocks() * 512;
-            assert!(blocks >= 1 << 20, "{blocks} bytes of blocks for a 1 MiB allocation");
+            assert!(
+                blocks >= 1 << 20,
+                "{blocks} bytes of blocks for a 1 MiB allocation"
+            );
         }
     }
 

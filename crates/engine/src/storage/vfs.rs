@@ -133,6 +133,11 @@ pub trait VfsFile: Send + Sync + Debug {
     fn allocate(&self, len: u64) -> Result<()> {
         self.set_len(len)
     }
+    /// A hint: allocate the blocks of `len` bytes at `offset` (past the end of the file too) without
+    /// changing its length (Linux `fallocate` with `FALLOC_FL_KEEP_SIZE`), so that later writes there
+    /// allocate nothing. Nothing changes what the file reads as; file systems without such a call ignore
+    /// it (the default).
+    fn allocate_ahead(&self, _offset: u64, _len: u64) {}
     /// Makes the data (and the length) durable: `fdatasync`.
     fn sync_data(&self) -> Result<()>;
     /// A hint: start writing `len` bytes at `offset` back to the device without waiting for them, so a

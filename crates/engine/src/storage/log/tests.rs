@@ -507,5 +507,8 @@ fn the_file_is_created_and_grown_with_its_blocks_allocated() {
         let len = mem.file_bytes(&path).unwrap().len() as u64;
         assert_eq!(mem.allocated(&path), Some(len), "grown without allocating");
     }
-    assert!(mem.file_bytes(&path).unwrap().len() > 2 << 20, "the file grew");
+    assert!(
+        mem.file_bytes(&path).unwrap().len() > 2 << 20,
+        "the file grew"
+    );
 }
