@@ -47,8 +47,8 @@ impl LearnedIndex {
         done
     }
 
-    /// Frees the replaced groups and roots the epoch released so far (what [`maintain`](Self::maintain)
-    /// does after its pass).
+    /// Frees the replaced groups and roots the epoch released so far and makes delta-buffer memory ready
+    /// for writers (`recycle.rs`): what [`maintain`](Self::maintain) does after its pass.
     pub fn free_released(&self) {
         self.retired.free();
         self.arena.trim();
