@@ -128,6 +128,12 @@ impl VfsFile for TimingFile {
     fn set_len(&self, len: u64) -> strata::Result<()> {
         self.0.set_len(len)
     }
+    fn allocate(&self, len: u64) -> strata::Result<()> {
+        self.0.allocate(len)
+    }
+    fn allocate_ahead(&self, offset: u64, len: u64) {
+        self.0.allocate_ahead(offset, len)
+    }
     fn sync_data(&self) -> strata::Result<()> {
         timed(|w| &mut w.sync, || self.0.sync_data())
     }

@@ -115,3 +115,34 @@ fn writes_allocate_only_what_snapshots_and_growth_need() {
         assert!(ix.get(k * 40 + 5, &mut out) && out == [4; 16]);
     }
 }
+
+/// Delta buffers grow with memory the maintenance thread made ready (`recycle.rs`): inserts of new keys
+/// allocate nothing on the writer's thread, so the writer never takes the allocator's lock that the
+/// maintainer holds while it frees replaced groups (with glibc, `free` goes to the arena of the allocating
+/// thread). Before, each growth of a buffer's record chunks or table was a `malloc` of the writer's.
+#[test]
+fn buffer_growth_takes_memory_the_maintainer_made_ready() {
+    let opts = LearnedOptions {
+        compact_at: 4096,
+        inline_compact_at: 4096,
+        ..LearnedOptions::default()
+    };
+    let ix = LearnedIndex::bulk_load(opts, (0..16_384u64).map(|k| (k * 10, vec![1u8; 8])));
+    ix.put(0, &[2; 8]);
+    // The maintenance thread's work after a pass: it makes blocks of every size ready.
+    std::thread::scope(|s| {
+        s.spawn(|| ix.free_released());
+    });
+    // 4 groups, 200 new keys each: every buffer grows through chunks of 8 … 128 records and tables of
+    // 16 … 256 entries.
+    let inserts = allocations(|| {
+        for k in 0..800u64 {
+            ix.put(k * 200 + 5, &[4; 8]);
+        }
+    });
+    assert_eq!(inserts, 0, "{inserts} allocations for 800 new keys");
+    let mut out = Vec::new();
+    for k in 0..800u64 {
+        assert!(ix.get(k * 200 + 5, &mut out) && out == [4; 8]);
+    }
+}

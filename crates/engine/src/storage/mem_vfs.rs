@@ -43,6 +43,10 @@ struct InodeData {
     dirty: Option<(usize, usize)>,
     /// Bytes handed to [`VfsFile::start_writeback`] (memory has no device: only counted, for tests).
     writeback_hinted: u64,
+    /// The largest length asked of [`VfsFile::allocate`] (memory allocates nothing: only noted, for tests).
+    allocated: u64,
+    /// The largest end of a range given to [`VfsFile::allocate_ahead`] (only noted, for tests).
+    allocated_ahead: u64,
 }
 
 impl InodeData {
@@ -52,6 +56,8 @@ impl InodeData {
             current: bytes,
             dirty: None,
             writeback_hinted: 0,
+            allocated: 0,
+            allocated_ahead: 0,
         }
     }
 
@@ -231,6 +237,22 @@ impl MemVfs {
         ns.files
             .get(path.as_ref())
             .map(|i| i.data.lock().writeback_hinted)
+    }
+
+    /// The largest length the file was extended to by [`VfsFile::allocate`] (and not truncated below
+    /// since), or `None` if it does not exist.
+    pub fn allocated(&self, path: impl AsRef<Path>) -> Option<u64> {
+        let ns = self.ns.lock();
+        ns.files.get(path.as_ref()).map(|i| i.data.lock().allocated)
+    }
+
+    /// The largest end of a range the file was given to [`VfsFile::allocate_ahead`], or `None` if it does
+    /// not exist.
+    pub fn allocated_ahead(&self, path: impl AsRef<Path>) -> Option<u64> {
+        let ns = self.ns.lock();
+        ns.files
+            .get(path.as_ref())
+            .map(|i| i.data.lock().allocated_ahead)
     }
 
     /// Paths of every file, sorted.
@@ -420,7 +442,17 @@ impl VfsFile for MemFile {
         }
         let len =
             usize::try_from(len).map_err(|_| Error::invalid("length too large for MemVfs"))?;
-        self.inode.data.lock().set_len(len);
+        let mut data = self.inode.data.lock();
+        data.set_len(len);
+        data.allocated = data.allocated.min(len as u64);
+        Ok(())
+    }
+
+    fn allocate(&self, len: u64) -> Result<()> {
+        let grown = len.max(self.len()?);
+        self.set_len(grown)?;
+        let mut data = self.inode.data.lock();
+        data.allocated = data.allocated.max(grown);
         Ok(())
     }
 
@@ -430,6 +462,13 @@ impl VfsFile for MemFile {
         }
         self.inode.data.lock().sync();
         Ok(())
+    }
+
+    fn allocate_ahead(&self, offset: u64, len: u64) {
+        if !self.read_only {
+            let mut data = self.inode.data.lock();
+            data.allocated_ahead = data.allocated_ahead.max(offset.saturating_add(len));
+        }
     }
 
     fn start_writeback(&self, _offset: u64, len: u64) {

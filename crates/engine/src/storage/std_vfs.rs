@@ -209,6 +209,31 @@ impl VfsFile for StdFile {
         self.file.set_len(len).map_err(|e| Error::io(&self.path, e))
     }
 
+    fn allocate(&self, len: u64) -> Result<()> {
+        if self.read_only {
+            return Err(read_only_handle(&self.path));
+        }
+        // Mode 0 allocates `[0, len)` (blocks already there stay) and extends the length to `len`. A file
+        // system without it (or a refusal for another reason) gets the plain extension.
+        if rustix::fs::fallocate(&self.file, rustix::fs::FallocateFlags::empty(), 0, len).is_ok() {
+            return Ok(());
+        }
+        self.set_len(len)
+    }
+
+    fn allocate_ahead(&self, offset: u64, len: u64) {
+        if self.read_only {
+            return;
+        }
+        // A failure (no space, a file system without it) only loses the hint.
+        let _ = rustix::fs::fallocate(
+            &self.file,
+            rustix::fs::FallocateFlags::KEEP_SIZE,
+            offset,
+            len,
+        );
+    }
+
     fn sync_data(&self) -> Result<()> {
         if self.read_only {
             return Ok(()); // nothing written through this handle
@@ -251,6 +276,34 @@ mod tests {
         direct: false,
         read_only: false,
     };
+
+    /// `allocate` extends the file with zeros, keeps its bytes, never shrinks it, and allocates the blocks
+    /// (where the file system has `fallocate`): no sparse space is left for a later write to allocate.
+    #[test]
+    fn allocate_extends_with_allocated_blocks() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir().unwrap();
+        let vfs = StdVfs::new();
+        let p = dir.path().join("f");
+        let f = vfs.open(&p, RW).unwrap();
+        f.write_all_at(b"abc", 0).unwrap();
+        f.allocate(1 << 20).unwrap();
+        assert_eq!(f.len().unwrap(), 1 << 20);
+        let mut buf = vec![1u8; 8];
+        assert_eq!(f.read_at(&mut buf, 0).unwrap(), 8);
+        assert_eq!(&buf, b"abc\0\0\0\0\0");
+        f.allocate(4096).unwrap();
+        assert_eq!(f.len().unwrap(), 1 << 20, "allocate shrank the file");
+        // Where the file system can allocate ahead (a probe file says), the blocks are there.
+        let probe = std::fs::File::create(dir.path().join("probe")).unwrap();
+        if rustix::fs::fallocate(&probe, rustix::fs::FallocateFlags::empty(), 0, 4096).is_ok() {
+            let blocks = std::fs::metadata(&p).unwrap().blocks() * 512;
+            assert!(
+                blocks >= 1 << 20,
+                "{blocks} bytes of blocks for a 1 MiB allocation"
+            );
+        }
+    }
 
     #[test]
     fn roundtrip_len_set_len_and_directory_ops() {

@@ -125,6 +125,19 @@ pub trait VfsFile: Send + Sync + Debug {
     }
     /// Truncates or extends (with zeros) to `len` bytes.
     fn set_len(&self, len: u64) -> Result<()>;
+    /// Extends the file (with zeros) to `len` bytes, at least its length, with the blocks of the new bytes
+    /// allocated now where the file system can (Linux `fallocate`): later writes into them allocate
+    /// nothing. A preallocated log grows this way, so that its appends never wait for the file's block
+    /// mapping, which the write-back of its earlier pages holds while it allocates their blocks (ext4's
+    /// delayed allocation). Without such a call (the default), [`set_len`](Self::set_len).
+    fn allocate(&self, len: u64) -> Result<()> {
+        self.set_len(len)
+    }
+    /// A hint: allocate the blocks of `len` bytes at `offset` (past the end of the file too) without
+    /// changing its length (Linux `fallocate` with `FALLOC_FL_KEEP_SIZE`), so that later writes there
+    /// allocate nothing. Nothing changes what the file reads as; file systems without such a call ignore
+    /// it (the default).
+    fn allocate_ahead(&self, _offset: u64, _len: u64) {}
     /// Makes the data (and the length) durable: `fdatasync`.
     fn sync_data(&self) -> Result<()>;
     /// A hint: start writing `len` bytes at `offset` back to the device without waiting for them, so a

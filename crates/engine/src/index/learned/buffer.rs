@@ -12,6 +12,11 @@
 //!   addresses for the buffer's life, and an insert claims the next pre-locked empty slot instead of
 //!   allocating one. A buffer may also keep other buffers alive whose records its entries point at (after
 //!   a group split).
+//! * a table outgrown by a copy stays with the buffer (readers may still search it) until the buffer is
+//!   dropped; then its chunks and tables go to the index's [`Recycler`], where growing buffers take them
+//!   from: the writer neither allocates nor frees them through the global allocator in the steady state,
+//!   so it never waits on the allocator lock the maintenance thread holds while it drops replaced groups
+//!   (see `recycle.rs`).
 //!
 //! A compaction *closes* the buffer: inserts then go elsewhere (the group's temporary buffer, or a retry
 //! from the root), so a closed buffer's entries never change again.
@@ -22,6 +27,7 @@
 //! of the sequence word; an insert shifts the entries above its key (O(length) word moves, no allocation
 //! except when the table or the arena grows).
 
+use super::recycle::Recycler;
 use super::slot::{DEAD, Slot};
 use crossbeam_epoch::{Atomic, Guard, Owned};
 use parking_lot::Mutex;
@@ -29,25 +35,33 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering, fence};
 
 /// Entries of a table that a new table starts with room for.
-const FIRST_CAPACITY: usize = 16;
+pub(super) const FIRST_CAPACITY: usize = 16;
 /// Slots of the arena's first chunk; chunks double up to [`MAX_CHUNK`].
-const FIRST_CHUNK: usize = 8;
-const MAX_CHUNK: usize = 256;
+pub(super) const FIRST_CHUNK: usize = 8;
+pub(super) const MAX_CHUNK: usize = 256;
+/// Chunks (and outgrown tables) a buffer has room for without growing its lists: a buffer compacted at
+/// 2,048 records has 12 chunks and 7 outgrown tables.
+const LIST_ROOM: usize = 16;
 
 /// A fixed-capacity table of sorted entries (the first `len` of the buffer are valid).
-struct Table {
+pub(super) struct Table {
     keys: Box<[AtomicU64]>,
     slots: Box<[AtomicPtr<Slot>]>,
 }
 
 impl Table {
-    fn with_capacity(cap: usize) -> Table {
+    pub(super) fn with_capacity(cap: usize) -> Table {
         Table {
             keys: (0..cap).map(|_| AtomicU64::new(0)).collect(),
             slots: (0..cap)
                 .map(|_| AtomicPtr::new(std::ptr::null_mut()))
                 .collect(),
         }
+    }
+
+    /// Entries it has room for.
+    pub(super) fn capacity(&self) -> usize {
+        self.keys.len()
     }
 
     fn key(&self, i: usize) -> u64 {
@@ -107,25 +121,27 @@ fn shift_column<A>(column: &[A], pos: usize, len: usize, step: impl Fn(&A, &A)) 
     }
 }
 
-/// The records a buffer owns: chunks of slots, the last one filled up to `used`.
+/// The records a buffer owns: chunks of slots, the last one filled up to `used`; and the tables it outgrew.
 struct Arena {
     // Boxed slices: slots keep their addresses while the vector grows.
     chunks: Vec<Box<[Slot]>>,
     used: usize,
+    /// Tables replaced by larger ones, kept until the buffer drops (readers pinned before the swap may
+    /// still search them).
+    outgrown: Vec<Owned<Table>>,
 }
 
 impl Arena {
     /// The next unused slot: locked and empty (every arena slot is made so, and none is reachable before
     /// it is claimed).
-    fn claim(&mut self) -> *const Slot {
+    fn claim(&mut self, recycler: &Recycler) -> *const Slot {
         let full = self.chunks.last().is_none_or(|c| self.used == c.len());
         if full {
             let size = self
                 .chunks
                 .last()
                 .map_or(FIRST_CHUNK, |c| (c.len() * 2).min(MAX_CHUNK));
-            self.chunks
-                .push((0..size).map(|_| Slot::empty(true)).collect());
+            self.chunks.push(recycler.chunk(size));
             self.used = 0;
         }
         let slot = self
@@ -159,16 +175,23 @@ pub struct Buffer {
     closed: AtomicBool,
     /// Buffers owning records our entries point at (kept alive, never read).
     _keep_alive: Vec<Arc<Buffer>>,
+    /// Where its chunks and tables come from and go back to.
+    recycler: Arc<Recycler>,
 }
 
 impl Buffer {
-    pub fn new() -> Buffer {
-        Self::with_entries(Vec::new(), Vec::new())
+    /// An empty buffer whose memory comes from (and goes back to) `recycler`.
+    pub fn new(recycler: &Arc<Recycler>) -> Buffer {
+        Self::with_entries(Vec::new(), Vec::new(), recycler)
     }
 
     /// A buffer whose entries (sorted, distinct keys) point at records owned by the buffers in
     /// `keep_alive`.
-    pub fn with_entries(entries: Vec<(u64, *const Slot)>, keep_alive: Vec<Arc<Buffer>>) -> Buffer {
+    pub fn with_entries(
+        entries: Vec<(u64, *const Slot)>,
+        keep_alive: Vec<Arc<Buffer>>,
+        recycler: &Arc<Recycler>,
+    ) -> Buffer {
         let table = Table::with_capacity(if entries.is_empty() {
             0
         } else {
@@ -179,14 +202,16 @@ impl Buffer {
         }
         Buffer {
             arena: Mutex::new(Arena {
-                chunks: Vec::new(),
+                chunks: Vec::with_capacity(LIST_ROOM),
                 used: 0,
+                outgrown: Vec::with_capacity(LIST_ROOM),
             }),
             seq: AtomicU64::new(0),
             len: AtomicUsize::new(entries.len()),
             table: Atomic::new(table),
             closed: AtomicBool::new(false),
             _keep_alive: keep_alive,
+            recycler: recycler.clone(),
         }
     }
 
@@ -291,15 +316,19 @@ impl Buffer {
                 return Insert::Exists(slot);
             }
         }
-        let new = arena.claim();
+        let new = arena.claim(&self.recycler);
         if !replace && len == table.keys.len() {
-            let bigger = Table::with_capacity((2 * len).max(FIRST_CAPACITY));
+            let bigger = self.recycler.table((2 * len).max(FIRST_CAPACITY));
             for i in 0..len {
                 bigger.set(i, table.key(i), table.slot(i));
             }
-            let old = self.table.swap(Owned::new(bigger), Ordering::AcqRel, guard);
-            // SAFETY: `old` is unreachable now; readers still on it are pinned (and see `seq` change).
-            unsafe { guard.defer_destroy(old) };
+            let old = self
+                .table
+                .swap(Owned::from(bigger), Ordering::AcqRel, guard);
+            // SAFETY: `old` is unreachable for threads that load the table from now on; those still on it
+            // are pinned on a group that reaches this buffer, which outlives them: the table is kept (not
+            // dropped) until the buffer drops.
+            arena.outgrown.push(unsafe { old.into_owned() });
             table = self.table(guard);
         }
         let s = self.seq.load(Ordering::Relaxed);
@@ -317,21 +346,20 @@ impl Buffer {
     }
 }
 
-impl Default for Buffer {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
 impl Drop for Buffer {
     fn drop(&mut self) {
         // SAFETY: dropped only when unreachable (its group was retired through the epoch).
-        unsafe {
+        let current = unsafe {
             let guard = crossbeam_epoch::unprotected();
             let t = self.table.load(Ordering::Relaxed, guard);
-            if !t.is_null() {
-                drop(t.into_owned());
-            }
+            (!t.is_null()).then(|| t.into_owned())
+        };
+        let arena = self.arena.get_mut();
+        for t in current.into_iter().chain(arena.outgrown.drain(..)) {
+            self.recycler.give_table(t.into_box());
+        }
+        for chunk in arena.chunks.drain(..) {
+            self.recycler.give_chunk(chunk);
         }
     }
 }

@@ -43,14 +43,16 @@ impl LearnedIndex {
         // a foreground thread (see `retire.rs`).
         self.retired.free();
         self.arena.trim();
+        self.recycler.top_up();
         done
     }
 
-    /// Frees the replaced groups and roots the epoch released so far (what [`maintain`](Self::maintain)
-    /// does after its pass).
+    /// Frees the replaced groups and roots the epoch released so far and makes delta-buffer memory ready
+    /// for writers (`recycle.rs`): what [`maintain`](Self::maintain) does after its pass.
     pub fn free_released(&self) {
         self.retired.free();
         self.arena.trim();
+        self.recycler.top_up();
     }
 
     fn maintain_pass(&self) -> usize {
@@ -141,7 +143,7 @@ impl LearnedIndex {
         let pivot = root.pivots.get(i).copied().unwrap_or(0);
 
         // Phase 1.
-        let tmp = Arc::new(Buffer::new());
+        let tmp = Arc::new(Buffer::new(&self.recycler));
         let _ = g.tmp.set(tmp.clone());
         g.buffer.close();
         let horizon = self.gc_horizon();
@@ -174,7 +176,11 @@ impl LearnedIndex {
                     .filter(|e| e.0 >= lo && hi.is_none_or(|h| e.0 < h))
                     .copied()
                     .collect();
-                let buffer = Arc::new(Buffer::with_entries(mine, vec![tmp.clone()]));
+                let buffer = Arc::new(Buffer::with_entries(
+                    mine,
+                    vec![tmp.clone()],
+                    &self.recycler,
+                ));
                 let slots = tc.iter().map(|&t| reference(t)).collect();
                 built.push((lo, Group::new(&self.arena, kc.to_vec(), slots, buffer)));
             }

@@ -22,6 +22,7 @@ use super::arena::Arena;
 use super::buffer::{Buffer, Insert};
 use super::compact::RECLAIM_ROUNDS;
 use super::group::{Group, Root};
+use super::recycle::Recycler;
 use super::retire::Retired;
 use super::slot::{DEAD, Lock, Read, Slot};
 use crossbeam_epoch::{self as epoch, Atomic, Guard, Owned};
@@ -110,6 +111,8 @@ pub struct LearnedIndex {
     pub(super) counters: Counters,
     /// Replaced groups and roots the epoch released, freed by the maintenance thread.
     pub(super) retired: Retired,
+    /// Memory of dropped delta buffers for the growing ones (see `recycle.rs`).
+    pub(super) recycler: Arc<Recycler>,
     /// Set by writes (after their counters), cleared by the maintenance thread before a pass: while it is
     /// clear no group's counters changed, so the background thread skips its passes (see
     /// `background.rs`).
@@ -194,6 +197,7 @@ impl LearnedIndex {
         let mut slots = Vec::with_capacity(opts.group_size);
         let mut count = 0i64;
         let arena = Arena::new();
+        let recycler = Arc::new(Recycler::default());
         let flush = |keys: &mut Vec<u64>, slots: &mut Vec<Slot>, groups: &mut Vec<(u64, Group)>| {
             let pivot = if groups.is_empty() {
                 0
@@ -204,7 +208,7 @@ impl LearnedIndex {
                 &arena,
                 std::mem::take(keys),
                 std::mem::take(slots),
-                Arc::new(Buffer::new()),
+                Arc::new(Buffer::new(&recycler)),
             );
             groups.push((pivot, g));
         };
@@ -230,6 +234,7 @@ impl LearnedIndex {
             opts,
             counters: Counters::default(),
             retired: Retired::default(),
+            recycler,
             dirty: AtomicBool::new(true),
             arena,
         }

@@ -61,7 +61,7 @@ impl LearnedIndex {
         let pivot = root.pivots.get(i).copied().unwrap_or(0);
 
         // Phase 1: one temporary buffer for both, set before either buffer closes.
-        let tmp = Arc::new(Buffer::new());
+        let tmp = Arc::new(Buffer::new(&self.recycler));
         for g in [a, b] {
             let _ = g.tmp.set(tmp.clone());
         }

@@ -6,8 +6,9 @@
 //! * a root 2-stage RMI over the groups' pivots ([`rmi`]);
 //! * groups ([`group`]): a sorted key array with inline records, searched by up to eight linear models with
 //!   a bounded error, or a B+-tree-like fallback node where the models cannot meet the bound ([`model`]);
-//!   a delta buffer per group for inserts ([`buffer`]); key arrays and records in huge-page chunks
-//!   ([`arena`]);
+//!   a delta buffer per group for inserts ([`buffer`]), its memory recycled between buffers through
+//!   lock-free queues the maintenance thread tops up ([`recycle`]); key arrays and records in huge-page
+//!   chunks ([`arena`]);
 //! * records ([`slot`]): a status word (lock | removed | reference | moved | dead | inline | version)
 //!   read optimistically, the newest value of up to 16 bytes inline beside it (a read of the newest value
 //!   chases no pointer), and a chain of value versions out of line for snapshots and longer values;
@@ -34,6 +35,7 @@ pub mod family;
 pub mod group;
 pub mod merge;
 pub mod model;
+pub mod recycle;
 mod retire;
 pub mod rmi;
 pub mod scan;

@@ -491,3 +491,24 @@ fn the_file_grows_geometrically_up_to_a_step() {
     assert!(got.iter().all(|(p, _)| *p == record));
     assert_eq!((r.torn, r.salvaged), (None, None));
 }
+
+/// The file is created and grows through `allocate` (blocks allocated at growth, `fallocate` on a real file
+/// system), never by a sparse `set_len`: an append into sparse space would have to allocate its blocks,
+/// and on ext4 wait for the block mapping while the write-back of earlier pages holds it.
+#[test]
+fn the_file_is_created_and_grown_with_its_blocks_allocated() {
+    let (mem, vfs, path, stats) = setup();
+    let mut w = LogWriter::create(&vfs, &path, HEADER, stats).unwrap();
+    assert_eq!(mem.allocated(&path), Some(LOG_GROWTH));
+    let record = vec![9u8; 3000];
+    for _ in 0..1000 {
+        w.append(&record).unwrap();
+        w.flush().unwrap();
+        let len = mem.file_bytes(&path).unwrap().len() as u64;
+        assert_eq!(mem.allocated(&path), Some(len), "grown without allocating");
+    }
+    assert!(
+        mem.file_bytes(&path).unwrap().len() > 2 << 20,
+        "the file grew"
+    );
+}

@@ -624,3 +624,32 @@ fn meta_slot_with_the_last_epoch_is_invalid() {
     assert_eq!(pf.committed_epoch(), 0);
     assert_eq!(pf.epoch(), 1);
 }
+
+/// Writes past the end reserve the blocks ahead of them ([`VfsFile::allocate_ahead`]) in steps, so pages
+/// are not written into sparse space (module doc); the file's length and contents are what they were.
+#[test]
+fn writes_reserve_blocks_ahead_in_steps() {
+    let (mem, vfs, path, stats) = setup();
+    let pf = PageFile::create(&vfs, &path, OPTS, stats).unwrap();
+    let step_pages = (RESERVE_STEP / PS as u64) as usize;
+    for i in 0..3 * step_pages {
+        let id = pf.allocate();
+        write_data(&pf, id, i as u8);
+        let end = (id + 1) * PS as u64;
+        let ahead = mem.allocated_ahead(&path).unwrap();
+        assert!(
+            ahead >= end,
+            "page {id} written past the reserved {ahead} bytes"
+        );
+        assert!(
+            ahead <= end + end / 8 + 2 * RESERVE_STEP,
+            "{ahead} bytes reserved for {end}"
+        );
+    }
+    assert_eq!(
+        mem.file_bytes(&path).unwrap().len() as u64,
+        pf.page_count() * PS as u64,
+        "the reservation changed the file's length"
+    );
+    assert_eq!(read_tag(&pf, 5), 3);
+}
