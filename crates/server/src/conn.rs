@@ -357,7 +357,7 @@ async fn run_pipeline(
                 let n = ops.len();
                 for (j, (p, op)) in ops.into_iter().enumerate() {
                     let at = (plans.len(), j);
-                    let key_hash = crate::cache::op_key(&op).map(xxhash_rust::xxh3::xxh3_64);
+                    let key_hash = crate::cache::op_key(&op).map(crate::cache::key_hash);
                     // A key this pipeline already queued at its partition stays there (it is neither served
                     // by the cache nor read here), so this connection's operations on it keep their order.
                     // Keys are tracked by hash: a collision only sends an operation the slower, safe way.
@@ -368,8 +368,8 @@ async fn run_pipeline(
                         answer_direct_reads(shared, direct, early);
                     }
                     let mut populate = None;
-                    if let (Some(cache), false) = (cache, queued_before) {
-                        match cache.serve(&op) {
+                    if let (Some(cache), false, Some(h)) = (cache, queued_before, key_hash) {
+                        match cache.serve_hashed(&op, h) {
                             Served::Done(r, t) => {
                                 ticket = ticket.max(t);
                                 early.push((at, r));
@@ -377,7 +377,7 @@ async fn run_pipeline(
                             }
                             Served::NotCached => {
                                 if let Some(key) = crate::cache::op_key(&op)
-                                    && cache.touch(key)
+                                    && cache.touch(key, h)
                                 {
                                     populate = Some(Op::Populate(key.to_vec()));
                                 }

@@ -51,8 +51,9 @@ const SHARDS: usize = 64;
 /// Bits of the filter of keys that may be cached (module doc).
 const MAYBE_BITS: usize = 1 << 17;
 
-/// The key hash the shards and the filter are picked by.
-fn key_hash(key: &[u8]) -> u64 {
+/// The hash of a key that picks its shard, its filter bit and its sketch counters (xxh3, as the
+/// connections' own key tracking uses, so a caller that has it passes it on: [`HotCache::serve_hashed`]).
+pub fn key_hash(key: &[u8]) -> u64 {
     xxhash_rust::xxh3::xxh3_64(key)
 }
 
@@ -206,8 +207,9 @@ impl HotCache {
     /// queues `Op::Populate` at the key's partition). Hot means an estimate of at least the configured
     /// threshold and at least [`HOT_OVER_MEAN`] times the sketch's mean counter, so a uniform load over many
     /// keys (whose estimates are mostly collisions) populates nothing and the cache does not churn.
-    pub fn touch(&self, key: &[u8]) -> bool {
-        let est = u64::from(self.sketch.touch(key));
+    /// `h` is `key`'s [`key_hash`].
+    pub fn touch(&self, key: &[u8], h: u64) -> bool {
+        let est = u64::from(self.sketch.touch_hashed(h));
         if est < u64::from(self.config.hot_threshold) || est < HOT_OVER_MEAN * self.sketch.mean() {
             return false;
         }
@@ -229,6 +231,14 @@ impl HotCache {
 
     /// Serves `op` if its key is cached.
     pub fn serve(&self, op: &Op) -> Served {
+        match op_key(op) {
+            Some(key) => self.serve_hashed(op, key_hash(key)),
+            None => Served::NotCached,
+        }
+    }
+
+    /// [`serve`](Self::serve) with `h`, the [`key_hash`] of `op`'s key, already computed.
+    pub fn serve_hashed(&self, op: &Op, h: u64) -> Served {
         let Some(key) = op_key(op) else {
             return Served::NotCached;
         };
@@ -239,7 +249,6 @@ impl HotCache {
         }
         // Likewise a key whose filter bit is clear was never populated (the bit is set before the entry can
         // be seen).
-        let h = key_hash(key);
         let (word, bit) = maybe_bit(h);
         if self.maybe_cached[word].load(Ordering::Acquire) & bit == 0 {
             return Served::NotCached;

@@ -56,7 +56,11 @@ impl Default for CountMin {
 impl CountMin {
     /// The block of `key` and its counter in each row of the block.
     fn slots(&self, key: &[u8]) -> (&Block, [usize; ROWS]) {
-        let h = xxhash_rust::xxh3::xxh3_64(key);
+        self.slots_of(super::key_hash(key))
+    }
+
+    /// [`slots`](Self::slots) of the key of hash `h` ([`super::key_hash`]).
+    fn slots_of(&self, h: u64) -> (&Block, [usize; ROWS]) {
         let block = &self.blocks[(h as usize) & (BLOCKS - 1)];
         let mut out = [0; ROWS];
         for (row, slot) in out.iter_mut().enumerate() {
@@ -75,19 +79,17 @@ impl CountMin {
     /// pipeline's keys then find their lines loaded or on the way, instead of each waiting for its own miss.
     pub fn prefetch(&self, key: &[u8]) {
         let (block, _) = self.slots(key);
-        #[cfg(target_arch = "x86_64")]
-        {
-            use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
-            // SAFETY: `_mm_prefetch` needs SSE, which every x86_64 CPU has; a prefetch is only a hint that
-            // never faults and never reads or writes memory observably, and the pointer comes from a reference.
-            unsafe { _mm_prefetch::<_MM_HINT_T0>(std::ptr::from_ref(block).cast::<i8>()) };
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        let _ = block;
+        strata::lab::algo::prefetch_line(block);
     }
 
     /// Counts one access of `key`; returns the new estimate.
+    #[cfg(test)]
     pub fn touch(&self, key: &[u8]) -> u16 {
+        self.touch_hashed(super::key_hash(key))
+    }
+
+    /// [`touch`](Self::touch) of the key of hash `h` ([`super::key_hash`]), which the caller has already.
+    pub fn touch_hashed(&self, h: u64) -> u16 {
         // The total (for the mean) is counted in steps of TOTAL_STEP per thread, so threads touching the
         // sketch do not all write one shared counter on every access.
         TOUCHES.with(|t| {
@@ -98,7 +100,7 @@ impl CountMin {
             }
         });
         let mut est = u16::MAX;
-        let (block, slots) = self.slots(key);
+        let (block, slots) = self.slots_of(h);
         for s in slots {
             let c = &block.0[s];
             let old = c.load(Ordering::Relaxed);

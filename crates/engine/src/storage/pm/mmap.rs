@@ -225,11 +225,7 @@ impl Pm for MmapRegion {
         if !off.is_multiple_of(8) {
             let mut b = [0u8; 16];
             words::read(self.words(), off as usize, &mut b);
-            let (k, v) = b.split_at(8);
-            return Ok((
-                u64::from_le_bytes(k.try_into().expect("8 bytes")),
-                u64::from_le_bytes(v.try_into().expect("8 bytes")),
-            ));
+            return Ok(super::traits::le_pair(&b));
         }
         let w = self.words();
         let i = off as usize / 8;

@@ -88,11 +88,7 @@ pub trait Pm: Send + Sync {
     fn read_pair(&self, off: u64) -> Result<(u64, u64)> {
         let mut b = [0u8; 16];
         self.read(off, &mut b)?;
-        let (k, v) = b.split_at(8);
-        Ok((
-            u64::from_le_bytes(k.try_into().expect("8 bytes")),
-            u64::from_le_bytes(v.try_into().expect("8 bytes")),
-        ))
+        Ok(le_pair(&b))
     }
 
     /// Reads the little-endian `u64` at `off` (any alignment; not atomic).
@@ -115,6 +111,15 @@ pub trait Pm: Send + Sync {
         self.read(off, &mut buf)?;
         Ok(buf)
     }
+}
+
+/// The two little-endian `u64`s of 16 bytes (a hash slot's key and value).
+pub(crate) fn le_pair(b: &[u8; 16]) -> (u64, u64) {
+    let (k, v) = b.split_at(8);
+    (
+        u64::from_le_bytes(k.try_into().expect("8 bytes")),
+        u64::from_le_bytes(v.try_into().expect("8 bytes")),
+    )
 }
 
 /// `Pm` through a reference or a shared pointer: every call forwarded to the region it points to.
