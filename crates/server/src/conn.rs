@@ -20,6 +20,12 @@
 //! end of planning (pipeline depth 1), they join the network loop's batch of that turn instead
 //! ([`crate::turn_reads`]): one yield, and the GETs of every connection served in the turn are looked up
 //! together.
+//!
+//! A pipeline of one command whose plan is one operation (GET, SET, INCR, ... at pipeline depth 1, the
+//! commonest request) takes the same steps without the pipeline's tables (plans, per-partition jobs and
+//! slots, result vectors, the queued-key set): `run_one`, about 200 instructions less per GET and 900 less
+//! per SET (callgrind, `redis-benchmark -P 1 -c 50`). Which operation goes where is decided by one function
+//! (`take_op`) for both paths.
 
 use crate::cache::Served;
 use crate::command::{self, OpResults, Plan, Session, Shared};
@@ -355,7 +361,17 @@ async fn run_pipeline(
             {
                 commands.clear();
                 if let Some((p, op)) = ops.pop() {
-                    run_one(shared, session, (p, op), finish, direct, joined, early, output).await;
+                    run_one(
+                        shared,
+                        session,
+                        (p, op),
+                        finish,
+                        direct,
+                        joined,
+                        early,
+                        output,
+                    )
+                    .await;
                 }
                 return;
             }
@@ -385,8 +401,7 @@ async fn run_pipeline(
                     let queued_before =
                         key_hash.is_some_and(|h| queued.find(h, |&q| q == h).is_some());
                     // A write the cache may answer at once comes after the reads planned before it.
-                    if crate::store::writes(&op) && direct.iter().any(|reads| !reads.is_empty())
-                    {
+                    if crate::store::writes(&op) && direct.iter().any(|reads| !reads.is_empty()) {
                         answer_direct_reads(shared, direct, early);
                     }
                     let idle = per_part[p].is_empty();
@@ -562,9 +577,10 @@ async fn run_one(
                 ticket = ticket.max(reply.ticket);
                 // The population answers nothing (it comes after the command's own operation, if queued).
                 if answer.is_none() {
-                    answer = Some(reply.results.into_iter().next().unwrap_or_else(|| {
-                        OpResult::Error(format!("ERR partition {p} stopped"))
-                    }));
+                    answer =
+                        Some(reply.results.into_iter().next().unwrap_or_else(|| {
+                            OpResult::Error(format!("ERR partition {p} stopped"))
+                        }));
                 }
             }
             Err(e) => {
