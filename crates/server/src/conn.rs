@@ -494,6 +494,7 @@ enum Taken {
 ///   database here: every acknowledged write is already in it, and nothing of this connection waits in the
 ///   partition's queue to come before it. The pipeline makes such reads before any of its jobs runs, so
 ///   they still come before everything it queues.
+#[inline(always)]
 fn take_op(
     shared: &Shared,
     p: usize,
