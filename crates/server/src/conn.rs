@@ -180,7 +180,13 @@ fn take_commands(
             }
             Ok(Parsed::Command { args, consumed }) => {
                 let frame = input.split_to(consumed).freeze();
-                commands.push(args.into_iter().map(|r| frame.slice(r)).collect());
+                // Pushed one by one: a command's few arguments fit `Args` inline, and `collect` pays for
+                // its general reserve-and-fill path on every command.
+                let mut command = Args::new();
+                for r in args {
+                    command.push(frame.slice(r));
+                }
+                commands.push(command);
             }
             Err(e) => return Some(e.to_string()),
         }
