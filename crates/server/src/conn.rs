@@ -445,7 +445,7 @@ async fn run_pipeline(
     }
     results.clear();
     results.extend(plans.iter().map(|p| match p {
-        Planned::Routed(n, _) => std::iter::repeat_with(no_answer).take(*n).collect(),
+        Planned::Routed(n, _) => no_answers(*n),
         Planned::Now(_) => OpResults::new(),
     }));
     for ((i, j), r) in early.drain(..) {
@@ -635,6 +635,15 @@ fn no_answer() -> OpResult {
     OpResult::NoAnswer
 }
 
+/// `n` placeholders for a plan's results (pushed one by one: most plans have one operation, held inline).
+fn no_answers(n: usize) -> OpResults {
+    let mut results = OpResults::with_capacity(n);
+    for _ in 0..n {
+        results.push(OpResult::NoAnswer);
+    }
+    results
+}
+
 /// Sends each partition its operations as one job and puts every answer at its slot in `results` (slots
 /// [`NO_SLOT`] are dropped); returns the highest cache-log ticket the answers wait for. Leaves `per_part`
 /// and `slots` empty (their outer capacity stays).
@@ -704,7 +713,7 @@ async fn second_rounds(shared: &Shared, plans: &mut [Planned], results: &mut [Op
         if let Some((ops, next)) = command::next_round(finish, &results[i]) {
             *n = ops.len();
             *finish = next;
-            results[i] = smallvec::smallvec![no_answer(); ops.len()];
+            results[i] = no_answers(ops.len());
             for (j, (p, op)) in ops.into_iter().enumerate() {
                 per_part[p].push(op);
                 slots[p].push((i, j));
