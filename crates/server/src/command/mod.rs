@@ -171,15 +171,31 @@ pub fn unknown_command(args: &[Bytes]) -> Plan {
     ))
 }
 
+/// The command named `name` (in any case). The table is scanned only among the names of `name`'s length
+/// (a few), not from its start: GET and SET sit behind a dozen connection and server commands.
+pub fn find_spec(name: &[u8]) -> Option<&'static CommandSpec> {
+    static BY_LENGTH: std::sync::LazyLock<Vec<Vec<&'static CommandSpec>>> =
+        std::sync::LazyLock::new(|| {
+            let longest = COMMANDS.iter().map(|c| c.name.len()).max().unwrap_or(0);
+            let mut by_length = vec![Vec::new(); longest + 1];
+            for c in COMMANDS {
+                by_length[c.name.len()].push(c);
+            }
+            by_length
+        });
+    BY_LENGTH
+        .get(name.len())?
+        .iter()
+        .copied()
+        .find(|c| c.name.as_bytes().eq_ignore_ascii_case(name))
+}
+
 /// Plans one command.
 pub fn plan(shared: &Shared, session: &mut Session, args: &[Bytes]) -> Plan {
     let Some(first) = args.first() else {
         return Plan::Now(Reply::Ok);
     };
-    let Some(spec) = COMMANDS
-        .iter()
-        .find(|c| c.name.as_bytes().eq_ignore_ascii_case(first))
-    else {
+    let Some(spec) = find_spec(first) else {
         return unknown_command(args);
     };
     let arity_ok = if spec.arity >= 0 {
