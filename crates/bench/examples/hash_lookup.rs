@@ -5,7 +5,8 @@
 //! and prints wall and thread-CPU nanoseconds per lookup and the ratio.
 //!
 //! `cargo run --release -p strata-bench --example hash_lookup -- <records> [rounds] [only: elimda|hashbrown]
-//! [pbucket-bytes]`
+//! [pbucket-bytes] [lookups: pos|neg|both]` (`pos` or `neg` skips the other kind, so that a callgrind run
+//! with 1 round minus one with 0 rounds counts one kind's instructions and simulated cache misses)
 
 use std::collections::HashMap;
 use std::hash::BuildHasherDefault;
@@ -54,13 +55,20 @@ fn main() -> strata::Result<()> {
     let rounds: usize = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(3);
     let only = args.get(3).cloned().unwrap_or_default();
     let pbucket: u64 = args.get(4).and_then(|s| s.parse().ok()).unwrap_or(4096);
+    let kinds = args.get(5).cloned().unwrap_or_else(|| "both".into());
     let mut x = 0x9E37_79B9_7F4A_7C15u64;
     let present: Vec<u64> = (0..n).map(|_| xorshift(&mut x)).collect();
-    let absent: Vec<u64> = (0..n).map(|_| xorshift(&mut x) | 1 << 63).collect();
+    let mut absent: Vec<u64> = (0..n).map(|_| xorshift(&mut x) | 1 << 63).collect();
     let present: Vec<u64> = present.into_iter().map(|k| k & !(1 << 63)).collect();
     let mut order = present.clone();
     for i in (1..order.len()).rev() {
         order.swap(i, (xorshift(&mut x) % (i as u64 + 1)) as usize);
+    }
+    if kinds == "neg" {
+        order.clear();
+    }
+    if kinds == "pos" {
+        absent.clear();
     }
     let run_elimda = only.is_empty() || only == "elimda";
     let run_map = only.is_empty() || only == "hashbrown";

@@ -68,7 +68,11 @@ fn keys(n: usize) -> Keys {
 }
 
 /// Runs `f` over `keys`; prints wall and CPU ns per key under `label`.
-fn timed(label: &str, keys: &[u64], mut f: impl FnMut(u64) -> strata::Result<bool>) -> strata::Result<()> {
+fn timed(
+    label: &str,
+    keys: &[u64],
+    mut f: impl FnMut(u64) -> strata::Result<bool>,
+) -> strata::Result<()> {
     let (t, c) = (Instant::now(), thread_cpu_ns());
     let mut wrong = 0u64;
     for &k in keys {
@@ -81,18 +85,38 @@ fn timed(label: &str, keys: &[u64], mut f: impl FnMut(u64) -> strata::Result<boo
     Ok(())
 }
 
+/// The process's `AnonHugePages` (MiB): whether the kernel backed the index's arrays with huge pages
+/// changes every random access by a TLB miss.
+fn anon_huge_mib() -> u64 {
+    std::fs::read_to_string("/proc/self/smaps_rollup")
+        .ok()
+        .and_then(|t| {
+            t.lines().find_map(|l| {
+                let kb = l
+                    .strip_prefix("AnonHugePages:")?
+                    .trim()
+                    .strip_suffix("kB")?;
+                kb.trim().parse::<u64>().ok()
+            })
+        })
+        .map_or(0, |kb| kb / 1024)
+}
+
 fn run<I: PmHashIndex<MmapRegion>>(mut idx: I, k: &Keys, phases: &str) -> strata::Result<I> {
     for &key in &k.preload {
         idx.insert(key, value(key))?;
     }
     if phases.contains("insert") {
-        timed("insert", &k.insert, |key| idx.insert(key, value(key)).map(|()| true))?;
+        timed("insert", &k.insert, |key| {
+            idx.insert(key, value(key)).map(|()| true)
+        })?;
     }
     if phases.contains("delete") {
         // Without the insert phase, half the deletes find nothing (their keys were never inserted).
         let all = phases.contains("insert");
         timed("delete", &k.delete, |key| Ok(idx.remove(key)? || !all))?;
     }
+    println!("anon huge pages {} MiB", anon_huge_mib());
     Ok(idx)
 }
 
@@ -103,7 +127,10 @@ fn main() -> strata::Result<()> {
         .and_then(|s| s.parse().ok())
         .unwrap_or(1_000_000);
     let engine = args.get(2).cloned().unwrap_or_else(|| "elimda".into());
-    let phases = args.get(3).cloned().unwrap_or_else(|| "insert,delete".into());
+    let phases = args
+        .get(3)
+        .cloned()
+        .unwrap_or_else(|| "insert,delete".into());
     let rounds: usize = args.get(4).and_then(|s| s.parse().ok()).unwrap_or(1);
     let pbucket: u64 = args.get(5).and_then(|s| s.parse().ok()).unwrap_or(4096);
     let k = keys(n);

@@ -242,8 +242,8 @@ impl Bucket {
     #[inline]
     pub fn prefetch_writer(&self) {
         const FIRST: usize = std::mem::offset_of!(Bucket, writer) / 64;
-        const END: usize = (std::mem::offset_of!(Bucket, writer) + size_of::<SpinMutex<Writer>>())
-            .div_ceil(64);
+        const END: usize =
+            (std::mem::offset_of!(Bucket, writer) + size_of::<SpinMutex<Writer>>()).div_ceil(64);
         crate::algo::prefetch_line(&self.version);
         self.prefetch_lines(FIRST..END);
     }
