@@ -15,23 +15,7 @@ use strata::lab::index::hash::PmHashIndex;
 use strata::lab::index::hash::dash::{DashConfig, DashIndex};
 use strata::lab::index::hash::{HashConfig, HashIndex};
 use strata::lab::storage::pm::{MmapRegion, PersistMode};
-use strata_bench::measure::schedstat;
-
-fn xorshift(x: &mut u64) -> u64 {
-    *x ^= *x << 13;
-    *x ^= *x >> 7;
-    *x ^= *x << 17;
-    *x
-}
-
-/// CPU time of this thread, in nanoseconds (0 where `/proc/thread-self/schedstat` is unreadable).
-fn thread_cpu_ns() -> u64 {
-    schedstat("/proc/thread-self/schedstat").map_or(0, |(cpu, _)| cpu)
-}
-
-fn value(k: u64) -> u64 {
-    k.rotate_left(17) ^ 0x5555
-}
+use strata_bench::suites::hash::probe::{arg, thread_cpu_ns, value, xorshift};
 
 /// The keys of one run: preload, inserts, deletes.
 struct Keys {
@@ -121,18 +105,11 @@ fn run<I: PmHashIndex<MmapRegion>>(mut idx: I, k: &Keys, phases: &str) -> strata
 }
 
 fn main() -> strata::Result<()> {
-    let args: Vec<String> = std::env::args().collect();
-    let n: usize = args
-        .get(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(1_000_000);
-    let engine = args.get(2).cloned().unwrap_or_else(|| "elimda".into());
-    let phases = args
-        .get(3)
-        .cloned()
-        .unwrap_or_else(|| "insert,delete".into());
-    let rounds: usize = args.get(4).and_then(|s| s.parse().ok()).unwrap_or(1);
-    let pbucket: u64 = args.get(5).and_then(|s| s.parse().ok()).unwrap_or(4096);
+    let n: usize = arg(1, 1_000_000);
+    let engine: String = arg(2, "elimda".into());
+    let phases: String = arg(3, "insert,delete".into());
+    let rounds: usize = arg(4, 1);
+    let pbucket: u64 = arg(5, 4096);
     let k = keys(n);
     let bytes = (n as u64 * 3 / 2 * 256 + (64 << 20)).next_multiple_of(1 << 20);
     for round in 0..rounds {

@@ -122,17 +122,12 @@ mod tests {
             word_to_le(le_to_word(0x0102_0304_0506_0708)),
             0x0102_0304_0506_0708
         );
-    }
-
-    #[test]
-    fn whole_word_writes_land_in_place_and_keep_neighbours() {
-        let words: Vec<AtomicU64> = (0..8).map(|_| AtomicU64::new(u64::MAX)).collect();
-        let data: Vec<u8> = (1..=32).collect();
-        write(&words, 16, &data);
-        let mut all = [0u8; 64];
-        read(&words, 0, &mut all);
-        assert_eq!(&all[..16], &[0xff; 16]);
-        assert_eq!(&all[16..48], &data[..]);
-        assert_eq!(&all[48..], &[0xff; 16]);
+        // Whole words (the fast path) land in place too.
+        let whole: Vec<u8> = (101..=116).collect();
+        write(&words, 40, &whole);
+        read(&words, 32, &mut all[..32]);
+        assert_eq!(&all[..8], &[9; 8]);
+        assert_eq!(&all[8..24], &whole[..]);
+        assert_eq!(&all[24..32], &[0xff; 8]);
     }
 }
