@@ -398,10 +398,13 @@ impl<P: Pm> HashIndex<P> {
             let bucket = &g.buckets[b as usize];
             let mut w = bucket.writer.lock();
             let shape = bucket.shape();
-            let staged = shape.committed()..shape.tail_used();
-            let pinned = staged
-                .map(|i| w.pins[i])
-                .any(|pin| pin >> 56 == log.id && pin & PIN_LSN < target);
+            // A pin of this log below `target` is `log.id << 56 | lsn` with `lsn < target`: one subtraction
+            // tells (a pin of another log wraps to at least 2^56 > `target`).
+            debug_assert!(target <= PIN_LSN, "log positions fit a pin");
+            let mine = log.id << 56;
+            let pinned = w.pins[shape.committed()..shape.tail_used()]
+                .iter()
+                .any(|&pin| pin.wrapping_sub(mine) < target);
             if pinned {
                 self.flush(g, u64::from(b), &mut w, &mut log.stats)?;
                 log.stats.forced_flushes += 1;
