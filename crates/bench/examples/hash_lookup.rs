@@ -5,7 +5,8 @@
 //! and prints wall and thread-CPU nanoseconds per lookup and the ratio.
 //!
 //! `cargo run --release -p strata-bench --example hash_lookup -- <records> [rounds] [only: elimda|hashbrown]
-//! [pbucket-bytes]`
+//! [pbucket-bytes] [lookups: pos|neg|both]` (`pos` or `neg` skips the other kind, so that a callgrind run
+//! with 1 round minus one with 0 rounds counts one kind's instructions and simulated cache misses)
 
 use std::collections::HashMap;
 use std::hash::BuildHasherDefault;
@@ -13,23 +14,15 @@ use std::time::Instant;
 
 use strata::lab::index::hash::{HashConfig, HashIndex};
 use strata::lab::storage::pm::{MmapRegion, PersistMode};
-use strata_bench::measure::schedstat;
 use strata_bench::suites::hash::MixHasher;
+use strata_bench::suites::hash::probe::{arg, thread_cpu_ns, value, xorshift};
 
-fn xorshift(x: &mut u64) -> u64 {
-    *x ^= *x << 13;
-    *x ^= *x >> 7;
-    *x ^= *x << 17;
-    *x
-}
-
-/// CPU time of this thread, in nanoseconds (0 where `/proc/thread-self/schedstat` is unreadable).
-fn thread_cpu_ns() -> u64 {
-    schedstat("/proc/thread-self/schedstat").map_or(0, |(cpu, _)| cpu)
-}
-
-/// Runs `f` over `keys`, returns (wall ns, cpu ns) per key; `f` returns whether the answer was right.
+/// Runs `f` over `keys`, returns (wall ns, cpu ns) per key (NaN for no keys: a kind not run); `f` returns
+/// whether the answer was right.
 fn timed(keys: &[u64], mut f: impl FnMut(u64) -> bool) -> (f64, f64) {
+    if keys.is_empty() {
+        return (f64::NAN, f64::NAN);
+    }
     let (t, c) = (Instant::now(), thread_cpu_ns());
     let mut wrong = 0u64;
     for &k in keys {
@@ -37,30 +30,29 @@ fn timed(keys: &[u64], mut f: impl FnMut(u64) -> bool) -> (f64, f64) {
     }
     let (wall, cpu) = (t.elapsed().as_nanos() as f64, (thread_cpu_ns() - c) as f64);
     assert_eq!(wrong, 0, "wrong answers");
-    let n = keys.len().max(1) as f64;
+    let n = keys.len() as f64;
     (wall / n, cpu / n)
 }
 
-fn value(k: u64) -> u64 {
-    k.rotate_left(17) ^ 0x5555
-}
-
 fn main() -> strata::Result<()> {
-    let args: Vec<String> = std::env::args().collect();
-    let n: usize = args
-        .get(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(1_000_000);
-    let rounds: usize = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(3);
-    let only = args.get(3).cloned().unwrap_or_default();
-    let pbucket: u64 = args.get(4).and_then(|s| s.parse().ok()).unwrap_or(4096);
+    let n: usize = arg(1, 1_000_000);
+    let rounds: usize = arg(2, 3);
+    let only: String = arg(3, String::new());
+    let pbucket: u64 = arg(4, 4096);
+    let kinds: String = arg(5, "both".into());
     let mut x = 0x9E37_79B9_7F4A_7C15u64;
     let present: Vec<u64> = (0..n).map(|_| xorshift(&mut x)).collect();
-    let absent: Vec<u64> = (0..n).map(|_| xorshift(&mut x) | 1 << 63).collect();
+    let mut absent: Vec<u64> = (0..n).map(|_| xorshift(&mut x) | 1 << 63).collect();
     let present: Vec<u64> = present.into_iter().map(|k| k & !(1 << 63)).collect();
     let mut order = present.clone();
     for i in (1..order.len()).rev() {
         order.swap(i, (xorshift(&mut x) % (i as u64 + 1)) as usize);
+    }
+    if kinds == "neg" {
+        order.clear();
+    }
+    if kinds == "pos" {
+        absent.clear();
     }
     let run_elimda = only.is_empty() || only == "elimda";
     let run_map = only.is_empty() || only == "hashbrown";

@@ -56,6 +56,7 @@ mod analysis;
 mod exp_sections;
 mod limited;
 mod params;
+pub mod probe;
 mod recovery;
 mod rounds;
 mod sections;

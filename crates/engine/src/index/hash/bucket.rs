@@ -224,11 +224,28 @@ impl Bucket {
     /// one another as the lock, shape, live bits and fingerprint scan reach them.
     #[inline]
     pub fn prefetch(&self, lines: usize) {
+        self.prefetch_lines(0..lines);
+    }
+
+    /// Asks the CPU for the bucket's cache lines `lines` (those past the bucket's end are skipped).
+    #[inline]
+    fn prefetch_lines(&self, lines: std::ops::Range<usize>) {
         let base = std::ptr::from_ref(self).cast::<[u8; 64]>();
-        for i in 0..lines.min(size_of::<Bucket>() / 64) {
+        for i in lines.start..lines.end.min(size_of::<Bucket>() / 64) {
             // SAFETY: `i` is below the bucket's size in 64 B lines, so `base.add(i)` stays inside `*self`.
             crate::algo::prefetch_line(unsafe { &*base.add(i) });
         }
+    }
+
+    /// Asks the CPU for what a writer that only checks the bucket's staged pins reads (log-space freeing):
+    /// line 0 (the shape) and the writer's lock and state.
+    #[inline]
+    pub fn prefetch_writer(&self) {
+        const FIRST: usize = std::mem::offset_of!(Bucket, writer) / 64;
+        const END: usize =
+            (std::mem::offset_of!(Bucket, writer) + size_of::<SpinMutex<Writer>>()).div_ceil(64);
+        crate::algo::prefetch_line(&self.version);
+        self.prefetch_lines(FIRST..END);
     }
 
     /// Asks the CPU for what a lookup of fingerprint `fp` reads: line 0 (seqlock, shape, live bits), the

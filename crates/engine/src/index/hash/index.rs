@@ -374,9 +374,12 @@ impl<P: Pm> HashIndex<P> {
         }
     }
 
-    /// Asks the PM lines of bucket `b`'s committed live slots with fingerprint `fp` into the cache, without
-    /// locks: a hint, which a racing writer can only make useless (a torn shape or link gives an offset
-    /// the region ignores), never wrong.
+    /// Asks the PM lines a delete of a key with fingerprint `fp` in bucket `b` reads into the cache, without
+    /// locks: for each committed live slot of that fingerprint, the slot's line and its chunk's commit-word
+    /// line (which the delete reads and rewrites). The two lines' misses then overlap each other and the
+    /// taking of the locks; read one after the other, the commit word's was a fifth of a delete's time. A
+    /// hint, which a racing writer can only make useless (a torn shape or link gives an offset the region
+    /// ignores), never wrong.
     fn prefetch_matches(&self, g: &Generation, b: u64, fp: u16) {
         let bucket = &g.buckets[b as usize];
         let shape = bucket.shape();
@@ -385,6 +388,7 @@ impl<P: Pm> HashIndex<P> {
             if p < start {
                 let chunk = g.chunk_off(b, bucket, p / CHUNK_SLOTS);
                 self.pm.prefetch(slot_off(chunk, p % CHUNK_SLOTS));
+                self.pm.prefetch(chunk);
             }
             None::<()>
         });

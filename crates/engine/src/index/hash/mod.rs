@@ -77,8 +77,11 @@
 //! * **Miss**: no PM access unless a fingerprint matches falsely.
 //! * **Write**: one 32 B log append persisted, plus 1/15 of a whole-XPLine chunk write and its commit
 //!   word; no PM read unless the key's fingerprint matches a live committed slot (an update).
-//! * **Delete** of a committed key: the fingerprint scan, one 16 B PM read (its line prefetched before the
-//!   locks are taken) and one commit-word store and write-back in the same XPLine; no log record.
+//! * **Delete** of a committed key: the fingerprint scan, one 16 B PM read and one commit-word store and
+//!   write-back in the same XPLine (the slot's line and the commit word's are both prefetched before the
+//!   locks are taken, so their misses overlap); no log record.
+//! * **Log space**: every record is visited once when the tail passes it (its bucket's lock and pins; the
+//!   buckets a few records ahead are prefetched, so these misses overlap too).
 //! * **Doubling**: O(n) reads and writes, amortised over ≥ n/2 inserts; **compaction**: the chain twice.
 //! * **Recovery**: every used chunk once plus the logs, split over the threads.
 //!

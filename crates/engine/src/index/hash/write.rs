@@ -17,6 +17,9 @@ use crate::storage::pm::Pm;
 /// Bits of a pin that hold the log position (the log number is above them).
 pub(super) const PIN_LSN: u64 = (1 << 56) - 1;
 
+/// Records ahead whose buckets log-space freeing asks the CPU for (`HashIndex::free_log_space`).
+const FREE_AHEAD: u64 = 8;
+
 /// What became of a write.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Applied {
@@ -373,7 +376,20 @@ impl<P: Pm> HashIndex<P> {
         }
         let target = log.durable_tail + (cap / 64).max(1);
         let mut last = u32::MAX;
+        // Consecutive records belong to random buckets, each a cache miss: ask for the buckets
+        // `FREE_AHEAD` records ahead, so that the misses overlap instead of following one another (they
+        // were a fifth of an insert's time).
+        let ahead = |lsn: u64| {
+            if lsn < target {
+                let b = log.ring[(lsn % cap) as usize];
+                g.buckets[b as usize].prefetch_writer();
+            }
+        };
+        for lsn in log.durable_tail..log.durable_tail + FREE_AHEAD {
+            ahead(lsn);
+        }
         for lsn in log.durable_tail..target {
+            ahead(lsn + FREE_AHEAD);
             let b = log.ring[(lsn % cap) as usize];
             if b == last {
                 continue;
@@ -382,10 +398,13 @@ impl<P: Pm> HashIndex<P> {
             let bucket = &g.buckets[b as usize];
             let mut w = bucket.writer.lock();
             let shape = bucket.shape();
-            let staged = shape.committed()..shape.tail_used();
-            let pinned = staged
-                .map(|i| w.pins[i])
-                .any(|pin| pin >> 56 == log.id && pin & PIN_LSN < target);
+            // A pin of this log below `target` is `log.id << 56 | lsn` with `lsn < target`: one subtraction
+            // tells (a pin of another log wraps to at least 2^56 > `target`).
+            debug_assert!(target <= PIN_LSN, "log positions fit a pin");
+            let mine = log.id << 56;
+            let pinned = w.pins[shape.committed()..shape.tail_used()]
+                .iter()
+                .any(|&pin| pin.wrapping_sub(mine) < target);
             if pinned {
                 self.flush(g, u64::from(b), &mut w, &mut log.stats)?;
                 log.stats.forced_flushes += 1;

@@ -37,6 +37,20 @@ pub(crate) fn read(words: &[AtomicU64], off: usize, buf: &mut [u8]) {
 
 /// Stores `data` at byte `off` (relaxed stores; partial words merged atomically).
 pub(crate) fn write(words: &[AtomicU64], off: usize, data: &[u8]) {
+    if off.is_multiple_of(8) && data.len().is_multiple_of(8) {
+        // Whole words (a hash log record, a slot): one store each, without the per-word split of the
+        // general path (a 32 B record cost 170 instructions through it).
+        let first = off / 8;
+        for (word, src) in words[first..first + data.len() / 8]
+            .iter()
+            .zip(data.chunks_exact(8))
+        {
+            let mut bytes = [0u8; 8];
+            bytes.copy_from_slice(src);
+            word.store(u64::from_ne_bytes(bytes), Ordering::Relaxed);
+        }
+        return;
+    }
     for_each_word(off, data.len(), |w, at, take, pos| {
         let src = &data[pos..pos + take];
         if take == 8 {
@@ -108,5 +122,12 @@ mod tests {
             word_to_le(le_to_word(0x0102_0304_0506_0708)),
             0x0102_0304_0506_0708
         );
+        // Whole words (the fast path) land in place too.
+        let whole: Vec<u8> = (101..=116).collect();
+        write(&words, 40, &whole);
+        read(&words, 32, &mut all[..32]);
+        assert_eq!(&all[..8], &[9; 8]);
+        assert_eq!(&all[8..24], &whole[..]);
+        assert_eq!(&all[24..32], &[0xff; 8]);
     }
 }
