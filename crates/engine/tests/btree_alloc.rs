@@ -7,40 +7,14 @@
 
 #![allow(clippy::unwrap_used)] // tests unwrap: a failure is the test failing
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
 use std::path::Path;
 use std::sync::Arc;
 use strata::lab::storage::{BufferPool, IoStats, MemVfs, PageFile, PageFileOptions, PageId, Vfs};
-
-struct Counting;
-
-thread_local! {
-    static ALLOCS: Cell<u64> = const { Cell::new(0) };
-}
-
-// SAFETY: forwards to the system allocator; the counter is a thread-local `Cell` that allocates nothing.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        let _ = ALLOCS.try_with(|c| c.set(c.get() + 1));
-        // SAFETY: the caller's contract is passed on unchanged.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: as above.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-}
+mod counting;
+use counting::allocations;
 
 #[global_allocator]
-static GLOBAL: Counting = Counting;
-
-/// Allocations `f` makes on this thread.
-fn allocations<T>(f: impl FnOnce() -> T) -> (T, u64) {
-    let before = ALLOCS.with(Cell::get);
-    let r = f();
-    (r, ALLOCS.with(Cell::get) - before)
-}
+static GLOBAL: counting::Counting = counting::Counting;
 
 const PS: usize = 4096;
 
@@ -79,7 +53,7 @@ fn freeing_and_allocating_pages_allocates_nothing_in_the_steady_state() {
     let epoch = pool.file().epoch();
     let mut ids = ids;
     for round in 0..3 {
-        let ((), n) = allocations(|| {
+        let n = allocations(|| {
             for &id in &ids {
                 pool.free(id, epoch);
             }
@@ -106,7 +80,7 @@ fn sealed_page_copies_reuse_the_images_the_last_commit_wrote() {
     for round in 0..3 {
         let sealed = pool.begin_commit(b"root").unwrap();
         // The writer copies every sealed page on write: each old image is kept for the commit.
-        let ((), n) = allocations(|| {
+        let n = allocations(|| {
             for id in ids.iter_mut() {
                 let g = pool.write_cow(*id).unwrap();
                 *id = g.id();
