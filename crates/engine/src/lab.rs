@@ -103,6 +103,7 @@ pub mod fuzz {
         let header = LogHeader {
             number: 1,
             base_seqno: 0,
+            follows_unsynced: false,
         };
         if LogWriter::create(&vfs, path, header, Arc::new(IoStats::new())).is_err() {
             return;

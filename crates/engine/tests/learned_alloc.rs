@@ -5,38 +5,12 @@
 
 #![allow(clippy::unwrap_used)] // tests unwrap: a failure is the test failing
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
 use strata::lab::index::learned::{LearnedIndex, LearnedOptions};
-
-struct Counting;
-
-thread_local! {
-    static ALLOCS: Cell<u64> = const { Cell::new(0) };
-}
-
-// SAFETY: forwards to the system allocator; the counter is a thread-local `Cell` that allocates nothing.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        let _ = ALLOCS.try_with(|c| c.set(c.get() + 1));
-        // SAFETY: the caller's contract is passed on unchanged.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: as above.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-}
+mod counting;
+use counting::allocations;
 
 #[global_allocator]
-static GLOBAL: Counting = Counting;
-
-/// Allocations `f` makes on this thread.
-fn allocations(f: impl FnOnce()) -> u64 {
-    let before = ALLOCS.with(Cell::get);
-    f();
-    ALLOCS.with(Cell::get) - before
-}
+static GLOBAL: counting::Counting = counting::Counting;
 
 /// An index of the keys 0, 10, … 163,830 with 8-byte values, which compacts no group during the tests'
 /// inserts (4 groups of 4096 take 1,000 new keys each).

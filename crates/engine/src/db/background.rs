@@ -7,8 +7,10 @@
 //! 1. a checkpoint intent for `S` (the last seqno) is appended to WAL `N` and written, not synced;
 //! 2. the index seals its state at `S` (`begin_checkpoint`: quickly, overwriting nothing the last durable
 //!    checkpoint references);
-//! 3. WAL `N + 1`, based on `S`, is created (header written, not synced, directory not synced) and becomes
-//!    the live one; WAL `N` is left to the checkpoint thread.
+//! 3. WAL `N + 1`, based on `S` and flagged [`follows_unsynced`](crate::storage::LogHeader::follows_unsynced),
+//!    is created (header written, not synced, directory not synced) and becomes the live one; WAL `N` is left
+//!    to the checkpoint thread. Writes at durability `none` and `flush` go on into `N + 1` at once, written
+//!    to the OS as usual (a `flush` write at once, `none` every 1 MiB).
 //!
 //! On the checkpoint thread:
 //! 4. WAL `N` is synced (its records up to `S` and the intent), then WAL `N + 1` (its header) and the
@@ -17,34 +19,44 @@
 //! 5. the index writes the checkpoint (`finish_checkpoint`), then WAL `N` is removed.
 //!
 //! ## Why a crash at any point recovers
-//! * Before step 4 completes: `N + 1` was never synced, so after a power loss it is missing, empty, or has
-//!   zero header slots and no durable record — recovery's "creation a crash interrupted", skipped — and WAL
-//!   `N` is live again with its durable prefix (a torn tail is what durability `none`/`flush` allow). The
-//!   index wrote nothing of the checkpoint yet (step 5 follows step 4), so its spare slot is intact.
 //! * **No sync of WAL `N + 1` precedes step 4**: a write with durability `sync`, [`RawDb::flush`](super::RawDb::flush)
 //!   and a checkpoint intent wait for step 4 first ([`DbInner::sync_live_wal`]). So a synced record of
-//!   `N + 1` implies that `N` is durable through `S`: the chain recovery replays has no hole.
-//! * Durability `none` keeps the writes of `N + 1` in the WAL buffer until step 4 completes (up to
-//!   [`HELD_WAL_BYTES`]; past that the writer waits), so the OS cannot write them back before `N` is
-//!   durable. Durability `flush` must hand each write to the OS at once, so a flushed write to `N + 1`
-//!   waits for step 4 before it is written: otherwise a power loss could find some of `N + 1`'s pages
-//!   written back by the OS but not `N`'s tail, a hole recovery refuses as damage.
+//!   `N + 1` implies that `N` is durable through its intent: the chain recovery replays has no hole.
+//! * A killed process (what `none` and `flush` promise to survive): the OS holds every write, so `N` ends
+//!   with its intent and `N + 1` continues it.
+//! * A power loss before step 4 completes: `N` has a durable prefix (a torn tail is what `none`/`flush`
+//!   allow) and the index wrote nothing of the checkpoint yet (step 5 follows step 4: its spare slot is
+//!   intact, its checkpoint below `S`). `N + 1` may be missing, empty, or hold any of its pages that the OS
+//!   wrote back on its own, records included — records after a hole, since `N`'s tail may be lost. Recovery's
+//!   rule: **when the WAL before a `follows_unsynced` WAL does not end with its checkpoint intent, step 4
+//!   never completed, so nothing in the later WALs was ever synced (first bullet): they are dropped** and
+//!   `N` is live again; [`RecoveryInfo::unsynced_wals_dropped`](super::RecoveryInfo::unsynced_wals_dropped)
+//!   reports it. What survives is a prefix of the writes, as after a torn tail.
+//! * After step 4: `N` is durable with its intent; whatever of `N + 1` survives continues it.
+//!
+//! The rule cannot hide damage that recovery reported before: a damaged record of `N` (anything but a torn
+//! tail) is still `Error::Corruption`, and a WAL created with its predecessor durable (the synchronous
+//! protocol, opening) has no flag, so a predecessor missing records there is still refused. It accepts
+//! only what a lost tail of `N` would explain, which is exactly as detectable as a lost tail of the live
+//! WAL (a device that loses synced data is not told apart from a torn tail in either).
+//!
+//! Options weighed for the writer's wait at `flush` (the first flushed write after a rotation waited for
+//! two `fdatasync`s and a directory sync, 8.6–47 ms at 10M writes): creating and syncing the next WAL ahead
+//! of time removes one `fdatasync` and the directory sync but not `N`'s; starting `N`'s write-back early
+//! (`sync_file_range`) shortens its `fdatasync` but still leaves the writer waiting for the device (a
+//! journal commit). Only the recovery rule above lets a `flush` writer not wait on the device at all.
 //!
 //! Cost on the writer: one `write` of the intent, the index's seal, one file create (`open`, `set_len`, one
 //! 1 KiB write). The thread: three `fdatasync`s and a directory sync, then the checkpoint. The writer waits
 //! only when the live WAL reaches twice the checkpoint size while a checkpoint is still finishing (the
-//! backlog bound), or for step 4 as said above: at durability `none` never (below the buffer bound), at
-//! `flush` and `sync` the first write after a rotation waits for the syncs the thread began at once.
+//! backlog bound), or for step 4 at durability `sync` (the first write after a rotation waits for the syncs
+//! the thread began at once); at `none` and `flush` never.
 
 use super::{DbInner, Writer, wal, wal_path};
 use crate::error::Result;
 use crate::storage::log::sync_file;
 use crate::storage::{LogHeader, LogWriter};
 use std::sync::Arc;
-
-/// WAL bytes a `none`-durability writer keeps buffered while the previous WAL is not yet durable (step 4
-/// of the protocol), before it waits for that.
-pub(super) const HELD_WAL_BYTES: usize = 64 << 20;
 
 /// A checkpoint that finishes on its own thread while writes go on.
 #[derive(Default)]
@@ -85,6 +97,7 @@ impl DbInner {
             LogHeader {
                 number,
                 base_seqno: seqno,
+                follows_unsynced: true,
             },
             this.stats.clone(),
         )?;
@@ -141,16 +154,11 @@ impl DbInner {
 
     /// Waits until step 4 of a rotation in the background, if one is under way, has completed (the live WAL
     /// may then be synced: its records follow a durable chain).
-    pub(super) fn wait_wal_durable(&self) {
+    fn wait_wal_durable(&self) {
         let mut bg = self.background.lock();
         while bg.wal_unsynced {
             self.background_done.wait(&mut bg);
         }
-    }
-
-    /// True while step 4 of a rotation in the background has not completed.
-    pub(super) fn wal_unsynced(&self) -> bool {
-        self.background.lock().wal_unsynced
     }
 
     /// Makes the live WAL durable (every record appended so far), after the WAL it follows.

@@ -66,7 +66,7 @@ use crate::storage::{
     IoSnapshot, IoStats, LogWriter, OpenOptions, RecoverMode, Vfs, VfsLock, recover_log,
 };
 use crate::types::{Durability, MAX_VALUE_LEN, TypeKind};
-use background::{Background, HELD_WAL_BYTES};
+use background::Background;
 use parking_lot::{Condvar, Mutex};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -284,22 +284,11 @@ impl RawDb {
             wal.append(&w.scratch)?;
             match durability {
                 Durability::None if wal.buffered_bytes() < WAL_BUFFER_LIMIT => {}
-                // While the WAL this one follows is not durable yet, its writes stay in memory (see
-                // `background`), up to a bound.
-                Durability::None
-                    if wal.buffered_bytes() < HELD_WAL_BYTES && self.inner.wal_unsynced() => {}
-                Durability::None => {
-                    self.inner.wait_wal_durable();
-                    wal.flush()?;
-                }
-                // A flushed write may reach the disk before the WAL it follows (the OS writes pages back in
-                // any order): a power loss could then leave a hole between the two WALs, which recovery
-                // refuses as damage. So a flushed write to a WAL whose predecessor is not synced yet waits
-                // for that sync (begun by the checkpoint thread at the rotation) before it is written.
-                Durability::Flush => {
-                    self.inner.wait_wal_durable();
-                    wal.flush()?
-                }
+                // Neither waits for a rotation's syncs in the background: the OS may write these records back
+                // before the WAL they follow is durable, and recovery drops such records of a WAL created
+                // before its predecessor was durable (nothing but a `sync` made them durable, and a `sync`
+                // waits; see `background`).
+                Durability::None | Durability::Flush => wal.flush()?,
                 Durability::Sync => self.inner.sync_live_wal(w)?,
             }
             self.inner.index.apply(ops)

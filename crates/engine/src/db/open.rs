@@ -259,7 +259,11 @@ pub(super) fn new_wal(
     base_seqno: u64,
     stats: &Arc<IoStats>,
 ) -> Result<(LogWriter, u64)> {
-    let header = LogHeader { number, base_seqno };
+    let header = LogHeader {
+        number,
+        base_seqno,
+        follows_unsynced: false,
+    };
     let wal = LogWriter::create(vfs, &wal_path(dir, number), header, stats.clone())?;
     Ok((wal, number))
 }

@@ -26,6 +26,10 @@
 //! * A torn tail (the last records never became durable before a power loss): accepted, reported in
 //!   [`RecoveryInfo::torn_tail_bytes`]; what survives is a prefix of the acknowledged writes, as the
 //!   durability levels promise.
+//! * A WAL of that chain that does not end with its checkpoint intent, followed by one created before it was
+//!   durable ([`LogHeader::follows_unsynced`]): a power loss came before the rotation's syncs completed, so
+//!   the later WALs hold nothing that was synced (see `background`). They are dropped, reported in
+//!   [`RecoveryInfo::unsynced_wals_dropped`], and the older WAL is the live one (its torn tail accepted).
 //!
 //! Cost: one header read per WAL file, one sequential read of each WAL replayed (see `storage::log`).
 
@@ -253,9 +257,16 @@ pub(crate) fn recover(
     for (k, (older, _)) in chain.iter().enumerate() {
         let (torn, ended_with_intent) =
             replay_wal(older, &mut last, &mut info, mode, index, vfs, stats)?;
-        let next_base = chain
-            .get(k + 1)
-            .map_or(header.base_seqno, |(_, h)| h.base_seqno);
+        let next = chain.get(k + 1).map_or(&header, |(_, h)| h);
+        let next_base = next.base_seqno;
+        // The next WAL was created before this one was durable, and this one's checkpoint intent (its last
+        // record) did not survive: the rotation's syncs never completed, so no later WAL holds a synced
+        // record — whatever the OS wrote back of them is dropped, and this WAL is the live one.
+        if next.follows_unsynced && !ended_with_intent {
+            info.torn_tail_bytes = torn;
+            info.unsynced_wals_dropped = (chain.len() - k) as u64;
+            return Ok(done(info, Some(older.clone()), last, interrupted));
+        }
         if torn > 0 || last < next_base {
             let problem = format!(
                 "the write-ahead log ends at seqno {last}, but the next one continues after seqno \

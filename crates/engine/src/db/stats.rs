@@ -12,6 +12,11 @@ pub struct RecoveryInfo {
     /// Bytes of a torn WAL tail: records written but never made durable before a crash (what survives is a
     /// prefix of the acknowledged writes, as the durability levels promise).
     pub torn_tail_bytes: u64,
+    /// WAL files dropped whole: created by a rotation in the background before the WAL they follow was
+    /// durable, which a power loss then left without its checkpoint intent. Nothing in them was ever synced
+    /// (see `db::background`); like a torn tail, what survives is a prefix of the acknowledged writes.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub unsynced_wals_dropped: u64,
     /// The index's spare checkpoint slot was unusable (damage, or a checkpoint torn by a crash) and was
     /// rewritten by a fresh checkpoint: what was wrong with it.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -19,6 +24,10 @@ pub struct RecoveryInfo {
     /// What [`RawDb::repair`] dropped or replaced (empty for a normal open).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub repairs: Vec<String>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// Statistics of a database.

@@ -198,7 +198,15 @@ pub struct BufferPool {
     /// page on write, then freed the old one): `finish_commit` writes them. At most the pages dirty at the
     /// seal, so the copies are bounded by the pool.
     sealed_copies: Mutex<Vec<(PageId, Vec<u8>)>>,
+    /// The images `finish_commit` wrote, handed back whole to the writers: `copy_for_commit` reuses them,
+    /// and `begin_commit` (a writer) frees those over [`SPENT_COPIES_KEPT`]. So the checkpoint thread never
+    /// frees a block a writer allocated: with glibc that takes the writer's arena lock, which the writer's
+    /// next `malloc` then waited for whenever the checkpoint thread was preempted holding it.
+    spent_copies: Mutex<Vec<(PageId, Vec<u8>)>>,
 }
+
+/// Spent sealed-page images kept for reuse from one commit to the next.
+const SPENT_COPIES_KEPT: usize = 256;
 
 impl std::fmt::Debug for BufferPool {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -315,6 +323,7 @@ impl BufferPool {
             }),
             validator,
             sealed_copies: Mutex::new(Vec::new()),
+            spent_copies: Mutex::new(Vec::new()),
         }
     }
 
@@ -668,7 +677,15 @@ impl BufferPool {
             if frame.dirty.load(Ordering::Acquire) {
                 // Under the frame's data lock, so `flush_dirty_through` either wrote this image before or
                 // finds the frame clean after.
-                self.sealed_copies.lock().push((id, data.to_vec()));
+                let image = match self.spent_copies.lock().pop() {
+                    Some((_, mut image)) => {
+                        image.clear();
+                        image.extend_from_slice(&data);
+                        image
+                    }
+                    None => data.to_vec(),
+                };
+                self.sealed_copies.lock().push((id, image));
                 frame.dirty.store(false, Ordering::Release);
             }
             return;
@@ -764,6 +781,8 @@ impl BufferPool {
     /// (callers copy them on write, as [`write_cow`](Self::write_cow) does), so their images stay what the
     /// commit must write.
     pub fn begin_commit(&self, user_root: &[u8]) -> Result<SealedCommit> {
+        // The spare images over the bound are freed here, on the writer that allocated them.
+        self.spent_copies.lock().truncate(SPENT_COPIES_KEPT);
         self.file.begin_commit(user_root)
     }
 
@@ -773,10 +792,18 @@ impl BufferPool {
     pub fn finish_commit(&self, sealed: SealedCommit) -> Result<()> {
         self.flush_dirty_through(sealed.epoch())?;
         // Every sealed-epoch frame is clean now, so no copy is added after this.
-        let copies = std::mem::take(&mut *self.sealed_copies.lock());
-        for (id, mut image) in copies {
-            self.file.write_page(id, &mut image)?;
+        let mut copies = std::mem::take(&mut *self.sealed_copies.lock());
+        for (id, image) in &mut copies {
+            self.file.write_page(*id, image)?;
         }
+        // Back to the writers whole (see `spent_copies`).
+        let mut spent = self.spent_copies.lock();
+        if spent.is_empty() {
+            std::mem::swap(&mut *spent, &mut copies);
+        } else {
+            spent.append(&mut copies);
+        }
+        drop(spent);
         self.file.finish_commit(sealed)
     }
 

@@ -8,7 +8,8 @@
 //! | 512    | header slot 1                                                                          |
 //! | 1024   | frames, back to back; every byte after the last frame is zero (preallocated space)    |
 //!
-//! Header slot: magic `b"STRATAWL"`, version `u32` (= 1), reserved `u32` (0), generation `u64`, log number
+//! Header slot: magic `b"STRATAWL"`, version `u32` (= 1), flags `u32` (bit 0: [`LogHeader::follows_unsynced`];
+//! other bits zero; files of builds before the flag have 0, and those builds ignore it), generation `u64`, log number
 //! `u64`, base seqno `u64` (the caller's: for the WAL, the checkpoint its records follow), file length `u64`,
 //! xxh3-64 of the preceding 48 bytes. The valid slot with the higher generation is current. Creation writes
 //! generation 0 to slot 0 and generation 1 to slot 1; each growth of the file writes generation + 1 to slot
@@ -90,7 +91,13 @@ pub struct LogHeader {
     pub number: u64,
     /// The caller's base sequence number (the WAL: the checkpoint its records follow).
     pub base_seqno: u64,
+    /// The log was created before the log it follows was durable (a WAL rotation in the background, see
+    /// `db::background`): until that one is synced, nothing in this log is either.
+    pub follows_unsynced: bool,
 }
+
+/// Header flag bit of [`LogHeader::follows_unsynced`].
+const FLAG_FOLLOWS_UNSYNCED: u32 = 1;
 
 /// The current header slot of a log file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -107,7 +114,11 @@ impl Slot {
         Writer::new(&mut b)
             .bytes(MAGIC)
             .u32(VERSION)
-            .u32(0)
+            .u32(if self.header.follows_unsynced {
+                FLAG_FOLLOWS_UNSYNCED
+            } else {
+                0
+            })
             .u64(self.generation)
             .u64(self.header.number)
             .u64(self.header.base_seqno)
@@ -136,12 +147,16 @@ impl Slot {
                 "log format version {version}, this build reads {VERSION}"
             ));
         }
-        r.skip(4)?;
+        let flags = r.u32()?;
+        if flags & !FLAG_FOLLOWS_UNSYNCED != 0 {
+            return Err(format!("unknown header flags {flags:#x}"));
+        }
         let slot = Slot {
             generation: r.u64()?,
             header: LogHeader {
                 number: r.u64()?,
                 base_seqno: r.u64()?,
+                follows_unsynced: flags & FLAG_FOLLOWS_UNSYNCED != 0,
             },
             length: r.u64()?,
         };

@@ -54,7 +54,8 @@
 //! writes.
 //!
 //! ## Cost
-//! `allocate` and `free` are O(log n) in memory, no I/O. `read_page`/`write_page`: one positional I/O of
+//! `allocate` and `free` are O(1) in memory (amortised: the `free` and `pending` sets are bitmaps, see
+//! `id_set`, which touch the heap only when they grow), no I/O. `read_page`/`write_page`: one positional I/O of
 //! `page_size` bytes plus an xxh3 pass. `commit`: one write per free-list page (≈ `page_size / 8` ids each),
 //! one meta write, two `fdatasync`s, plus an O(n log n) sort of the free set.
 
@@ -70,8 +71,9 @@ use crate::error::{Damage, Error, Result};
 /// Bytes past the end of the writes that are reserved at a time ([`VfsFile::allocate_ahead`]): at least
 /// this much, and at least an eighth of the file.
 pub const RESERVE_STEP: u64 = 4 << 20;
+use id_set::IdSet;
 use parking_lot::Mutex;
-use std::collections::{BTreeSet, HashSet};
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -233,9 +235,9 @@ struct State {
     epoch: u64,
     page_count: u64,
     /// Reusable now.
-    free: BTreeSet<PageId>,
+    free: IdSet,
     /// Freed since the last commit but referenced by it: reusable after the next commit.
-    pending: BTreeSet<PageId>,
+    pending: IdSet,
     /// Pages holding the last commit's free-list chain, in chain order.
     chain: Vec<PageId>,
     /// What the last committed meta slot says.
@@ -328,8 +330,8 @@ impl PageFile {
             state: Mutex::new(State {
                 epoch: 1,
                 page_count: 2,
-                free: BTreeSet::new(),
-                pending: BTreeSet::new(),
+                free: IdSet::default(),
+                pending: IdSet::default(),
                 sealed: None,
                 chain: Vec::new(),
                 committed: meta.clone(),
@@ -446,8 +448,8 @@ impl PageFile {
             state: Mutex::new(State {
                 epoch: meta.epoch + 1,
                 page_count: meta.page_count,
-                free: BTreeSet::new(),
-                pending: BTreeSet::new(),
+                free: IdSet::default(),
+                pending: IdSet::default(),
                 sealed: None,
                 chain: Vec::new(),
                 committed: meta.clone(),
@@ -620,7 +622,7 @@ impl PageFile {
             st.page_count
         );
         debug_assert!(
-            !st.free.contains(&id) && !st.pending.contains(&id) && !st.chain.contains(&id),
+            !st.free.contains(id) && !st.pending.contains(id) && !st.chain.contains(&id),
             "double free of page {id}"
         );
         debug_assert!(
@@ -697,19 +699,18 @@ impl PageFile {
                 extend += 1;
             }
         }
-        let taken_from_free: Vec<PageId> = st.free.iter().rev().take(from_free).copied().collect();
+        let taken_from_free: Vec<PageId> = st.free.iter().rev().take(from_free).collect();
         let mut chain_pages = taken_from_free.clone();
         chain_pages.extend(st.page_count..st.page_count + extend);
         let new_page_count = st.page_count + extend;
         for id in &chain_pages {
-            st.free.remove(id);
+            st.free.remove(*id);
         }
 
         let mut entries: Vec<PageId> = st
             .free
             .iter()
-            .copied()
-            .chain(st.pending.iter().copied())
+            .chain(st.pending.iter())
             .chain(st.chain.iter().copied())
             .collect();
         entries.sort_unstable();
@@ -727,7 +728,7 @@ impl PageFile {
         };
         // What the last commit references but this one does not (its pages freed since, and its free-list
         // chain, which stays in `chain` until then): reusable once this one is durable.
-        let released: Vec<PageId> = std::mem::take(&mut st.pending).into_iter().collect();
+        let released: Vec<PageId> = st.pending.drain_to_vec();
         st.sealed = Some(Sealed {
             epoch: st.epoch,
             chain: chain_pages.clone(),
@@ -829,13 +830,12 @@ impl PageFile {
             .free
             .iter()
             .chain(st.pending.iter())
-            .chain(st.chain.iter())
+            .chain(st.chain.iter().copied())
             .chain(
                 st.sealed
                     .iter()
-                    .flat_map(|s| s.chain.iter().chain(&s.released)),
+                    .flat_map(|s| s.chain.iter().chain(&s.released).copied()),
             )
-            .copied()
             .collect();
         v.sort_unstable();
         v
@@ -1101,5 +1101,6 @@ fn is_aligned(buf: &[u8]) -> bool {
     (buf.as_ptr() as usize).is_multiple_of(super::vfs::DIRECT_IO_ALIGN)
 }
 
+mod id_set;
 #[cfg(test)]
 mod tests;

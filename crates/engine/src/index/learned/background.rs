@@ -20,6 +20,7 @@ pub const IDLE_PASS_PERIOD: Duration = Duration::from_millis(100);
 pub struct Maintainer {
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
+    index: Weak<LearnedIndex>,
 }
 
 impl Maintainer {
@@ -48,13 +49,24 @@ impl Maintainer {
                 }
             })
             .ok();
-        Maintainer { stop, thread }
+        if let Some(t) = &thread {
+            *index.maintainer.lock() = Some(t.thread().clone());
+        }
+        Maintainer {
+            stop,
+            thread,
+            index: Arc::downgrade(index),
+        }
     }
 }
 
 impl Drop for Maintainer {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Release);
+        // Writers compact by themselves again.
+        if let Some(ix) = self.index.upgrade() {
+            *ix.maintainer.lock() = None;
+        }
         if let Some(t) = self.thread.take() {
             t.thread().unpark();
             let _ = t.join();

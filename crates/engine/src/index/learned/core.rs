@@ -43,8 +43,9 @@ pub struct LearnedOptions {
     /// Background maintenance compacts a group with more buffered records than this, or with more
     /// removals than this and a quarter of its array (to drop the removed records).
     pub compact_at: usize,
-    /// A writer compacts the group itself when its buffer exceeds this (bounds the buffer's copy cost
-    /// when no background thread keeps up).
+    /// A writer hands the group to the maintenance thread when its buffer exceeds this, and compacts it
+    /// itself past twice this or when no thread runs (bounds the buffer's copy cost when no background
+    /// thread keeps up).
     pub inline_compact_at: usize,
     /// Background maintenance merges two adjacent groups whose estimated live records together are at
     /// most this many (at most `group_size` is used, so a merged group never needs a split; 0: never).
@@ -86,10 +87,16 @@ impl LearnedOptions {
     }
 }
 
+/// Urgent compactions queued for the maintenance thread at most (more wait for its regular pass).
+const URGENT_KEYS: usize = 64;
+
 /// Counters of structural work.
 #[derive(Debug, Default)]
 pub(super) struct Counters {
     pub compactions: AtomicU64,
+    /// Compactions a writer made itself (its buffer passed the hard bound while the maintenance thread was
+    /// behind, or no thread runs).
+    pub inline_compactions: AtomicU64,
     pub splits: AtomicU64,
     pub merges: AtomicU64,
 }
@@ -117,6 +124,11 @@ pub struct LearnedIndex {
     /// clear no group's counters changed, so the background thread skips its passes (see
     /// `background.rs`).
     pub(super) dirty: AtomicBool,
+    /// Keys whose group's buffer passed `inline_compact_at` while a maintenance thread runs: that thread
+    /// compacts their groups before anything else (see `compact_if_overfull`).
+    pub(super) urgent: crossbeam_queue::ArrayQueue<u64>,
+    /// The maintenance thread, while one runs (woken for an urgent compaction).
+    pub(super) maintainer: Mutex<Option<std::thread::Thread>>,
     /// Where the groups' key arrays and records live (huge pages). Declared last: dropped after the
     /// groups (whose slices keep their own chunks mapped anyway).
     pub(super) arena: Arena,
@@ -236,6 +248,8 @@ impl LearnedIndex {
             retired: Retired::default(),
             recycler,
             dirty: AtomicBool::new(true),
+            urgent: crossbeam_queue::ArrayQueue::new(URGENT_KEYS),
+            maintainer: Mutex::new(None),
             arena,
         }
     }

@@ -20,7 +20,7 @@
 //! Invariants: a chunk in the recycler holds locked empty records (`Slot::empty(true)`) that no thread can
 //! reach; a table in it is reachable by no thread (its buffer was dropped after the epoch released it).
 //! Cost: a queue push per block when a buffer drops (plus a reset per record of its chunks), a queue pop per
-//! growth; memory: at most [`KEEP`] idle blocks per size (about 4.6 MB of chunks and 6 MB of tables at most).
+//! growth; memory: at most [`KEEP`] idle blocks per size (about 4.6 MB of chunks and 12 MB of tables at most).
 
 use super::buffer::{FIRST_CAPACITY, FIRST_CHUNK, MAX_CHUNK, Table};
 use super::slot::Slot;
@@ -32,9 +32,10 @@ pub const KEEP: usize = 256;
 pub const LOW_WATER: usize = 16;
 /// Sizes of record chunks: `FIRST_CHUNK << i` records for `i` below this (8 … 256).
 const CHUNK_SIZES: usize = (MAX_CHUNK / FIRST_CHUNK).trailing_zeros() as usize + 1;
-/// Sizes of tables kept: `FIRST_CAPACITY << i` entries for `i` below this (16 … 2,048; a buffer is
-/// compacted by a writer itself once it holds `inline_compact_at` = 2,048 records by default).
-const TABLE_SIZES: usize = 8;
+/// Sizes of tables kept: `FIRST_CAPACITY << i` entries for `i` below this (16 … 4,096; a buffer is
+/// compacted by a writer itself once it holds twice `inline_compact_at` = 2,048 records by default while
+/// the maintenance thread runs, see `compact_if_overfull`).
+const TABLE_SIZES: usize = 9;
 
 /// Record chunks and tables of dropped buffers (see the module doc).
 pub struct Recycler {
@@ -146,7 +147,8 @@ mod tests {
         assert_eq!(class(24, FIRST_CHUNK, CHUNK_SIZES), None);
         assert_eq!(class(4, FIRST_CHUNK, CHUNK_SIZES), None);
         assert_eq!(class(2048, FIRST_CAPACITY, TABLE_SIZES), Some(7));
-        assert_eq!(class(4096, FIRST_CAPACITY, TABLE_SIZES), None);
+        assert_eq!(class(4096, FIRST_CAPACITY, TABLE_SIZES), Some(8));
+        assert_eq!(class(8192, FIRST_CAPACITY, TABLE_SIZES), None);
     }
 
     #[test]

@@ -28,6 +28,8 @@ pub struct LearnedStats {
     /// replaced groups not yet freed, with the chunks' unused tails).
     pub arena_bytes: usize,
     pub compactions: u64,
+    /// Of those, compactions a writer made itself.
+    pub inline_compactions: u64,
     pub splits: u64,
     pub merges: u64,
     pub live_snapshots: usize,
@@ -43,6 +45,7 @@ impl LearnedIndex {
             index_bytes: root.memory(),
             arena_bytes: self.arena.mapped_bytes(),
             compactions: self.counters.compactions.load(Ordering::Relaxed),
+            inline_compactions: self.counters.inline_compactions.load(Ordering::Relaxed),
             splits: self.counters.splits.load(Ordering::Relaxed),
             merges: self.counters.merges.load(Ordering::Relaxed),
             live_snapshots: self.snapshots.lock().values().sum(),

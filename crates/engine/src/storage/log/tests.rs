@@ -11,6 +11,7 @@ fn payload(i: usize) -> Vec<u8> {
 const HEADER: LogHeader = LogHeader {
     number: 7,
     base_seqno: 40,
+    follows_unsynced: false,
 };
 
 /// Payloads with their frame offsets.
@@ -126,6 +127,31 @@ fn roundtrip_header_and_counters() {
             spare_slot_damage: None,
         }
     );
+}
+
+/// The `follows_unsynced` flag survives a growth's header rewrite; an unknown flag bit is refused.
+#[test]
+fn the_follows_unsynced_flag_round_trips_and_unknown_flags_are_refused() {
+    let (mem, vfs, path, stats) = setup();
+    let header = LogHeader {
+        follows_unsynced: true,
+        ..HEADER
+    };
+    let mut w = LogWriter::create_unsynced(&vfs, &path, header, stats.clone()).unwrap();
+    w.append(&vec![7u8; 6000]).unwrap();
+    w.flush().unwrap();
+    drop(w);
+    assert_eq!(read_log_header(&vfs, &path, &stats).unwrap(), header);
+    let mut bytes = mem.file_bytes(&path).unwrap();
+    for slot in [0usize, 512] {
+        // The flags word of each slot (after magic and version), with its checksum recomputed.
+        bytes[slot + 12] |= 2;
+        let sum = xxh3_64(&bytes[slot..slot + SLOT_BODY]);
+        bytes[slot + SLOT_BODY..slot + SLOT_LEN].copy_from_slice(&sum.to_le_bytes());
+    }
+    mem.set_file_bytes(&path, bytes);
+    let e = read_log_header(&vfs, &path, &stats).unwrap_err();
+    assert!(e.to_string().contains("unknown header flags"), "{e}");
 }
 
 #[test]
