@@ -7,6 +7,9 @@
 //! [`FaultVfs::fail_after`]`(n)` lets the next `n` operations through; from then on every operation returns
 //! `Error::Io` with an `io::Error` of kind `Other` and message `"injected fault"`, without touching the
 //! underlying `MemVfs` (a failed write writes nothing), until [`FaultVfs::disarm`] or [`FaultVfs::crash`].
+//! `fail_after(0)` also waits for the operations under way to finish: once it returns, nothing more reaches
+//! the `MemVfs` through this handle. Crash tests rely on it: the threads of a handle they abandon (a dead
+//! process) must not create, truncate or write a file of the database that recovery then opens.
 //!
 //! [`FaultVfs::refuse_writes`] simulates a full disk or a read-only mount: operations that would change the
 //! file system fail with the chosen error kind while reads go on.
@@ -14,12 +17,12 @@
 //! `FaultVfs` is a cheap handle (`Clone`; the counter and the `MemVfs` are shared), so a test keeps one clone
 //! while the database holds another as `Arc<dyn Vfs>`.
 //!
-//! Cost: two atomic operations per operation on top of `MemVfs`.
+//! Cost: a shared lock and two atomic operations per operation on top of `MemVfs`.
 
 use super::mem_vfs::MemVfs;
 use super::vfs::{OpenOptions, Vfs, VfsFile, VfsLock};
 use crate::error::{Error, Result};
-use parking_lot::Mutex;
+use parking_lot::{Mutex, RwLock, RwLockReadGuard};
 use std::io::ErrorKind;
 use std::path::Path;
 use std::sync::Arc;
@@ -35,20 +38,27 @@ struct Control {
     fail_at: AtomicU64,
     /// While set, operations that would change the file system fail with this error kind.
     refuse_writes: Mutex<Option<ErrorKind>>,
+    /// Held shared by every operation that passed its tick until it has reached the `MemVfs`; taken
+    /// exclusively by `fail_after(0)` to wait for them.
+    under_way: RwLock<()>,
 }
 
+/// An operation allowed through: it reaches the `MemVfs` while this lives.
+type Passed<'a> = RwLockReadGuard<'a, ()>;
+
 impl Control {
-    fn tick(&self, path: &Path) -> Result<()> {
+    fn tick(&self, path: &Path) -> Result<Passed<'_>> {
+        let passed = self.under_way.read();
         let n = self.ops.fetch_add(1, Ordering::SeqCst);
         if n >= self.fail_at.load(Ordering::SeqCst) {
             return Err(Error::io(path, std::io::Error::other("injected fault")));
         }
-        Ok(())
+        Ok(passed)
     }
 
     /// A counted operation that changes the file system.
-    fn tick_write(&self, path: &Path) -> Result<()> {
-        self.tick(path)?;
+    fn tick_write(&self, path: &Path) -> Result<Passed<'_>> {
+        let passed = self.tick(path)?;
         if let Some(kind) = *self.refuse_writes.lock() {
             return Err(Error::io(
                 path,
@@ -58,7 +68,7 @@ impl Control {
                 ),
             ));
         }
-        Ok(())
+        Ok(passed)
     }
 }
 
@@ -77,16 +87,21 @@ impl FaultVfs {
                 ops: AtomicU64::new(0),
                 fail_at: AtomicU64::new(DISARMED),
                 refuse_writes: Mutex::new(None),
+                under_way: RwLock::new(()),
             }),
         }
     }
 
-    /// Lets `n` more operations succeed; every operation after them fails.
+    /// Lets `n` more operations succeed; every operation after them fails. With `n = 0` it returns only
+    /// once the operations already let through have finished: from then on this handle changes nothing.
     pub fn fail_after(&self, n: u64) {
         let now = self.ctl.ops.load(Ordering::SeqCst);
         self.ctl
             .fail_at
             .store(now.saturating_add(n), Ordering::SeqCst);
+        if n == 0 {
+            drop(self.ctl.under_way.write());
+        }
     }
 
     /// Simulates a full disk (`ErrorKind::StorageFull`) or a read-only mount (`ErrorKind::ReadOnlyFilesystem`):
@@ -139,11 +154,11 @@ struct FaultFile {
 
 impl Vfs for FaultVfs {
     fn open(&self, path: &Path, opts: OpenOptions) -> Result<Box<dyn VfsFile>> {
-        if opts.create || opts.truncate {
-            self.ctl.tick_write(path)?;
+        let _passed = if opts.create || opts.truncate {
+            self.ctl.tick_write(path)?
         } else {
-            self.ctl.tick(path)?;
-        }
+            self.ctl.tick(path)?
+        };
         let inner = self.base.open(path, opts)?;
         Ok(Box::new(FaultFile {
             inner,
@@ -157,37 +172,37 @@ impl Vfs for FaultVfs {
     }
 
     fn create_dir_all(&self, path: &Path) -> Result<()> {
-        self.ctl.tick_write(path)?;
+        let _passed = self.ctl.tick_write(path)?;
         self.base.create_dir_all(path)
     }
 
     fn list_dir(&self, path: &Path) -> Result<Vec<String>> {
-        self.ctl.tick(path)?;
+        let _passed = self.ctl.tick(path)?;
         self.base.list_dir(path)
     }
 
     fn remove_file(&self, path: &Path) -> Result<()> {
-        self.ctl.tick_write(path)?;
+        let _passed = self.ctl.tick_write(path)?;
         self.base.remove_file(path)
     }
 
     fn rename(&self, from: &Path, to: &Path) -> Result<()> {
-        self.ctl.tick_write(from)?;
+        let _passed = self.ctl.tick_write(from)?;
         self.base.rename(from, to)
     }
 
     fn sync_dir(&self, path: &Path) -> Result<()> {
-        self.ctl.tick(path)?;
+        let _passed = self.ctl.tick(path)?;
         self.base.sync_dir(path)
     }
 
     fn lock(&self, path: &Path) -> Result<Box<dyn VfsLock>> {
-        self.ctl.tick_write(path)?;
+        let _passed = self.ctl.tick_write(path)?;
         self.base.lock(path)
     }
 
     fn lock_shared(&self, path: &Path) -> Result<Box<dyn VfsLock>> {
-        self.ctl.tick(path)?;
+        let _passed = self.ctl.tick(path)?;
         self.base.lock_shared(path)
     }
 }
@@ -198,31 +213,31 @@ impl VfsFile for FaultFile {
     }
 
     fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<usize> {
-        self.ctl.tick(self.inner.path())?;
+        let _passed = self.ctl.tick(self.inner.path())?;
         self.inner.read_at(buf, offset)
     }
 
     fn write_all_at(&self, buf: &[u8], offset: u64) -> Result<()> {
-        self.ctl.tick_write(self.inner.path())?;
+        let _passed = self.ctl.tick_write(self.inner.path())?;
         self.inner.write_all_at(buf, offset)
     }
 
     fn len(&self) -> Result<u64> {
-        self.ctl.tick(self.inner.path())?;
+        let _passed = self.ctl.tick(self.inner.path())?;
         self.inner.len()
     }
 
     fn set_len(&self, len: u64) -> Result<()> {
-        self.ctl.tick_write(self.inner.path())?;
+        let _passed = self.ctl.tick_write(self.inner.path())?;
         self.inner.set_len(len)
     }
 
     fn sync_data(&self) -> Result<()> {
-        if self.read_only {
-            self.ctl.tick(self.inner.path())?;
+        let _passed = if self.read_only {
+            self.ctl.tick(self.inner.path())?
         } else {
-            self.ctl.tick_write(self.inner.path())?;
-        }
+            self.ctl.tick_write(self.inner.path())?
+        };
         self.inner.sync_data()
     }
 
