@@ -217,6 +217,26 @@ fn hold_a_rotation(db: &RawDb, probe: &Probe) -> u64 {
     i
 }
 
+/// A synced write of key 0, then a rotation held at its first WAL sync (`hold_a_rotation`), then 200 writes
+/// (the database's durability) into the new WAL from the returned key on; the writer flag is cleared after.
+fn write_across_a_held_rotation(db: &RawDb, probe: &Probe) -> u64 {
+    WRITER.with(|w| w.set(true));
+    db.write(&[put(0)], Some(Durability::Sync))
+        .expect("sync write");
+    let held_at = hold_a_rotation(db, probe).max(1);
+    for i in held_at..held_at + 200 {
+        db.write(&[put(i)], None).expect("write");
+    }
+    WRITER.with(|w| w.set(false));
+    held_at
+}
+
+/// Opens `/db` of `mem` after a power loss, through a probe that holds nothing.
+fn reopen_after_crash(mem: &Arc<MemVfs>, durability: Durability) -> RawDb {
+    let vfs: Arc<dyn Vfs> = Arc::new(HookedVfs::new(mem.clone(), Arc::new(Probe::default())));
+    RawDb::open("/db", &options(vfs, durability)).expect("reopen after the crash")
+}
+
 /// A write with durability `sync` to the WAL a rotation began waits until the retired WAL is durable (a
 /// synced record must not be durable before the writes it follows); writes at `none` and `flush` do not wait
 /// (recovery drops what the OS wrote back of them if the retired WAL's end was lost: see the next tests).
@@ -288,21 +308,12 @@ fn newest_wal(mem: &MemVfs) -> std::path::PathBuf {
 fn a_power_loss_after_the_new_wal_was_written_back_before_the_retired_one_recovers_a_prefix() {
     for index in families() {
         let (mem, probe, db) = setup(&index, Durability::Flush);
-        WRITER.with(|w| w.set(true));
-        db.write(&[put(0)], Some(Durability::Sync))
-            .expect("sync write");
-        let held_at = hold_a_rotation(&db, &probe).max(1);
-        for i in held_at..held_at + 200 {
-            db.write(&[put(i)], None).expect("flushed write");
-        }
-        WRITER.with(|w| w.set(false));
+        let held_at = write_across_a_held_rotation(&db, &probe);
         let newest = newest_wal(&mem);
         let written_back = mem.file_bytes(&newest).expect("the live WAL");
         power_loss(db, &mem, &probe);
         mem.set_file_bytes(&newest, written_back);
-        let vfs: Arc<dyn Vfs> = Arc::new(HookedVfs::new(mem.clone(), Arc::new(Probe::default())));
-        let db =
-            RawDb::open("/db", &options(vfs, Durability::Flush)).expect("reopen after the crash");
+        let db = reopen_after_crash(&mem, Durability::Flush);
         assert_eq!(
             db.recovery().unsynced_wals_dropped,
             1,
@@ -327,19 +338,10 @@ fn a_power_loss_before_the_rotation_is_durable_recovers_a_prefix() {
     for index in families() {
         for durability in [Durability::None, Durability::Flush] {
             let (mem, probe, db) = setup(&index, durability);
-            WRITER.with(|w| w.set(true));
-            // One durable point before the rotation.
-            db.write(&[put(0)], Some(Durability::Sync))
-                .expect("sync write");
-            let held_at = hold_a_rotation(&db, &probe).max(1);
-            for i in held_at..held_at + 200 {
-                db.write(&[put(i)], None).expect("write");
-            }
-            WRITER.with(|w| w.set(false));
+            // One durable point (key 0) before the rotation.
+            let held_at = write_across_a_held_rotation(&db, &probe);
             power_loss(db, &mem, &probe);
-            let vfs: Arc<dyn Vfs> =
-                Arc::new(HookedVfs::new(mem.clone(), Arc::new(Probe::default())));
-            let db = RawDb::open("/db", &options(vfs, durability)).expect("reopen after the crash");
+            let db = reopen_after_crash(&mem, durability);
             // A prefix: key 0 (synced) is there, and whatever else survived is every key below some bound.
             let present: Vec<bool> = (0..held_at + 200)
                 .map(|i| db.get(&i.to_be_bytes()).expect("get").is_some())
