@@ -12,6 +12,11 @@
 //! Commands that only read (`get`, `scan`, `count`, `sample`, `check`, `stats`) open the database read-only:
 //! they never write, so they work on a read-only file system or a full disk and beside each other.
 
+/// The process's allocator: mimalloc, whose frees from other threads take no lock a writer could wait on
+/// (README, "Allocator").
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 mod bench;
 mod codec;
 mod commands;

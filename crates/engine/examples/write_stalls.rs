@@ -21,6 +21,11 @@ use std::time::{Duration, Instant};
 use strata::vfs::{FileKind, FileMapping, OpenOptions, StdVfs, Vfs, VfsFile, VfsLock};
 use strata::{Config, Durability, IndexKind, Options, RawDb};
 
+/// The `strata` binary's allocator, so that the probe sees the writes the benchmark lab sees (README,
+/// "Allocator").
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// File-system work of the current thread: (calls, nanoseconds) per kind.
 #[derive(Clone, Copy, Default, Debug)]
 struct FsWork {
