@@ -10,6 +10,8 @@ use std::time::Duration;
 mod common;
 use common::background_checkpoint_families as families;
 use common::{numbered_put as put, wal_files};
+use strata::lab::index::dynamized::DynStats;
+use strata::options::{DeletePolicy, DynOptions};
 use strata::vfs::{HookedVfs, MemVfs, Vfs, VfsHook, VfsOp};
 use strata::{Config, Durability, IndexConfig, Options, RawDb, TypeKind};
 use strata::{Error, Result};
@@ -235,6 +237,53 @@ fn a_crash_while_a_checkpoint_is_held_up_keeps_every_synced_write() {
         }
         db.check().expect("check after crash");
     }
+}
+
+/// With the tagging delete policy a flush waits until no version older than its tags is read. A checkpoint
+/// held up in its shard writes is not such a reader (its tags were copied when it was sealed): overwrites of
+/// stored keys, each tagging the older record in its shard, go on while the checkpoint cannot write. (A sealed
+/// checkpoint that held its version made these flushes wait for it, and forever when the checkpoint thread
+/// failed before writing.)
+#[test]
+fn a_tagging_flush_does_not_wait_for_a_held_checkpoint() {
+    let index = IndexConfig::Dynamized(DynOptions {
+        delete_policy: DeletePolicy::Tagging,
+        buffer_capacity: 16,
+        ..DynOptions::default()
+    });
+    let Held {
+        mem,
+        gate,
+        vfs,
+        db,
+        held_at,
+    } = hold_a_checkpoint(&index);
+    // Within the backlog's bound (as above), and many buffers' worth: with at most two sealed buffers
+    // waiting, a flush that waited for the checkpoint would stop the writer.
+    let overwrites = (CHECKPOINT_BYTES / 200).min(held_at);
+    assert!(
+        overwrites >= 160,
+        "only {held_at} records before the checkpoint"
+    );
+    write_range(&db, 0, overwrites);
+    assert!(gate.waiting() > 0, "the checkpoint is still held");
+    assert!(
+        db.stats()
+            .expect("stats")
+            .family_stats::<DynStats>()
+            .expect("dynamized statistics")
+            .tagged
+            > 0,
+        "the overwrites tagged older records"
+    );
+    gate.open();
+    db.close().expect("close");
+    let db = RawDb::open("/db", &options(vfs)).expect("reopen");
+    for i in 0..held_at {
+        assert_eq!(db.get(&key(i)).expect("get"), Some(value(i)), "record {i}");
+    }
+    db.check().expect("check");
+    assert_eq!(wal_files(&mem), 1);
 }
 
 #[test]

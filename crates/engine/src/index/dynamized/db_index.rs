@@ -40,7 +40,7 @@ use super::run::{MergeInput, SortedRun};
 use super::sample::{RangeSample, WeightedRangeSample};
 use super::shard::{BuildOptions, Shard};
 use super::shard_file::{ShardFile, parse_shard_file_name, shard_file_name, write_shard_file};
-use super::version::{ShardSlot, Version};
+use super::version::ShardSlot;
 use crate::algo::bloom::BloomFilter;
 use crate::error::{Error, Result};
 use crate::index::u64_keys;
@@ -144,10 +144,16 @@ pub struct DynamizedIndex<S: Shard> {
     sealed: Mutex<Option<Sealed<S>>>,
 }
 
-/// A checkpoint sealed and not yet written: its version (shards are immutable), its state (tags and
+/// A checkpoint sealed and not yet written: its version's shards (newest first; immutable), its state (tags and
 /// buffered operations as they were at its seqno) and seqno.
+///
+/// The shards, not the version: a tagging flush waits until no older version is held
+/// (`Shared::wait_for_earlier_readers`), and a checkpoint is not such a reader — its tags were copied at the
+/// seal. Holding the version made every tagging flush wait for the checkpoint's shard writes, and forever when
+/// the checkpoint thread failed before writing them (found by `dynamized_injected_faults_never_return_wrong_data`
+/// hanging; see the test `a_tagging_flush_does_not_wait_for_a_held_checkpoint`).
 struct Sealed<S: Shard> {
-    version: Arc<Version<S>>,
+    shards: Vec<Arc<ShardSlot<S>>>,
     state: State,
     seqno: u64,
 }
@@ -361,7 +367,7 @@ impl<S: Shard> OrderedIndex for DynamizedIndex<S> {
         self.finish_checkpoint()
     }
 
-    /// Seals the state at `seqno`: the current version (its shards are immutable) and what can still change
+    /// Seals the state at `seqno`: the current version's shards (immutable) and what can still change
     /// in it — tags and the buffers' operations — copied now (milliseconds: tagged ids and at most the
     /// buffers' records). `finish_checkpoint` writes the shard files and the state file.
     fn begin_checkpoint(&self, seqno: u64) -> Result<bool> {
@@ -369,8 +375,10 @@ impl<S: Shard> OrderedIndex for DynamizedIndex<S> {
         self.core.check_failed()?;
         let v = self.core.version();
         let state = State::of_version(&v, seqno, self.core.next_shard_id());
+        let shards = v.shards_newest_first().cloned().collect();
+        drop(v);
         *self.sealed.lock() = Some(Sealed {
-            version: v,
+            shards,
             state,
             seqno,
         });
@@ -380,7 +388,7 @@ impl<S: Shard> OrderedIndex for DynamizedIndex<S> {
     fn finish_checkpoint(&self) -> Result<()> {
         let _g = self.checkpoint_lock.lock();
         let Some(Sealed {
-            version: v,
+            shards,
             state,
             seqno,
         }) = self.sealed.lock().take()
@@ -389,7 +397,7 @@ impl<S: Shard> OrderedIndex for DynamizedIndex<S> {
         };
         let f = &self.files;
         let mut persisted = self.persisted.lock().clone();
-        for slot in v.shards_newest_first() {
+        for slot in &shards {
             // Disk shards were written and synced when they were built.
             if persisted.insert(slot.id) && !self.store.file_backed(&slot.shard) {
                 write_shard_file(
@@ -410,7 +418,7 @@ impl<S: Shard> OrderedIndex for DynamizedIndex<S> {
         // those not in this version. Any other file not in it belongs to a shard a flush or a merge is
         // building or has published since the version was pinned (the flusher and the merger run
         // concurrently, so such ids may lie below ids of the version): kept.
-        let live: HashSet<u64> = v.shards_newest_first().map(|s| s.id).collect();
+        let live: HashSet<u64> = shards.iter().map(|s| s.id).collect();
         let (still, gone): (Vec<u64>, Vec<u64>) = self
             .core
             .take_replaced()
