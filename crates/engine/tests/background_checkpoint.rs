@@ -251,13 +251,8 @@ fn a_tagging_flush_does_not_wait_for_a_held_checkpoint() {
         buffer_capacity: 16,
         ..DynOptions::default()
     });
-    let Held {
-        mem,
-        gate,
-        vfs,
-        db,
-        held_at,
-    } = hold_a_checkpoint(&index);
+    let held = hold_a_checkpoint(&index);
+    let (db, gate, held_at) = (&held.db, &held.gate, held.held_at);
     // Within the backlog's bound (as above), and many buffers' worth: with at most two sealed buffers
     // waiting, a flush that waited for the checkpoint would stop the writer.
     let overwrites = (CHECKPOINT_BYTES / 200).min(held_at);
@@ -265,7 +260,7 @@ fn a_tagging_flush_does_not_wait_for_a_held_checkpoint() {
         overwrites >= 160,
         "only {held_at} records before the checkpoint"
     );
-    write_range(&db, 0, overwrites);
+    write_range(db, 0, overwrites);
     assert!(gate.waiting() > 0, "the checkpoint is still held");
     assert!(
         db.stats()
@@ -277,13 +272,13 @@ fn a_tagging_flush_does_not_wait_for_a_held_checkpoint() {
         "the overwrites tagged older records"
     );
     gate.open();
-    db.close().expect("close");
-    let db = RawDb::open("/db", &options(vfs)).expect("reopen");
+    held.db.close().expect("close");
+    let db = RawDb::open("/db", &options(held.vfs)).expect("reopen");
     for i in 0..held_at {
         assert_eq!(db.get(&key(i)).expect("get"), Some(value(i)), "record {i}");
     }
     db.check().expect("check");
-    assert_eq!(wal_files(&mem), 1);
+    assert_eq!(wal_files(&held.mem), 1);
 }
 
 #[test]
