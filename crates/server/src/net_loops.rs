@@ -732,9 +732,29 @@ mod tests {
         }
     }
 
+    /// A fresh controller that split loop 0 (`alone`, at `rate`, a core spare) and went through the
+    /// cooldown with `after` at `after_rate`.
+    fn split_from(
+        alone: &[LoopSample],
+        rate: f64,
+        after: &[LoopSample],
+        after_rate: f64,
+    ) -> Controller {
+        let mut c = Controller::default();
+        assert_eq!(c.step(alone, rate, 0.5), SPLIT);
+        cool_down(&mut c, after, after_rate);
+        c
+    }
+
+    /// Half of 50 connections from loop 0 to loop 1, and all of them back.
     const SPLIT: Option<Move> = Some(Move {
         from: 0,
         to: 1,
+        count: 25,
+    });
+    const BACK: Option<Move> = Some(Move {
+        from: 1,
+        to: 0,
         count: 25,
     });
 
@@ -743,21 +763,15 @@ mod tests {
     /// tried again at that rate during the hold; a heavier load, or the hold's end, gets a new trial.
     #[test]
     fn a_split_that_raises_no_rate_is_undone_and_held() {
-        let mut c = Controller::default();
         let alone = [s(50, 0.92), s(0, 0.0)];
         let split = [s(25, 0.6), s(25, 0.55)];
-        assert_eq!(c.step(&alone, 60_000.0, 0.5), SPLIT);
-        cool_down(&mut c, &split, 58_000.0);
+        let mut c = split_from(&alone, 60_000.0, &split, 58_000.0);
         for _ in 1..TRIAL_TICKS {
             assert_eq!(c.step(&split, 62_000.0, 0.1), None, "on trial");
         }
         assert_eq!(
             c.step(&split, 62_000.0, 0.1),
-            Some(Move {
-                from: 1,
-                to: 0,
-                count: 25
-            }),
+            BACK,
             "a 3% gain does not pay for the second loop"
         );
         cool_down(&mut c, &alone, 60_000.0);
@@ -771,9 +785,7 @@ mod tests {
         assert_eq!(c.step(&alone, heavier, 0.5), None);
         assert_eq!(c.step(&alone, heavier, 0.5), SPLIT);
         // And after the hold, the same load too.
-        let mut c = Controller::default();
-        assert_eq!(c.step(&alone, 60_000.0, 0.5), SPLIT);
-        cool_down(&mut c, &split, 60_000.0);
+        let mut c = split_from(&alone, 60_000.0, &split, 60_000.0);
         for _ in 0..TRIAL_TICKS - 1 {
             assert_eq!(c.step(&split, 60_000.0, 0.1), None);
         }
@@ -789,31 +801,20 @@ mod tests {
     /// whose clients went away during its trial is not judged (no undo, no hold).
     #[test]
     fn a_split_that_pays_stays_and_an_unloaded_trial_is_not_judged() {
-        let mut c = Controller::default();
         let alone = [s(50, 0.97), s(0, 0.0)];
         let split = [s(25, 0.9), s(25, 0.85)];
-        assert_eq!(c.step(&alone, 200_000.0, 0.6), SPLIT);
-        cool_down(&mut c, &split, 250_000.0);
+        let mut c = split_from(&alone, 200_000.0, &split, 250_000.0);
         for _ in 0..TRIAL_TICKS + 20 {
             assert_eq!(c.step(&split, 250_000.0, 0.0), None, "kept");
         }
-        let mut c = Controller::default();
-        assert_eq!(c.step(&alone, 200_000.0, 0.6), SPLIT);
         let gone = [s(25, 0.01), s(25, 0.0)];
-        cool_down(&mut c, &gone, 100.0);
+        let mut c = split_from(&alone, 200_000.0, &gone, 100.0);
         for _ in 1..TRIAL_TICKS {
             assert_eq!(c.step(&gone, 100.0, 2.0), None);
         }
         // The trial's last tick: light loops gather after their streak as always (loop 1, the less busy,
         // onto loop 0), but no hold starts.
-        assert_eq!(
-            c.step(&gone, 100.0, 2.0),
-            Some(Move {
-                from: 1,
-                to: 0,
-                count: 25
-            })
-        );
+        assert_eq!(c.step(&gone, 100.0, 2.0), BACK);
         assert!(c.trial.is_none() && c.hold.is_none(), "not judged");
         // So the same load on one loop again gets its trial at once.
         cool_down(&mut c, &alone, 200_000.0);
