@@ -20,12 +20,14 @@
 //! A busy share cannot tell a loop that has more work than it can serve from one that is merely kept busy
 //! by its clients' round trips: at pipeline depth 1 a closed-loop client leaves a core idle between its
 //! bursts while the loop serving it runs most of the time, so the loop looks saturated and a core spare. A
-//! split then raises nothing but the cost per command (two loops on two cores shared with the client: about
-//! twice the wakeups and context switches per command, and 35–40% more server CPU per command, measured with
-//! `redis-benchmark -P 1 -c 50`). So a split of the one serving loop is a trial ([`TRIAL_TICKS`] after its
-//! cooldown): if the loops still carry the load and the command rate did not rise by at least
-//! [`MIN_SPLIT_GAIN`] over the rate before it, the moved connections go back, and no split is tried again for
-//! [`HOLD_TICKS`] unless the rate climbs [`RETRY_ABOVE`] over that rate (a heavier load).
+//! split then raises the cost per command, not the rate (`redis-benchmark -P 1 -c 50`, two loops against
+//! one on two cores shared with the client: twice the context switches and `epoll_wait`s per command; for
+//! SETs at `flush` three times the WAL writes, each loop's turn committing its own group, and a cross-thread
+//! wakeup every 30 commands; up to 40% more server CPU per command). So a split of the one serving loop is a
+//! trial ([`TRIAL_TICKS`] after its cooldown): if the loops still carry the load and the command rate did
+//! not rise by at least [`MIN_SPLIT_GAIN`] over the rate before it, the moved connections go back, and no
+//! split is tried again for [`HOLD_TICKS`] unless the rate climbs [`RETRY_ABOVE`] over that rate (a heavier
+//! load). A split that pays (deep pipelines: the loop had more work than it could serve) stays.
 //!
 //! Invariants:
 //! - a connection is served by exactly one loop at a time;
@@ -39,7 +41,8 @@
 //!
 //! Cost: one atomic load per pipeline (is this connection asked to move?); per tick, a read of
 //! `/proc/stat` and of each loop thread's `schedstat` (or, without them, two clock reads per park of a
-//! loop instead); per move, one deregistration and one registration of the socket.
+//! loop instead); per move, one deregistration and one registration of the socket. A split that does not pay
+//! serves on two loops for its cooldown and trial (0.8 s) and is tried at most once per hold at a similar rate.
 
 use std::sync::Arc;
 use std::sync::OnceLock;
