@@ -219,7 +219,7 @@ pub struct Controller {
     cooldown: u32,
     saturated_rate: Option<f64>,
     light_ticks: u32,
-    /// The last ticks' command rates (since the last move), newest last.
+    /// The command rates of the last busy ticks (in a row, since the last move), newest last.
     rates: Vec<f64>,
     trial: Option<Trial>,
     /// After a split that did not pay: its rate before, and the ticks the hold lasts yet.
@@ -256,9 +256,15 @@ impl Controller {
         if let Some(undo) = self.judge_trial(samples, rate) {
             return Some(undo);
         }
-        self.rates.push(rate);
-        if self.rates.len() > RATE_HISTORY {
-            self.rates.remove(0);
+        // The rate before a split counts only the ticks of the load that saturates the loop: not the idle
+        // ticks before it started, which would make any split look like a gain.
+        if samples.iter().map(|s| s.busy).sum::<f64>() >= SATURATED {
+            self.rates.push(rate);
+            if self.rates.len() > RATE_HISTORY {
+                self.rates.remove(0);
+            }
+        } else {
+            self.rates.clear();
         }
         let may_gather = self
             .saturated_rate
@@ -798,6 +804,25 @@ mod tests {
             assert_eq!(c.step(&alone, 60_000.0, 0.5), None);
         }
         assert_eq!(c.step(&alone, 60_000.0, 0.5), SPLIT, "the hold is over");
+    }
+
+    /// A load that starts after idle ticks: the rate before its split is the loaded ticks' alone, so a split
+    /// that raises nothing is undone (the idle ticks' rates would have made it look like a gain).
+    #[test]
+    fn the_rate_before_a_split_leaves_out_idle_ticks() {
+        let mut c = Controller::default();
+        let idle = [s(0, 0.0), s(0, 0.0)];
+        for _ in 0..5 {
+            assert_eq!(c.step(&idle, 0.0, 2.0), None);
+        }
+        let alone = [s(50, 0.95), s(0, 0.0)];
+        let split = [s(25, 0.6), s(25, 0.6)];
+        assert_eq!(c.step(&alone, 60_000.0, 0.5), SPLIT);
+        cool_down(&mut c, &split, 60_000.0);
+        for _ in 1..TRIAL_TICKS {
+            assert_eq!(c.step(&split, 60_000.0, 0.1), None);
+        }
+        assert_eq!(c.step(&split, 60_000.0, 0.1), BACK);
     }
 
     /// A split that raises the rate (a deep pipeline: the loop had more work than it could serve) stays; one
