@@ -278,7 +278,7 @@ impl Controller {
         if samples[m.from].busy >= SATURATED {
             self.light_ticks = 0;
             if samples.iter().filter(|s| s.connections > 0).count() == 1 {
-                let before = self.rates.iter().sum::<f64>() / self.rates.len() as f64;
+                let before = self.rates.iter().sum::<f64>() / self.rates.len().max(1) as f64;
                 if self
                     .hold
                     .is_some_and(|(held, _)| before < held * (1.0 + RETRY_ABOVE))
