@@ -15,8 +15,9 @@
 //! commit: one WAL append, and one `fsync` at `sync`, per batch of waiting jobs of a partition).
 //!
 //! Threads: `io_threads` network threads, each a tokio current-thread runtime (an event loop, as Redis has
-//! one); a connection stays on the loop it was dealt at accept. Each partition has a thread of its own too
-//! (see [`store`]).
+//! one); a connection is served by one loop at a time, and moves between loops only as [`net_loops`]
+//! places it (a split of one loop's connections stays only if it raised the command rate). Each partition
+//! has a thread of its own too (see [`store`]).
 //!
 //! Cost model: a pipeline of c commands touching p partitions costs one read and one write of the socket,
 //! and per partition one job run on the connection's own thread when the partition is idle (else a

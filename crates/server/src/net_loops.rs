@@ -17,6 +17,18 @@
 //! while the rate is well below it ([`GATHER_BELOW_SATURATED_RATE`]). Redis makes the same trade with its I/O threads, which it switches off while few clients have
 //! replies pending. [`Placement::RoundRobin`] deals connections out once at accept and never moves them.
 //!
+//! A busy share cannot tell a loop that has more work than it can serve from one that is merely kept busy
+//! by its clients' round trips: at pipeline depth 1 a closed-loop client leaves a core idle between its
+//! bursts while the loop serving it runs most of the time, so the loop looks saturated and a core spare. A
+//! split then raises the cost per command, not the rate (`redis-benchmark -P 1 -c 50`, two loops against
+//! one on two cores shared with the client: twice the context switches and `epoll_wait`s per command; for
+//! SETs at `flush` three times the WAL writes, each loop's turn committing its own group, and a cross-thread
+//! wakeup every 30 commands; up to 40% more server CPU per command). So a split of the one serving loop is a
+//! trial ([`TRIAL_TICKS`] after its cooldown): if the loops still carry the load and the command rate did
+//! not rise by at least [`MIN_SPLIT_GAIN`] over the rate before it, the moved connections go back, and no
+//! split is tried again for [`HOLD_TICKS`] unless the rate climbs [`RETRY_ABOVE`] over that rate (a heavier
+//! load). A split that pays (deep pipelines: the loop had more work than it could serve) stays.
+//!
 //! Invariants:
 //! - a connection is served by exactly one loop at a time;
 //! - it moves only between pipelines: every reply written, only an incomplete command (if any) buffered,
@@ -29,7 +41,8 @@
 //!
 //! Cost: one atomic load per pipeline (is this connection asked to move?); per tick, a read of
 //! `/proc/stat` and of each loop thread's `schedstat` (or, without them, two clock reads per park of a
-//! loop instead); per move, one deregistration and one registration of the socket.
+//! loop instead); per move, one deregistration and one registration of the socket. A split that does not pay
+//! serves on two loops for its cooldown and trial (0.8 s) and is tried at most once per hold at a similar rate.
 
 use std::sync::Arc;
 use std::sync::OnceLock;
@@ -66,6 +79,16 @@ pub const GATHER_BELOW_SATURATED_RATE: f64 = 0.6;
 /// Consecutive light ticks before connections gather (a split's own disturbance, or a dip, is not a lighter
 /// load).
 pub const GATHER_AFTER_TICKS: u32 = 5;
+/// Ticks (after a split's cooldown) over which the command rate of a split from one loop is measured.
+pub const TRIAL_TICKS: u32 = 5;
+/// A split from one loop stays only if the command rate rose by at least this share over the rate before it.
+pub const MIN_SPLIT_GAIN: f64 = 0.1;
+/// Ticks after a split that did not pay during which no split is tried at a similar rate (one minute).
+pub const HOLD_TICKS: u32 = 600;
+/// During a hold, a split is tried again once the rate is this share above the rate of the failed trial.
+pub const RETRY_ABOVE: f64 = 0.3;
+/// Ticks of command rate averaged into the rate before a split.
+const RATE_HISTORY: usize = 3;
 
 /// One loop's counters, shared with its runtime's park hooks.
 #[derive(Debug, Default)]
@@ -188,13 +211,33 @@ fn machine_idle_ticks() -> Option<u64> {
     Some(fields.get(3)? + fields.get(4).copied().unwrap_or(0))
 }
 
-/// [`decide`] over time: a cooldown after each move, and the command rate at which a loop serving alone
-/// last saturated (connections gather on one loop only well below it).
+/// [`decide`] over time: a cooldown after each move, the command rate at which a loop serving alone
+/// last saturated (connections gather on one loop only well below it), and the trial of a split from one
+/// loop (module doc).
 #[derive(Debug, Default)]
 pub struct Controller {
     cooldown: u32,
     saturated_rate: Option<f64>,
     light_ticks: u32,
+    /// The command rates of the last busy ticks (in a row, since the last move), newest last.
+    rates: Vec<f64>,
+    trial: Option<Trial>,
+    /// After a split that did not pay: its rate before, and the ticks the hold lasts yet.
+    hold: Option<(f64, u32)>,
+}
+
+/// A split from one loop on trial.
+#[derive(Debug, Clone, Copy)]
+struct Trial {
+    /// The loop split and the loop that took connections.
+    from: usize,
+    to: usize,
+    /// The saturated-rate mark before the split (restored when the split is undone).
+    saturated_before: Option<f64>,
+    /// The command rate before the split, and the sum and count of the rates since its cooldown.
+    before: f64,
+    sum: f64,
+    ticks: u32,
 }
 
 impl Controller {
@@ -204,6 +247,25 @@ impl Controller {
             self.cooldown -= 1;
             return None;
         }
+        if let Some((_, left)) = &mut self.hold {
+            *left = left.saturating_sub(1);
+            if *left == 0 {
+                self.hold = None;
+            }
+        }
+        if let Some(undo) = self.judge_trial(samples, rate) {
+            return Some(undo);
+        }
+        // The rate before a split counts only the ticks of the load that saturates the loop: not the idle
+        // ticks before it started, which would make any split look like a gain.
+        if samples.iter().map(|s| s.busy).sum::<f64>() >= SATURATED {
+            self.rates.push(rate);
+            if self.rates.len() > RATE_HISTORY {
+                self.rates.remove(0);
+            }
+        } else {
+            self.rates.clear();
+        }
         let may_gather = self
             .saturated_rate
             .is_none_or(|r| rate <= GATHER_BELOW_SATURATED_RATE * r);
@@ -211,20 +273,73 @@ impl Controller {
             self.light_ticks = 0;
             return None;
         };
+        // Any other move ends a trial unjudged (the placement it measured is gone).
+        let trial = self.trial.take();
         if samples[m.from].busy >= SATURATED {
             self.light_ticks = 0;
             if samples.iter().filter(|s| s.connections > 0).count() == 1 {
+                let before = self.rates.iter().sum::<f64>() / self.rates.len().max(1) as f64;
+                if self
+                    .hold
+                    .is_some_and(|(held, _)| before < held * (1.0 + RETRY_ABOVE))
+                {
+                    return None;
+                }
+                self.trial = Some(Trial {
+                    from: m.from,
+                    to: m.to,
+                    saturated_before: self.saturated_rate,
+                    before,
+                    sum: 0.0,
+                    ticks: 0,
+                });
                 self.saturated_rate = Some(rate);
             }
         } else {
             self.light_ticks += 1;
             if self.light_ticks < GATHER_AFTER_TICKS {
+                self.trial = trial;
                 return None;
             }
             self.light_ticks = 0;
         }
-        self.cooldown = COOLDOWN_TICKS;
+        self.moved();
         Some(m)
+    }
+
+    /// Adds this tick to the split on trial, if any; at its end, the move that undoes it when it did not pay
+    /// (and the hold starts).
+    fn judge_trial(&mut self, samples: &[LoopSample], rate: f64) -> Option<Move> {
+        let t = self.trial.as_mut()?;
+        t.sum += rate;
+        t.ticks += 1;
+        if t.ticks < TRIAL_TICKS {
+            return None;
+        }
+        let t = self.trial.take()?;
+        // Judged only while the loops still carry the load (their busy shares add up to a saturated loop's):
+        // a rate that fell because the clients went away says nothing of the split.
+        let loaded = samples.iter().map(|s| s.busy).sum::<f64>() >= SATURATED;
+        if !loaded || t.sum / f64::from(t.ticks) >= t.before * (1.0 + MIN_SPLIT_GAIN) {
+            return None;
+        }
+        // The split raised no rate worth its cost: back to one loop, and no new trial for a while.
+        self.hold = Some((t.before, HOLD_TICKS));
+        self.saturated_rate = t.saturated_before;
+        self.light_ticks = 0;
+        self.moved();
+        let count = samples.get(t.to).map_or(0, |s| s.connections);
+        (count > 0 && t.from < samples.len()).then_some(Move {
+            from: t.to,
+            to: t.from,
+            count,
+        })
+    }
+
+    /// A move was asked for: wait for it to show, and measure rates afresh.
+    fn moved(&mut self) {
+        self.cooldown = COOLDOWN_TICKS;
+        self.rates.clear();
     }
 }
 
@@ -617,6 +732,121 @@ mod tests {
             assert_eq!(fresh.step(&light, 1e9, f64::INFINITY), None);
         }
         assert!(fresh.step(&light, 1e9, f64::INFINITY).is_some());
+    }
+
+    /// Steps `c` through a split's cooldown with `samples` at `rate` (nothing moves meanwhile).
+    fn cool_down(c: &mut Controller, samples: &[LoopSample], rate: f64) {
+        for _ in 0..COOLDOWN_TICKS {
+            assert_eq!(c.step(samples, rate, f64::INFINITY), None, "cooldown");
+        }
+    }
+
+    /// A fresh controller that split loop 0 (`alone`, at `rate`, a core spare) and went through the
+    /// cooldown with `after` at `after_rate`.
+    fn split_from(
+        alone: &[LoopSample],
+        rate: f64,
+        after: &[LoopSample],
+        after_rate: f64,
+    ) -> Controller {
+        let mut c = Controller::default();
+        assert_eq!(c.step(alone, rate, 0.5), SPLIT);
+        cool_down(&mut c, after, after_rate);
+        c
+    }
+
+    /// Half of 50 connections from loop 0 to loop 1, and all of them back.
+    const SPLIT: Option<Move> = Some(Move {
+        from: 0,
+        to: 1,
+        count: 25,
+    });
+    const BACK: Option<Move> = Some(Move {
+        from: 1,
+        to: 0,
+        count: 25,
+    });
+
+    /// Pipeline depth 1 on a small machine: the one loop looks saturated with a core spare, but two loops
+    /// serve no more commands (each only busier per command): the split is undone after its trial and not
+    /// tried again at that rate during the hold; a heavier load, or the hold's end, gets a new trial.
+    #[test]
+    fn a_split_that_raises_no_rate_is_undone_and_held() {
+        let alone = [s(50, 0.92), s(0, 0.0)];
+        let split = [s(25, 0.6), s(25, 0.55)];
+        let mut c = split_from(&alone, 60_000.0, &split, 58_000.0);
+        for _ in 1..TRIAL_TICKS {
+            assert_eq!(c.step(&split, 62_000.0, 0.1), None, "on trial");
+        }
+        assert_eq!(
+            c.step(&split, 62_000.0, 0.1),
+            BACK,
+            "a 3% gain does not pay for the second loop"
+        );
+        cool_down(&mut c, &alone, 60_000.0);
+        for _ in 0..20 {
+            assert_eq!(c.step(&alone, 60_000.0, 0.5), None, "held at this rate");
+        }
+        // A load heavier by more than RETRY_ABOVE gets a trial of its own (the rate before a split is the
+        // mean of the last ticks).
+        let heavier = 60_000.0 * (1.0 + RETRY_ABOVE) * 1.1;
+        assert_eq!(c.step(&alone, heavier, 0.5), None);
+        assert_eq!(c.step(&alone, heavier, 0.5), None);
+        assert_eq!(c.step(&alone, heavier, 0.5), SPLIT);
+        // And after the hold, the same load too.
+        let mut c = split_from(&alone, 60_000.0, &split, 60_000.0);
+        for _ in 0..TRIAL_TICKS - 1 {
+            assert_eq!(c.step(&split, 60_000.0, 0.1), None);
+        }
+        assert!(c.step(&split, 60_000.0, 0.1).is_some(), "undone");
+        cool_down(&mut c, &alone, 60_000.0);
+        for _ in 1..HOLD_TICKS {
+            assert_eq!(c.step(&alone, 60_000.0, 0.5), None);
+        }
+        assert_eq!(c.step(&alone, 60_000.0, 0.5), SPLIT, "the hold is over");
+    }
+
+    /// A load that starts after idle ticks: the rate before its split is the loaded ticks' alone, so a split
+    /// that raises nothing is undone (the idle ticks' rates would have made it look like a gain).
+    #[test]
+    fn the_rate_before_a_split_leaves_out_idle_ticks() {
+        let mut c = Controller::default();
+        let idle = [s(0, 0.0), s(0, 0.0)];
+        for _ in 0..5 {
+            assert_eq!(c.step(&idle, 0.0, 2.0), None);
+        }
+        let alone = [s(50, 0.95), s(0, 0.0)];
+        let split = [s(25, 0.6), s(25, 0.6)];
+        assert_eq!(c.step(&alone, 60_000.0, 0.5), SPLIT);
+        cool_down(&mut c, &split, 60_000.0);
+        for _ in 1..TRIAL_TICKS {
+            assert_eq!(c.step(&split, 60_000.0, 0.1), None);
+        }
+        assert_eq!(c.step(&split, 60_000.0, 0.1), BACK);
+    }
+
+    /// A split that raises the rate (a deep pipeline: the loop had more work than it could serve) stays; one
+    /// whose clients went away during its trial is not judged (no undo, no hold).
+    #[test]
+    fn a_split_that_pays_stays_and_an_unloaded_trial_is_not_judged() {
+        let alone = [s(50, 0.97), s(0, 0.0)];
+        let split = [s(25, 0.9), s(25, 0.85)];
+        let mut c = split_from(&alone, 200_000.0, &split, 250_000.0);
+        for _ in 0..TRIAL_TICKS + 20 {
+            assert_eq!(c.step(&split, 250_000.0, 0.0), None, "kept");
+        }
+        let gone = [s(25, 0.01), s(25, 0.0)];
+        let mut c = split_from(&alone, 200_000.0, &gone, 100.0);
+        for _ in 1..TRIAL_TICKS {
+            assert_eq!(c.step(&gone, 100.0, 2.0), None);
+        }
+        // The trial's last tick: light loops gather after their streak as always (loop 1, the less busy,
+        // onto loop 0), but no hold starts.
+        assert_eq!(c.step(&gone, 100.0, 2.0), BACK);
+        assert!(c.trial.is_none() && c.hold.is_none(), "not judged");
+        // So the same load on one loop again gets its trial at once.
+        cool_down(&mut c, &alone, 200_000.0);
+        assert_eq!(c.step(&alone, 200_000.0, 0.6), SPLIT);
     }
 
     #[test]

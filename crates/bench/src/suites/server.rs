@@ -26,7 +26,8 @@
 //!
 //! `STRATA_SERVER_WORKLOADS` (comma-separated, default all) picks the groups that run: `peer` (1),
 //! `skew` (2), `ycsb` (3), `sample` (4). For example, only the GET/SET rows against redis-server:
-//! `STRATA_SERVER_WORKLOADS=peer strata bench --suite server`.
+//! `STRATA_SERVER_WORKLOADS=peer strata bench --suite server`. With `STRATA_SERVER_VERBOSE` set, each strata
+//! phase of groups 1 and 3 says on stderr how many connections moved between the server's network loops.
 
 use super::SuiteConfig;
 use crate::driver::Engine;
@@ -137,6 +138,26 @@ fn start_strata(
         server: Some(server),
         addr,
     })
+}
+
+impl Strata {
+    /// Connections moved between the server's network loops so far.
+    fn moves(&self) -> u64 {
+        self.server
+            .as_ref()
+            .map_or(0, |s| s.network_loops().moves())
+    }
+}
+
+/// With `STRATA_SERVER_VERBOSE` set, says on stderr how many connections moved between strata's network
+/// loops during a phase (a split at pipeline depth 1 costs CPU per command: see `strata_server::net_loops`).
+fn report_moves(engine: &str, workload: &str, strata: &Strata, before: u64) {
+    if engine == STRATA && std::env::var_os("STRATA_SERVER_VERBOSE").is_some() {
+        eprintln!(
+            "{engine} {workload}: {} connection moves between network loops",
+            strata.moves().saturating_sub(before)
+        );
+    }
 }
 
 impl Drop for Strata {
@@ -435,8 +456,10 @@ fn peer_and_ycsb(cfg: &SuiteConfig, groups: &[&str]) -> Result<Vec<BenchResult>>
     for (workload, pipeline, dist, mix) in &workloads {
         for &(engine, addr, dir, cpu) in &targets {
             let before = cpu.ticks();
+            let moves = strata.moves();
             let o = load(cfg, addr, *pipeline, *dist, *mix)?;
             let ticks = cpu.ticks().zip(before).map(|(a, b)| a.saturating_sub(b));
+            report_moves(engine, workload, &strata, moves);
             out.extend(rows(cfg, engine, workload, &o, None, dir, ticks)?);
         }
     }
@@ -455,9 +478,11 @@ fn peer_and_ycsb(cfg: &SuiteConfig, groups: &[&str]) -> Result<Vec<BenchResult>>
                         keyspace: cfg.records,
                     };
                     let before = cpu.ticks();
+                    let moves = strata.moves();
                     let o = redis_benchmark::run(&spec, phase(cfg))?;
                     let ticks = cpu.ticks().zip(before).map(|(a, b)| a.saturating_sub(b));
                     let workload = format!("{RB_PREFIX}{test}-p{pipeline}");
+                    report_moves(engine, &workload, &strata, moves);
                     out.push(rb_row(cfg, engine, &workload, op, &o, dir, ticks));
                 }
             }
