@@ -308,10 +308,12 @@ impl LogWriter {
             )));
         }
         let len_bytes = (len as u32).to_le_bytes();
-        let sum = payload_sum(&self.buf[start + 8..]);
-        let head = &mut self.buf[start..start + 8];
-        head[..4].copy_from_slice(&len_bytes);
-        head[4..].copy_from_slice(&head_sum(len_bytes).to_le_bytes());
+        let sum = payload_sum(self.buf.get(start + 8..).unwrap_or_default());
+        let [a, b, c, d] = len_bytes;
+        let [e, f, g, h] = head_sum(len_bytes).to_le_bytes();
+        if let Some(head) = self.buf.get_mut(start..start + 8) {
+            head.copy_from_slice(&[a, b, c, d, e, f, g, h]);
+        }
         self.buf.extend_from_slice(&sum.to_le_bytes());
         Ok(())
     }

@@ -162,7 +162,12 @@ impl GlobalKeys {
             }
             let p = f.probe_hashed(h);
             let put = insert(j);
-            if if put { f.test_and_set(p) } else { f.contains(p) } {
+            let maybe = if put {
+                f.test_and_set(p)
+            } else {
+                f.contains(p)
+            };
+            if maybe {
                 out.push(j);
             }
             if put {
