@@ -17,7 +17,10 @@
 //! ## Write path and durability
 //! A batch is validated, gets the next sequence number, is appended to the WAL (buffered, written or synced
 //! as its [`Durability`] requires) and then applied to the index under the index's write lock, so readers see
-//! all of it or none of it. Writers are serialised by one mutex, so WAL order is apply order.
+//! all of it or none of it. Writers are serialised by one mutex, so WAL order is apply order. A single put or
+//! delete (`insert`, `delete`) of a family that applies borrowed writes ([`OrderedIndex::applies_borrowed`])
+//! takes the same steps without building a batch: its WAL record is encoded in place from the caller's bytes
+//! and the index applies it from them (no allocation on the writer's path).
 //! When the WAL exceeds `Options::checkpoint_wal_bytes`, the index is checkpointed and a new WAL replaces the
 //! old one (see `recovery` for the protocol and what it guarantees). Families that can
 //! ([`OrderedIndex::begin_checkpoint`]) checkpoint in the background (`background`): the writer

@@ -153,11 +153,6 @@ impl MutableBuffer {
         if n == 0 {
             return Ok(());
         }
-        // The key index is probed last, after the claim and the slot stores: its bucket's cache miss (the
-        // table is random access) overlaps them.
-        for e in entries.iter().take(8) {
-            self.prefetch_key(e.key);
-        }
         let i = self.claimed.fetch_add(n, Ordering::AcqRel);
         if i.saturating_add(n) > self.capacity() {
             // Later claims start past this one and fail too; earlier ones still publish up to `i`.
