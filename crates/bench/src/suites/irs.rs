@@ -226,7 +226,8 @@ pub fn notes(cfg: &SuiteConfig) -> Vec<String> {
             z.wide_queries,
             GROUPS.join(", "),
         ),
-        "Latency: `Instant` around each call, HdrHistogram at nanosecond resolution (3 significant digits), \
+        "Latency: one `Instant` read per call (loads: from the end of the previous operation, so the \
+         loop's few nanoseconds between calls count; queries: around each call), HdrHistogram at nanosecond resolution (3 significant digits), \
          shown in µs. `rss_bytes` is the process's peak RSS during the phase, the bench's own bookkeeping \
          (8 bytes per live key and the sorted copy) included."
             .into(),

@@ -12,7 +12,9 @@
 //!   random key of its list, so deletes are a share d of the measured operations (the paper's 5%, or 25% in
 //!   the δ sweep). The phase's one operation kind is `insert`: its `ops` are inserts plus deletes, its
 //!   latency percentiles cover both; the phase ends when the background work its writes caused is done
-//!   (`Driver::settle`). At the end the engine's count of live records must equal the lists'.
+//!   (`Driver::settle`). Operations are timed back to back, one clock read each: an operation's latency
+//!   runs from the end of the one before, so it includes the loop's own few nanoseconds (the next key, the
+//!   delete draw). At the end the engine's count of live records must equal the lists'.
 //! * **Queries** ([`range_queries`]): ranges of exactly max(1, ⌊0.1% · live⌉) live records at uniformly
 //!   random positions among the live keys (the same ranges for every engine of a workload), or the whole set
 //!   for weighted set sampling; k = 1000 samples per query.
@@ -151,13 +153,15 @@ pub(crate) fn load(
         let mut live = std::mem::take(&mut *slot.lock().expect("live list"));
         let first = warm + (id + t - warm % t) % t;
         let mut i = first;
+        // One clock read per operation: each one's latency runs from the end of the one before.
+        let mut at = std::time::Instant::now();
         while i < n {
             let key = key_at(seed, i);
-            w.op("insert", |_| write(db, key, p.weighted))?;
+            ((), at) = w.op_chained("insert", at, |_| write(db, key, p.weighted))?;
             live.push(key);
             if w.rng.random_bool(per_insert) {
                 let victim = live.swap_remove(w.rng.random_range(0..live.len()));
-                w.op("insert", |_| db.delete(victim))?;
+                ((), at) = w.op_chained("insert", at, |_| db.delete(victim))?;
             }
             i += t;
         }

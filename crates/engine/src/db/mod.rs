@@ -17,7 +17,10 @@
 //! ## Write path and durability
 //! A batch is validated, gets the next sequence number, is appended to the WAL (buffered, written or synced
 //! as its [`Durability`] requires) and then applied to the index under the index's write lock, so readers see
-//! all of it or none of it. Writers are serialised by one mutex, so WAL order is apply order.
+//! all of it or none of it. Writers are serialised by one mutex, so WAL order is apply order. A single put or
+//! delete (`insert`, `delete`) of a family that applies borrowed writes ([`OrderedIndex::applies_borrowed`])
+//! takes the same steps without building a batch: its WAL record is encoded in place from the caller's bytes
+//! and the index applies it from them (no allocation on the writer's path).
 //! When the WAL exceeds `Options::checkpoint_wal_bytes`, the index is checkpointed and a new WAL replaces the
 //! old one (see `recovery` for the protocol and what it guarantees). Families that can
 //! ([`OrderedIndex::begin_checkpoint`]) checkpoint in the background (`background`): the writer
@@ -271,17 +274,56 @@ impl RawDb {
             return Ok(());
         }
         let durability = durability.unwrap_or(self.inner.durability);
-        let mut w = self.inner.writer.lock();
+        let w = self.inner.writer.lock();
         self.check_poison()?;
         // Under the writer lock: a family's check may read current values (checked merges), and no write
         // may come between that read and this batch.
         self.inner.index.validate_batch(ops)?;
+        self.commit(
+            w,
+            durability,
+            |seqno, out| wal::encode(seqno, ops, out),
+            || self.inner.index.apply(ops),
+        )
+    }
+
+    /// A put (`value` given) or delete of one key from borrowed bytes: what [`write`](Self::write) of that
+    /// one op does, without building it where the index applies such writes itself
+    /// ([`OrderedIndex::applies_borrowed`]).
+    fn write_single(&self, key: &[u8], value: Option<&[u8]>) -> Result<()> {
+        if !self.inner.index.applies_borrowed() {
+            return self.write(&[WriteOp::single(key, value)], None);
+        }
+        self.check_poison()?;
+        self.check_writable()?;
+        self.validate_key(key)?;
+        if let Some(value) = value {
+            self.validate_value(value)?;
+        }
+        let w = self.inner.writer.lock();
+        self.check_poison()?;
+        self.commit(
+            w,
+            self.inner.durability,
+            |seqno, out| wal::encode_single(seqno, key, value, out),
+            || self.inner.index.apply_borrowed(key, value),
+        )
+    }
+
+    /// Logs a validated batch (`encode` appends its WAL record for a sequence number), applies it to the
+    /// index, and checkpoints when the WAL has grown past its limit. Any failure poisons the handle.
+    fn commit(
+        &self,
+        mut w: parking_lot::MutexGuard<'_, Writer>,
+        durability: Durability,
+        encode: impl FnOnce(u64, &mut Vec<u8>),
+        apply: impl FnOnce() -> Result<()>,
+    ) -> Result<()> {
         let seqno = w.next_seqno;
         let result = (|| {
             let w = &mut *w;
             let wal = w.wal.as_mut().expect("a writable handle has a WAL");
-            wal::encode(seqno, ops, &mut w.scratch);
-            wal.append(&w.scratch)?;
+            wal.append_with(|out| encode(seqno, out))?;
             match durability {
                 Durability::None if wal.buffered_bytes() < WAL_BUFFER_LIMIT => {}
                 // Neither waits for a rotation's syncs in the background: the OS may write these records back
@@ -291,7 +333,7 @@ impl RawDb {
                 Durability::None | Durability::Flush => wal.flush()?,
                 Durability::Sync => self.inner.sync_live_wal(w)?,
             }
-            self.inner.index.apply(ops)
+            apply()
         })();
         if let Err(e) = result {
             self.poison(&e);
@@ -320,18 +362,12 @@ impl RawDb {
 
     /// Inserts or overwrites one record.
     pub fn insert(&self, key: &[u8], value: &[u8]) -> Result<()> {
-        self.write(
-            &[WriteOp::Put {
-                key: key.to_vec(),
-                value: value.to_vec(),
-            }],
-            None,
-        )
+        self.write_single(key, Some(value))
     }
 
     /// Removes one record (no effect if absent).
     pub fn delete(&self, key: &[u8]) -> Result<()> {
-        self.write(&[WriteOp::Delete { key: key.to_vec() }], None)
+        self.write_single(key, None)
     }
 
     /// Looks a key up; on a hit, the value replaces `out`'s contents.

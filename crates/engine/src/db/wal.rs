@@ -40,8 +40,8 @@ pub(crate) fn encode_intent(seqno: u64, out: &mut Vec<u8>) {
     Writer::new(out).u8(KIND_INTENT).u64(seqno);
 }
 
+/// Encodes a batch record of `ops` after `out`'s contents.
 pub(crate) fn encode(seqno: u64, ops: &[WriteOp], out: &mut Vec<u8>) {
-    out.clear();
     let mut w = Writer::new(out);
     w.u8(KIND_BATCH).u64(seqno).u32(ops.len() as u32);
     for op in ops {
@@ -63,6 +63,19 @@ pub(crate) fn encode(seqno: u64, ops: &[WriteOp], out: &mut Vec<u8>) {
         if let WriteOp::PutWeighted { weight, .. } = op {
             w.f64(*weight);
         }
+    }
+}
+
+/// Encodes, after `out`'s contents, the batch record of one put of `value` under `key` (`None`: a delete
+/// of `key`): the bytes [`encode`] gives for that one op, from borrowed bytes.
+pub(crate) fn encode_single(seqno: u64, key: &[u8], value: Option<&[u8]>, out: &mut Vec<u8>) {
+    let mut w = Writer::new(out);
+    w.u8(KIND_BATCH).u64(seqno).u32(1);
+    w.u8(if value.is_some() { PUT } else { DELETE })
+        .u32(key.len() as u32)
+        .bytes(key);
+    if let Some(value) = value {
+        w.u32(value.len() as u32).bytes(value);
     }
 }
 
@@ -156,5 +169,32 @@ mod tests {
         );
         buf.push(0);
         assert!(decode(&buf).is_err());
+    }
+
+    /// A single put or delete encoded from borrowed bytes is the record of that one op, after what the
+    /// buffer held.
+    #[test]
+    fn single_ops_encode_as_their_batch() {
+        for (key, value) in [(&b"k1"[..], Some(&b"value"[..])), (b"key2", None)] {
+            let op = match value {
+                Some(v) => WriteOp::Put {
+                    key: key.to_vec(),
+                    value: v.to_vec(),
+                },
+                None => WriteOp::Delete { key: key.to_vec() },
+            };
+            let mut want = b"head".to_vec();
+            encode(5, std::slice::from_ref(&op), &mut want);
+            let mut got = b"head".to_vec();
+            encode_single(5, key, value, &mut got);
+            assert_eq!(got, want);
+            assert_eq!(
+                decode(&got[4..]).unwrap(),
+                WalRecord::Batch {
+                    seqno: 5,
+                    ops: vec![op]
+                }
+            );
+        }
     }
 }

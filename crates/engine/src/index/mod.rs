@@ -47,6 +47,17 @@ pub enum WriteOp {
 }
 
 impl WriteOp {
+    /// A put of `value` under `key`, or a delete of `key` when `value` is `None`.
+    pub fn single(key: &[u8], value: Option<&[u8]>) -> WriteOp {
+        match value {
+            Some(value) => WriteOp::Put {
+                key: key.to_vec(),
+                value: value.to_vec(),
+            },
+            None => WriteOp::Delete { key: key.to_vec() },
+        }
+    }
+
     pub fn key(&self) -> &[u8] {
         match self {
             WriteOp::Put { key, .. }
@@ -207,6 +218,18 @@ pub trait OrderedIndex: Send + Sync {
     /// Applies a batch atomically with respect to readers. The caller validated keys and values and ran
     /// `validate_batch`.
     fn apply(&self, ops: &[WriteOp]) -> Result<()>;
+    /// True when the family applies a single put or delete from borrowed bytes
+    /// ([`apply_borrowed`](Self::apply_borrowed)) and its `validate_batch` accepts every put and delete of
+    /// valid keys and values: the shell then writes such ops without building a [`WriteOp`] (no allocation
+    /// on the writer's path) and without calling `validate_batch`.
+    fn applies_borrowed(&self) -> bool {
+        false
+    }
+    /// [`apply`](Self::apply) of one put of `value` under `key` (`None`: a delete of `key`). The default
+    /// builds the op.
+    fn apply_borrowed(&self, key: &[u8], value: Option<&[u8]>) -> Result<()> {
+        self.apply(&[WriteOp::single(key, value)])
+    }
     /// Calls `visit(key, value)` for up to `max` records of `range` in `dir` order, until it returns
     /// `false`; returns how many records it visited. The visitor runs while the index holds its read locks:
     /// it must not call into the same index.

@@ -289,14 +289,32 @@ impl LogWriter {
                 payload.len()
             )));
         }
-        let len_bytes = (payload.len() as u32).to_le_bytes();
         self.buf.reserve(LOG_FRAME_OVERHEAD + payload.len());
-        self.buf.extend_from_slice(&len_bytes);
-        self.buf
-            .extend_from_slice(&head_sum(len_bytes).to_le_bytes());
-        self.buf.extend_from_slice(payload);
-        self.buf
-            .extend_from_slice(&payload_sum(payload).to_le_bytes());
+        self.append_with(|b| b.extend_from_slice(payload))
+    }
+
+    /// [`append`](Self::append) of the payload `encode` appends to the vector it is given: the record is
+    /// encoded in place in the write buffer (no copy of it). `encode` must only append.
+    pub fn append_with(&mut self, encode: impl FnOnce(&mut Vec<u8>)) -> Result<()> {
+        let start = self.buf.len();
+        // The length and its sum are filled in once the payload's length is known.
+        self.buf.extend_from_slice(&[0; 8]);
+        encode(&mut self.buf);
+        let len = self.buf.len() - start - 8;
+        if len > MAX_LOG_RECORD {
+            self.buf.truncate(start);
+            return Err(Error::invalid(format!(
+                "log record of {len} bytes exceeds the maximum of {MAX_LOG_RECORD} bytes"
+            )));
+        }
+        let len_bytes = (len as u32).to_le_bytes();
+        let sum = payload_sum(self.buf.get(start + 8..).unwrap_or_default());
+        let [a, b, c, d] = len_bytes;
+        let [e, f, g, h] = head_sum(len_bytes).to_le_bytes();
+        if let Some(head) = self.buf.get_mut(start..start + 8) {
+            head.copy_from_slice(&[a, b, c, d, e, f, g, h]);
+        }
+        self.buf.extend_from_slice(&sum.to_le_bytes());
         Ok(())
     }
 

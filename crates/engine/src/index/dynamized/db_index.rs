@@ -339,6 +339,29 @@ impl<S: Shard> OrderedIndex for DynamizedIndex<S> {
         self.apply_ops(ops)
     }
 
+    /// Puts and deletes need no check beyond the shell's (the default `validate_batch` refuses merges only).
+    fn applies_borrowed(&self) -> bool {
+        true
+    }
+
+    fn apply_borrowed(&self, key: &[u8], value: Option<&[u8]>) -> Result<()> {
+        let key = decode_u64(key, "key")?;
+        self.core.write_batch(&[match value {
+            Some(value) => BufferEntry {
+                key,
+                value: decode_u64(value, "value")?,
+                weight: 1.0,
+                kind: OpKind::Put,
+            },
+            None => BufferEntry {
+                key,
+                value: 0,
+                weight: 0.0,
+                kind: OpKind::Delete,
+            },
+        }])
+    }
+
     fn scan_visit(
         &self,
         range: &KeyRange,

@@ -144,8 +144,9 @@ impl GlobalKeys {
     /// before its shard is published is only a false positive meanwhile, and a rebuild (only the flusher
     /// begins one, after it published) either loads a version with the shard or notes these keys.
     ///
-    /// The keys inserted go into `also` too (the new shard's key filter, built in the same pass): each key's
-    /// in-block bits are computed once for both filters ([`BlockMask`]).
+    /// The keys inserted go into `also` too (the new shard's key filter, built in the same pass). Bits are
+    /// tested and set in the blocks themselves (a [`BlockMask`](crate::algo::bloom::BlockMask) built and
+    /// used at once stalls on store forwarding).
     pub fn candidates_inserting(
         &mut self,
         hashes: &[KeyHash],
@@ -160,14 +161,18 @@ impl GlobalKeys {
                 f.prefetch(f.probe_hashed(ahead));
             }
             let p = f.probe_hashed(h);
-            let m = f.mask_of(h);
-            if f.contains_masked(p, &m) {
+            let put = insert(j);
+            let maybe = if put {
+                f.test_and_set(p)
+            } else {
+                f.contains(p)
+            };
+            if maybe {
                 out.push(j);
             }
-            if insert(j) {
-                f.set_masked(p, &m);
+            if put {
                 if let Some(a) = also.as_deref_mut() {
-                    a.set_masked(a.probe_hashed(h), &m);
+                    a.set(a.probe_hashed(h));
                 }
                 inserted += 1;
                 if let Some(since) = &mut self.since {

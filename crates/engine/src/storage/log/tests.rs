@@ -538,3 +538,23 @@ fn the_file_is_created_and_grown_with_its_blocks_allocated() {
         "the file grew"
     );
 }
+
+/// A record encoded in place that turns out too long is refused and leaves nothing behind: the records
+/// around it recover as written.
+#[test]
+fn oversized_record_encoded_in_place_is_refused_whole() {
+    let (_mem, vfs, path, stats) = setup();
+    let mut w = LogWriter::create(&vfs, &path, HEADER, stats).unwrap();
+    w.append(&payload(1)).unwrap();
+    let before = w.len();
+    let e = w
+        .append_with(|b| b.resize(b.len() + MAX_LOG_RECORD + 1, 7))
+        .unwrap_err();
+    assert!(matches!(e, Error::InvalidArgument(_)), "{e}");
+    assert_eq!(w.len(), before);
+    w.append_with(|b| b.extend_from_slice(&payload(2))).unwrap();
+    w.sync().unwrap();
+    let (got, _) = recover_all(&vfs, &path);
+    let payloads: Vec<Vec<u8>> = got.into_iter().map(|(p, _)| p).collect();
+    assert_eq!(payloads, vec![payload(1), payload(2)]);
+}
