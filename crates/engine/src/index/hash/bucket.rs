@@ -9,10 +9,13 @@
 //!
 //! Per slot: a 16-bit **fingerprint** (hash bits 48..64) and a **live** bit, set on the slot that holds the
 //! visible version of its key (its newest version, a put): at most one per key, so a lookup needs no
-//! ordering. Home slots keep these in the bucket; pool chunk slots in [`Pool`]. The bucket's **summary**
-//! maps each fingerprint class (`fp % 128`) to the 16-slot home groups that hold a fingerprint of that
-//! class (set with the fingerprint, cleared only with the whole chain: a superset), so a lookup compares
-//! only the groups its class names instead of all fifteen.
+//! ordering. The first 240 home slots (all of a P-bucket of up to 4 KiB) keep these inline in the bucket;
+//! the other home slots of a larger P-bucket (up to 720 more, 16 KiB) in the bucket's **extension**, an
+//! array sized for its generation at run time ([`Pool`] holds its layout); pool chunk slots in [`Pool`].
+//! The bucket's **summary** maps each fingerprint class (`fp % 128`) to the 16-slot home groups that hold
+//! a fingerprint of that class (set with the fingerprint, cleared only with the whole chain: a superset),
+//! so a lookup compares only the groups its class names instead of all fifteen; the extension has a
+//! summary of its own, with a 64-bit lane per class (up to 45 groups).
 //!
 //! ## Reads without locks (seqlock)
 //! Everything a lookup reads is an atomic: the 16-bit fingerprints four to a word (home slots compared 16 at
@@ -29,7 +32,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering, fence};
 use parking_lot::Mutex;
 
 use super::fpscan::scan_home;
-use super::layout::{CHUNK_SLOTS, ChunkHead, HOME_CHUNKS, HOME_SLOTS, MAX_CHAIN, MAX_OVERFLOW};
+use super::layout::{CHUNK_SLOTS, ChunkHead, HOME_SLOTS, MAX_CHAIN, MAX_HOME_CHUNKS, MAX_OVERFLOW};
 use super::spin::SpinMutex;
 
 const FP_WORDS: usize = HOME_SLOTS / 4;
@@ -42,6 +45,10 @@ pub(super) const GROUP: usize = 16;
 const _: () = assert!(
     HOME_SLOTS.div_ceil(GROUP) <= 16,
     "a summary lane has 16 group bits"
+);
+const _: () = assert!(
+    (MAX_HOME_CHUNKS * CHUNK_SLOTS - HOME_SLOTS).div_ceil(GROUP) <= 64,
+    "an extension's summary lane has 64 group bits"
 );
 const LANES: u64 = 0x0001_0001_0001_0001;
 const LOW15: u64 = 0x7FFF_7FFF_7FFF_7FFF;
@@ -111,27 +118,74 @@ impl Shape {
 
 /// DRAM mirror of the pool chunks of a generation: fingerprints and live bits per chunk, and the free list;
 /// also where the generation's chains leave their P-bucket (`home`: its home chunks, at most
-/// [`HOME_CHUNKS`]), which every per-slot accessor of [`Bucket`] needs beside the pool.
+/// [`MAX_HOME_CHUNKS`]) and the layout of its buckets' extensions, which every per-slot accessor of
+/// [`Bucket`] needs beside the pool.
 #[derive(Debug)]
 pub struct Pool {
     /// Home chunks of a bucket of this generation: chain positions `home..` are pool chunks.
     pub home: usize,
+    /// Layout of a bucket's extension (all 0 when the home slots fit inline).
+    ext: ExtLayout,
     fps: Box<[AtomicU64]>,
     live: Box<[AtomicU32]>,
     /// Pool chunks no chain uses.
     pub free: Mutex<Vec<u32>>,
 }
 
+/// Where an extension keeps its parts, in words: the live bits (one per extension slot) from word 0, the
+/// fingerprints (four to a word, whole 16-slot groups) from `fps`, the summary (one 64-bit lane of group
+/// bits per fingerprint class) from `summary`; `words` in all.
+#[derive(Debug, Clone, Copy, Default)]
+struct ExtLayout {
+    slots: usize,
+    fps: usize,
+    summary: usize,
+    words: usize,
+}
+
+impl ExtLayout {
+    /// The extension of a bucket of `home` home chunks (empty up to [`HOME_SLOTS`] home slots).
+    fn new(home: usize) -> ExtLayout {
+        let slots = (home * CHUNK_SLOTS).saturating_sub(HOME_SLOTS);
+        if slots == 0 {
+            return ExtLayout::default();
+        }
+        // Each part starts on a cache line of the (64 B-aligned) extension.
+        let fps = slots.div_ceil(64).next_multiple_of(8);
+        let summary = (fps + slots.div_ceil(GROUP) * 4).next_multiple_of(8);
+        ExtLayout {
+            slots,
+            fps,
+            summary,
+            words: summary + SUMMARY_CLASSES,
+        }
+    }
+}
+
 impl Pool {
-    /// `chunks` pool chunks, all free, behind buckets of `home` home chunks (1..=16).
+    /// `chunks` pool chunks, all free, behind buckets of `home` home chunks (1..=[`MAX_HOME_CHUNKS`]).
     pub fn new(chunks: u64, home: usize) -> Pool {
-        assert!((1..=HOME_CHUNKS).contains(&home), "{home} home chunks");
+        assert!((1..=MAX_HOME_CHUNKS).contains(&home), "{home} home chunks");
         Pool {
             home,
+            ext: ExtLayout::new(home),
             fps: (0..chunks * 4).map(|_| AtomicU64::new(0)).collect(),
             live: (0..chunks).map(|_| AtomicU32::new(0)).collect(),
             free: Mutex::new((0..chunks as u32).rev().collect()),
         }
+    }
+    /// An empty bucket of this generation (with its extension, if its home slots do not fit inline).
+    pub fn new_bucket(&self) -> Bucket {
+        let mut b = Bucket::default();
+        if self.ext.words > 0 {
+            // 7 words more, so that the layout can start on a cache line (`Bucket::ext_words`).
+            b.ext = (0..self.ext.words + 7).map(|_| AtomicU64::new(0)).collect();
+        }
+        b
+    }
+    /// Bytes of DRAM a bucket's extension takes.
+    pub fn ext_bytes(&self) -> u64 {
+        (self.ext.words.next_multiple_of(8) * 8) as u64
     }
     pub fn chunks(&self) -> usize {
         self.live.len()
@@ -172,6 +226,9 @@ pub struct Bucket {
     version: AtomicU64,
     shape: AtomicU64,
     live: [AtomicU64; 4],
+    /// Fingerprints, live bits and summary of home slots `HOME_SLOTS..` (empty unless the generation's
+    /// P-buckets are larger than 4 KiB; laid out as its pool's `ExtLayout`; never replaced).
+    ext: Box<[AtomicU64]>,
     fps: Aligned64<[AtomicU64; FP_WORDS]>,
     /// Per summary class, the home groups holding a fingerprint of it (lane `class % 4` of word
     /// `class / 4`, bit = group). A superset: bits are set whenever a home slot gets a fingerprint and only
@@ -202,6 +259,7 @@ impl Default for Bucket {
             version: AtomicU64::new(0),
             shape: AtomicU64::new(Shape::new(1, 0, 0).0),
             live: Default::default(),
+            ext: Box::default(),
             fps: Aligned64(std::array::from_fn(|_| AtomicU64::new(0))),
             summary: std::array::from_fn(|_| AtomicU64::new(0)),
             tail_keys: Default::default(),
@@ -215,6 +273,8 @@ impl Default for Bucket {
 /// Where slot `p` of a chain keeps its fingerprint and live bit.
 enum Mirror<'a> {
     Home(usize),
+    /// Slot `q` of the extension, laid out as given.
+    Ext(&'a [AtomicU64], ExtLayout, usize),
     Pool(&'a Pool, usize, usize),
 }
 
@@ -356,10 +416,21 @@ impl Bucket {
         self.tail_vals[i].store(value, Ordering::Relaxed);
     }
 
-    fn mirror<'a>(&self, pool: &'a Pool, p: usize) -> Mirror<'a> {
+    /// The extension's words, from its first cache-line boundary (so that each part starts on a line).
+    #[inline]
+    fn ext_words(&self) -> &[AtomicU64] {
+        let skip = (self.ext.as_ptr() as usize).wrapping_neg() % 64 / 8;
+        self.ext.get(skip..).unwrap_or(&[])
+    }
+
+    fn mirror<'a>(&'a self, pool: &'a Pool, p: usize) -> Mirror<'a> {
         let home = pool.home_slots();
         if p < home {
-            Mirror::Home(p)
+            if p < HOME_SLOTS {
+                Mirror::Home(p)
+            } else {
+                Mirror::Ext(self.ext_words(), pool.ext, p - HOME_SLOTS)
+            }
         } else {
             let q = p - home;
             let pos = pool.home + q / CHUNK_SLOTS;
@@ -370,6 +441,7 @@ impl Bucket {
     pub fn fp(&self, pool: &Pool, p: usize) -> u16 {
         match self.mirror(pool, p) {
             Mirror::Home(p) => lane_of(&self.fps[p / 4], p % 4),
+            Mirror::Ext(w, x, q) => lane_of(&w[x.fps + q / 4], q % 4),
             Mirror::Pool(pool, c, i) => lane_of(&pool.fps[c * 4 + i / 4], i % 4),
         }
     }
@@ -384,12 +456,22 @@ impl Bucket {
                     w.store(old | bit, Ordering::Relaxed);
                 }
             }
+            Mirror::Ext(w, x, q) => {
+                set_lane(&w[x.fps + q / 4], q % 4, fp);
+                let s = &w[x.summary + usize::from(fp) % SUMMARY_CLASSES];
+                let bit = 1u64 << (q / GROUP);
+                let old = s.load(Ordering::Relaxed);
+                if old & bit == 0 {
+                    s.store(old | bit, Ordering::Relaxed);
+                }
+            }
             Mirror::Pool(pool, c, i) => set_lane(&pool.fps[c * 4 + i / 4], i % 4, fp),
         }
     }
     pub fn is_live(&self, pool: &Pool, p: usize) -> bool {
         match self.mirror(pool, p) {
             Mirror::Home(p) => self.live[p / 64].load(Ordering::Relaxed) >> (p % 64) & 1 == 1,
+            Mirror::Ext(w, _, q) => w[q / 64].load(Ordering::Relaxed) >> (q % 64) & 1 == 1,
             Mirror::Pool(pool, c, i) => pool.live[c].load(Ordering::Relaxed) >> i & 1 == 1,
         }
     }
@@ -400,6 +482,13 @@ impl Bucket {
                 let w = &self.live[p / 64];
                 w.store(
                     flip(w.load(Ordering::Relaxed), 1 << (p % 64)),
+                    Ordering::Relaxed,
+                );
+            }
+            Mirror::Ext(w, _, q) => {
+                let w = &w[q / 64];
+                w.store(
+                    flip(w.load(Ordering::Relaxed), 1 << (q % 64)),
                     Ordering::Relaxed,
                 );
             }
@@ -424,14 +513,19 @@ impl Bucket {
         for w in self.live.iter().chain(self.fps.iter()).chain(&self.summary) {
             w.store(0, Ordering::Relaxed);
         }
+        for w in self.ext_words() {
+            w.store(0, Ordering::Relaxed);
+        }
     }
 
     /// Live slots of the chain.
     pub fn live_count(&self, pool: &Pool) -> u64 {
         let shape = self.shape();
+        let ext = &self.ext_words()[..pool.ext.slots.div_ceil(64)];
         let home: u64 = self
             .live
             .iter()
+            .chain(ext)
             .map(|w| w.load(Ordering::Relaxed).count_ones() as u64)
             .sum();
         let over: u64 = (pool.home..shape.chunks())
@@ -456,9 +550,34 @@ impl Bucket {
     ) -> Option<R> {
         let fill = shape.fill();
         let home = fill.min(pool.home_slots());
-        let groups = self.summary(fp);
-        if let Some(r) = scan_home(&self.fps[..], &self.live, groups, home, fp, &mut visit) {
+        let groups = u64::from(self.summary(fp));
+        if home > HOME_SLOTS {
+            // A P-bucket larger than 4 KiB: its extension's summary word and first live bits, whose misses
+            // then overlap the inline scan.
+            let x = pool.ext;
+            let words = self.ext_words();
+            crate::algo::prefetch_line(&words[x.summary + usize::from(fp) % SUMMARY_CLASSES]);
+            crate::algo::prefetch_line(&words[0]);
+        }
+        let inline = home.min(HOME_SLOTS);
+        if let Some(r) = scan_home(&self.fps[..], &self.live, groups, inline, fp, &mut visit) {
             return Some(r);
+        }
+        if home > HOME_SLOTS {
+            let (x, words) = (pool.ext, self.ext_words());
+            let groups =
+                words[x.summary + usize::from(fp) % SUMMARY_CLASSES].load(Ordering::Relaxed);
+            let found = scan_home(
+                &words[x.fps..x.summary],
+                &words[..x.fps],
+                groups,
+                home - HOME_SLOTS,
+                fp,
+                |q| visit(HOME_SLOTS + q),
+            );
+            if found.is_some() {
+                return found;
+            }
         }
         for pos in pool.home..shape.chunks().min(pool.home + MAX_OVERFLOW) {
             let c = self.overflow(pool, pos) as usize;
@@ -486,7 +605,21 @@ impl Bucket {
         None
     }
 
-    /// Bytes of DRAM per bucket.
+    /// True when the summary names the group of home slot `p` for fingerprint `fp` (the self-check).
+    pub fn summary_names(&self, pool: &Pool, p: usize, fp: u16) -> bool {
+        match self.mirror(pool, p) {
+            Mirror::Home(p) => self.summary(fp) >> (p / GROUP) & 1 == 1,
+            Mirror::Ext(w, x, q) => {
+                w[x.summary + usize::from(fp) % SUMMARY_CLASSES].load(Ordering::Relaxed)
+                    >> (q / GROUP)
+                    & 1
+                    == 1
+            }
+            Mirror::Pool(..) => true,
+        }
+    }
+
+    /// Bytes of DRAM per bucket (without its extension: [`Pool::ext_bytes`]).
     pub const fn dram_bytes() -> u64 {
         size_of::<Bucket>() as u64
     }
@@ -521,28 +654,47 @@ mod tests {
         }
     }
 
+    /// P-buckets of 4, 8 and 16 KiB: home slots inline, in the extension (8 and 16 KiB) and in a pool
+    /// chunk; every live slot of the fingerprint is found, in slot order, and the summaries name it.
     #[test]
     fn find_live_sees_only_live_matching_slots() {
-        let pool = Pool::new(4, HOME_CHUNKS);
-        let b = Bucket::default();
-        b.set_shape(Shape::new(HOME_CHUNKS + 1, 3, 0));
-        b.set_overflow(&pool, HOME_CHUNKS, 2);
-        let fill = b.shape().fill();
-        for p in 0..fill {
-            b.set_fp(&pool, p, (p % 5) as u16);
-            b.set_live(&pool, p, p % 3 != 0);
+        use crate::index::hash::layout::HOME_CHUNKS;
+        for home in [HOME_CHUNKS, 32, MAX_HOME_CHUNKS] {
+            let pool = Pool::new(4, home);
+            let b = pool.new_bucket();
+            b.set_shape(Shape::new(home + 1, 3, 0));
+            b.set_overflow(&pool, home, 2);
+            let fill = b.shape().fill();
+            for p in 0..fill {
+                b.set_fp(&pool, p, (p % 5) as u16);
+                b.set_live(&pool, p, p % 3 != 0);
+            }
+            let mut all = Vec::new();
+            for fp in 0..5u16 {
+                let mut seen = Vec::new();
+                b.find_live(&pool, b.shape(), fp, |p| {
+                    seen.push(p);
+                    None::<()>
+                });
+                let want: Vec<usize> = (0..fill)
+                    .filter(|p| p % 5 == usize::from(fp) && p % 3 != 0)
+                    .collect();
+                assert_eq!(seen, want, "home {home}, fp {fp}");
+                all.extend(seen);
+                assert!(
+                    (0..fill).all(|p| p % 5 != usize::from(fp) || b.summary_names(&pool, p, fp))
+                );
+            }
+            assert!(all.iter().any(|&p| p >= pool.home_slots()));
+            let in_ext = |p: &usize| (HOME_SLOTS..pool.home_slots()).contains(p);
+            assert_eq!(home > HOME_CHUNKS, all.iter().any(in_ext));
+            assert_eq!(
+                b.live_count(&pool),
+                (0..fill).filter(|p| p % 3 != 0).count() as u64
+            );
+            b.clear_slots(&pool);
+            assert_eq!(b.live_count(&pool), 0);
+            assert!(b.find_live(&pool, b.shape(), 2, Some).is_none());
         }
-        let mut seen = Vec::new();
-        b.find_live(&pool, b.shape(), 2, |p| {
-            seen.push(p);
-            None::<()>
-        });
-        let want: Vec<usize> = (0..fill).filter(|p| p % 5 == 2 && p % 3 != 0).collect();
-        assert_eq!(seen, want);
-        assert!(seen.iter().any(|&p| p >= HOME_SLOTS));
-        assert_eq!(
-            b.live_count(&pool),
-            (0..fill).filter(|p| p % 3 != 0).count() as u64
-        );
     }
 }
