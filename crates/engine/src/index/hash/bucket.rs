@@ -1,7 +1,8 @@
 //! The DRAM side of one bucket and of the pool chunks: what lookups read without locks, and what writers
 //! keep under the bucket's mutex.
 //!
-//! A bucket's **chain** is its home chunks 0..16 (in its P-bucket) then pool chunks (positions 16..30);
+//! A bucket's **chain** is its home chunks `0..home` (in its P-bucket: 16 by default, 4 to 64) then pool
+//! chunks (positions `home..home + 14`);
 //! slot `p` of the chain is slot `p mod 15` of chunk `p / 15`. The chain's slots `0..fill` are in use, in
 //! age order. The last chunk of the chain is the **tail**: its slots `0..committed` are committed in PM,
 //! `committed..committed + staged` are the **D-bucket** (staged, durable only in the logs). DRAM mirrors
@@ -50,6 +51,8 @@ const _: () = assert!(
     (MAX_HOME_CHUNKS * CHUNK_SLOTS - HOME_SLOTS).div_ceil(GROUP) <= 64,
     "an extension's summary lane has 64 group bits"
 );
+/// Words of the bit set of the chain slots past the inline ones: the most extension slots and pool slots.
+const OUTSIDE_WORDS: usize = (MAX_CHAIN * CHUNK_SLOTS - HOME_SLOTS).div_ceil(64);
 const LANES: u64 = 0x0001_0001_0001_0001;
 const LOW15: u64 = 0x7FFF_7FFF_7FFF_7FFF;
 
@@ -71,6 +74,25 @@ fn set_lane(word: &AtomicU64, lane: usize, fp: u16) {
     let w = word.load(Ordering::Relaxed);
     word.store(
         (w & !(0xFFFF << sh)) | u64::from(fp) << sh,
+        Ordering::Relaxed,
+    );
+}
+
+/// Sets bit `bit` of `word` (a plain store, only if it was clear: writers hold the bucket's lock).
+#[inline]
+fn set_bit(word: &AtomicU64, bit: usize) {
+    let old = word.load(Ordering::Relaxed);
+    if old >> bit & 1 == 0 {
+        word.store(old | 1 << bit, Ordering::Relaxed);
+    }
+}
+
+/// Sets (`on`) or clears bit `bit` of `word` (writers hold the bucket's lock).
+#[inline]
+fn flip_bit(word: &AtomicU64, bit: usize, on: bool) {
+    let w = word.load(Ordering::Relaxed);
+    word.store(
+        if on { w | 1 << bit } else { w & !(1 << bit) },
         Ordering::Relaxed,
     );
 }
@@ -124,6 +146,9 @@ impl Shape {
 pub struct Pool {
     /// Home chunks of a bucket of this generation: chain positions `home..` are pool chunks.
     pub home: usize,
+    /// Home slots whose fingerprints and live bits a bucket holds inline: all of them up to
+    /// [`HOME_SLOTS`] (P-buckets up to 4 KiB), else `HOME_SLOTS` (the rest are in its extension).
+    pub inline_slots: usize,
     /// Layout of a bucket's extension (all 0 when the home slots fit inline).
     ext: ExtLayout,
     fps: Box<[AtomicU64]>,
@@ -168,6 +193,7 @@ impl Pool {
         assert!((1..=MAX_HOME_CHUNKS).contains(&home), "{home} home chunks");
         Pool {
             home,
+            inline_slots: (home * CHUNK_SLOTS).min(HOME_SLOTS),
             ext: ExtLayout::new(home),
             fps: (0..chunks * 4).map(|_| AtomicU64::new(0)).collect(),
             live: (0..chunks).map(|_| AtomicU32::new(0)).collect(),
@@ -270,9 +296,8 @@ impl Default for Bucket {
     }
 }
 
-/// Where slot `p` of a chain keeps its fingerprint and live bit.
+/// Where slot `p` of a chain past the inline home slots keeps its fingerprint and live bit.
 enum Mirror<'a> {
-    Home(usize),
     /// Slot `q` of the extension, laid out as given.
     Ext(&'a [AtomicU64], ExtLayout, usize),
     Pool(&'a Pool, usize, usize),
@@ -423,14 +448,12 @@ impl Bucket {
         self.ext.get(skip..).unwrap_or(&[])
     }
 
-    fn mirror<'a>(&'a self, pool: &'a Pool, p: usize) -> Mirror<'a> {
+    /// Where slot `p`, one past the inline home slots (`p >= pool.inline_slots`), keeps its fingerprint
+    /// and live bit.
+    fn outside<'a>(&'a self, pool: &'a Pool, p: usize) -> Mirror<'a> {
         let home = pool.home_slots();
         if p < home {
-            if p < HOME_SLOTS {
-                Mirror::Home(p)
-            } else {
-                Mirror::Ext(self.ext_words(), pool.ext, p - HOME_SLOTS)
-            }
+            Mirror::Ext(self.ext_words(), pool.ext, p - HOME_SLOTS)
         } else {
             let q = p - home;
             let pos = pool.home + q / CHUNK_SLOTS;
@@ -438,64 +461,80 @@ impl Bucket {
         }
     }
 
+    // Each per-slot accessor handles the inline home slots itself and leaves the others (an extension's,
+    // a pool chunk's: rare with P-buckets up to 4 KiB) to a function of their own, so that the usual
+    // path stays small enough to be inlined into the write path.
+
+    #[inline]
     pub fn fp(&self, pool: &Pool, p: usize) -> u16 {
-        match self.mirror(pool, p) {
-            Mirror::Home(p) => lane_of(&self.fps[p / 4], p % 4),
+        if p < pool.inline_slots {
+            lane_of(&self.fps[p / 4], p % 4)
+        } else {
+            self.fp_outside(pool, p)
+        }
+    }
+    #[inline(never)]
+    fn fp_outside(&self, pool: &Pool, p: usize) -> u16 {
+        match self.outside(pool, p) {
             Mirror::Ext(w, x, q) => lane_of(&w[x.fps + q / 4], q % 4),
             Mirror::Pool(pool, c, i) => lane_of(&pool.fps[c * 4 + i / 4], i % 4),
         }
     }
+
+    #[inline]
     pub fn set_fp(&self, pool: &Pool, p: usize, fp: u16) {
-        match self.mirror(pool, p) {
-            Mirror::Home(p) => {
-                set_lane(&self.fps[p / 4], p % 4, fp);
-                let w = &self.summary[Self::summary_word(fp)];
-                let bit = 1u64 << (Self::summary_shift(fp) + p / GROUP);
-                let old = w.load(Ordering::Relaxed);
-                if old & bit == 0 {
-                    w.store(old | bit, Ordering::Relaxed);
-                }
-            }
+        if p < pool.inline_slots {
+            set_lane(&self.fps[p / 4], p % 4, fp);
+            let w = &self.summary[Self::summary_word(fp)];
+            set_bit(w, Self::summary_shift(fp) + p / GROUP);
+        } else {
+            self.set_fp_outside(pool, p, fp);
+        }
+    }
+    #[inline(never)]
+    fn set_fp_outside(&self, pool: &Pool, p: usize, fp: u16) {
+        match self.outside(pool, p) {
             Mirror::Ext(w, x, q) => {
                 set_lane(&w[x.fps + q / 4], q % 4, fp);
-                let s = &w[x.summary + usize::from(fp) % SUMMARY_CLASSES];
-                let bit = 1u64 << (q / GROUP);
-                let old = s.load(Ordering::Relaxed);
-                if old & bit == 0 {
-                    s.store(old | bit, Ordering::Relaxed);
-                }
+                set_bit(&w[x.summary + usize::from(fp) % SUMMARY_CLASSES], q / GROUP);
             }
             Mirror::Pool(pool, c, i) => set_lane(&pool.fps[c * 4 + i / 4], i % 4, fp),
         }
     }
+
+    #[inline]
     pub fn is_live(&self, pool: &Pool, p: usize) -> bool {
-        match self.mirror(pool, p) {
-            Mirror::Home(p) => self.live[p / 64].load(Ordering::Relaxed) >> (p % 64) & 1 == 1,
+        if p < pool.inline_slots {
+            self.live[p / 64].load(Ordering::Relaxed) >> (p % 64) & 1 == 1
+        } else {
+            self.is_live_outside(pool, p)
+        }
+    }
+    #[inline(never)]
+    fn is_live_outside(&self, pool: &Pool, p: usize) -> bool {
+        match self.outside(pool, p) {
             Mirror::Ext(w, _, q) => w[q / 64].load(Ordering::Relaxed) >> (q % 64) & 1 == 1,
             Mirror::Pool(pool, c, i) => pool.live[c].load(Ordering::Relaxed) >> i & 1 == 1,
         }
     }
+
+    #[inline]
     pub fn set_live(&self, pool: &Pool, p: usize, on: bool) {
-        let flip = |w: u64, bit: u64| if on { w | bit } else { w & !bit };
-        match self.mirror(pool, p) {
-            Mirror::Home(p) => {
-                let w = &self.live[p / 64];
-                w.store(
-                    flip(w.load(Ordering::Relaxed), 1 << (p % 64)),
-                    Ordering::Relaxed,
-                );
-            }
-            Mirror::Ext(w, _, q) => {
-                let w = &w[q / 64];
-                w.store(
-                    flip(w.load(Ordering::Relaxed), 1 << (q % 64)),
-                    Ordering::Relaxed,
-                );
-            }
+        if p < pool.inline_slots {
+            flip_bit(&self.live[p / 64], p % 64, on);
+        } else {
+            self.set_live_outside(pool, p, on);
+        }
+    }
+    #[inline(never)]
+    fn set_live_outside(&self, pool: &Pool, p: usize, on: bool) {
+        match self.outside(pool, p) {
+            Mirror::Ext(w, _, q) => flip_bit(&w[q / 64], q % 64, on),
             Mirror::Pool(pool, c, i) => {
                 let w = &pool.live[c];
-                let v = flip(u64::from(w.load(Ordering::Relaxed)), 1 << i) as u32;
-                w.store(v, Ordering::Relaxed);
+                let bit = 1u32 << i;
+                let v = w.load(Ordering::Relaxed);
+                w.store(if on { v | bit } else { v & !bit }, Ordering::Relaxed);
             }
         }
     }
@@ -549,54 +588,21 @@ impl Bucket {
         mut visit: impl FnMut(usize) -> Option<R>,
     ) -> Option<R> {
         let fill = shape.fill();
-        let home = fill.min(pool.home_slots());
+        let home = fill.min(pool.inline_slots);
         let groups = u64::from(self.summary(fp));
-        if home > HOME_SLOTS {
-            // A P-bucket larger than 4 KiB: its extension's summary word and first live bits, whose misses
-            // then overlap the inline scan.
-            let x = pool.ext;
-            let words = self.ext_words();
-            crate::algo::prefetch_line(&words[x.summary + usize::from(fp) % SUMMARY_CLASSES]);
-            crate::algo::prefetch_line(&words[0]);
-        }
-        let inline = home.min(HOME_SLOTS);
-        if let Some(r) = scan_home(&self.fps[..], &self.live, groups, inline, fp, &mut visit) {
+        if let Some(r) = scan_home(&self.fps[..], &self.live, groups, home, fp, &mut visit) {
             return Some(r);
         }
-        if home > HOME_SLOTS {
-            let (x, words) = (pool.ext, self.ext_words());
-            let groups =
-                words[x.summary + usize::from(fp) % SUMMARY_CLASSES].load(Ordering::Relaxed);
-            let found = scan_home(
-                &words[x.fps..x.summary],
-                &words[..x.fps],
-                groups,
-                home - HOME_SLOTS,
-                fp,
-                |q| visit(HOME_SLOTS + q),
-            );
-            if found.is_some() {
-                return found;
-            }
-        }
-        for pos in pool.home..shape.chunks().min(pool.home + MAX_OVERFLOW) {
-            let c = self.overflow(pool, pos) as usize;
-            let (Some(words), Some(live)) = (pool.fps.get(c * 4..c * 4 + 4), pool.live.get(c))
-            else {
-                return None;
-            };
-            let live = live.load(Ordering::Relaxed);
-            let base = pool.home_slots() + (pos - pool.home) * CHUNK_SLOTS;
-            for (w, word) in words.iter().enumerate() {
-                let mut m = matches(word.load(Ordering::Relaxed), fp);
-                while m != 0 {
-                    let i = w * 4 + (m.trailing_zeros() / 16) as usize;
-                    m &= m - 1;
-                    if i < CHUNK_SLOTS
-                        && base + i < fill
-                        && live >> i & 1 == 1
-                        && let Some(r) = visit(base + i)
-                    {
+        if fill > pool.inline_slots {
+            // Past the inline slots (an extension's home slots, pool chunks): their candidates as bits, so
+            // that `visit` is called from two places only, as the compiler then inlines it in both.
+            let m = self.outside_matches(pool, shape, fp);
+            for (w, &bits) in m.iter().enumerate() {
+                let mut bits = bits;
+                while bits != 0 {
+                    let q = w * 64 + bits.trailing_zeros() as usize;
+                    bits &= bits - 1;
+                    if let Some(r) = visit(pool.inline_slots + q) {
                         return Some(r);
                     }
                 }
@@ -605,10 +611,59 @@ impl Bucket {
         None
     }
 
+    /// The live slots holding `fp` among the chain's slots `inline_slots..fill` (an extension's home
+    /// slots, then the pool chunks' slots): bit `q` for slot `inline_slots + q`.
+    #[inline(never)]
+    fn outside_matches(&self, pool: &Pool, shape: Shape, fp: u16) -> [u64; OUTSIDE_WORDS] {
+        let mut out = [0u64; OUTSIDE_WORDS];
+        let mut mark = |p: usize| {
+            let q = p - pool.inline_slots;
+            out[q / 64] |= 1 << (q % 64);
+            None::<()>
+        };
+        let fill = shape.fill();
+        let home = fill.min(pool.home_slots());
+        if home > HOME_SLOTS {
+            let (x, words) = (pool.ext, self.ext_words());
+            let groups =
+                words[x.summary + usize::from(fp) % SUMMARY_CLASSES].load(Ordering::Relaxed);
+            scan_home(
+                &words[x.fps..x.summary],
+                &words[..x.fps],
+                groups,
+                home - HOME_SLOTS,
+                fp,
+                |q| mark(HOME_SLOTS + q),
+            );
+        }
+        for pos in pool.home..shape.chunks().min(pool.home + MAX_OVERFLOW) {
+            let c = self.overflow(pool, pos) as usize;
+            let (Some(words), Some(live)) = (pool.fps.get(c * 4..c * 4 + 4), pool.live.get(c))
+            else {
+                break;
+            };
+            let live = live.load(Ordering::Relaxed);
+            let base = pool.home_slots() + (pos - pool.home) * CHUNK_SLOTS;
+            for (w, word) in words.iter().enumerate() {
+                let mut m = matches(word.load(Ordering::Relaxed), fp);
+                while m != 0 {
+                    let i = w * 4 + (m.trailing_zeros() / 16) as usize;
+                    m &= m - 1;
+                    if i < CHUNK_SLOTS && base + i < fill && live >> i & 1 == 1 {
+                        mark(base + i);
+                    }
+                }
+            }
+        }
+        out
+    }
+
     /// True when the summary names the group of home slot `p` for fingerprint `fp` (the self-check).
     pub fn summary_names(&self, pool: &Pool, p: usize, fp: u16) -> bool {
-        match self.mirror(pool, p) {
-            Mirror::Home(p) => self.summary(fp) >> (p / GROUP) & 1 == 1,
+        if p < pool.inline_slots {
+            return self.summary(fp) >> (p / GROUP) & 1 == 1;
+        }
+        match self.outside(pool, p) {
             Mirror::Ext(w, x, q) => {
                 w[x.summary + usize::from(fp) % SUMMARY_CLASSES].load(Ordering::Relaxed)
                     >> (q / GROUP)

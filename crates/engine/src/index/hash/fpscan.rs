@@ -32,7 +32,7 @@ pub(super) fn scan_home<R>(
     mut visit: impl FnMut(usize) -> Option<R>,
 ) -> Option<R> {
     debug_assert!(home.div_ceil(GROUP) < 64);
-    let groups = groups & ((1u64 << (home.div_ceil(GROUP) % 64)) - 1);
+    let groups = groups & ((1u64 << home.div_ceil(GROUP)) - 1);
     let first = groups.trailing_zeros() as usize % 64;
     let rest = groups & groups.wrapping_sub(1);
     let second = rest.trailing_zeros() as usize % 64;
