@@ -3,9 +3,7 @@
 
 use super::analysis::{find_at, fmt, ratio, times};
 use super::limited::{CCEH_LIMITED, DASH_LIMITED, ELIMDA_LIMITED, READ_MISS_NS, WRITE_BANDWIDTH};
-use super::params::{
-    DBUCKET_SLOTS, LOG_LINES, PBUCKET_BYTES, dbucket_workload, log_workload, pbucket_workload,
-};
+use super::params::{DBUCKET_SLOTS, LOG_LINES, dbucket_workload, log_workload, pbucket_workload};
 use super::{CCEH, CCEH_MODEL, DASH, DASH_MODEL, ELIMDA, ELIMDA_MODEL, PHASES};
 use crate::result::BenchResult;
 use std::fmt::Write as _;
@@ -129,54 +127,53 @@ pub(super) fn param_sections(rows: &[BenchResult]) -> String {
     }
     s.push_str(
         "\nNot measured: the 512 B D-bucket (it would stage into two chunks; the write path stages into the one \
-         tail chunk).\n\nP-buckets (`pbucket_bytes`, recorded in the region): 4 / 8 / 16 home chunks of 15 slots; \
-         a chain continues in up to 14 pool chunks either way. The default D-bucket (15 entries).\n\n| P-bucket | \
+         tail chunk).\n\nP-buckets (`pbucket_bytes`, recorded in the region): 4 / 8 / 16 / 32 / 64 home chunks of \
+         15 slots (past 240 home slots, a DRAM bucket mirrors the rest in its extension); a chain continues in \
+         up to 14 pool chunks either way. The default D-bucket (15 entries).\n\n| P-bucket | \
          home slots | insert | pos-search | flushes / insert | seed insert / pos |\n|---|---|---|---|---|---|\n",
     );
     for (kib, seed) in SEED_PBUCKET {
         let bytes = kib * 1024;
-        let held = PBUCKET_BYTES.contains(&bytes);
         let at = |phase: &str| find_at(rows, ELIMDA, &pbucket_workload(bytes, phase), 1);
         let tput = |phase: &str| fmt(at(phase).map(|r| r.ops_per_sec / 1e6), 3);
         let (per, _) = flushes(at("insert"));
         let _ = writeln!(
             s,
             "| {kib} KiB | {} | {} | {} | {per} | {:.3} / {:.3} |",
-            if held {
-                (bytes / 256 * 15).to_string()
-            } else {
-                "not measured".into()
-            },
+            bytes / 256 * 15,
             tput("insert"),
             tput("pos-search"),
             seed[0],
             seed[1]
         );
     }
-    s.push_str(
-        "\nNot measured: 8 and 16 KiB P-buckets (32 and 64 home chunks): the DRAM bucket's fixed arrays \
-         (fingerprints, live bits, summary) hold at most 16 home chunks.\n\n",
-    );
+    s.push('\n');
     let ins = |w: &str| find_at(rows, ELIMDA, w, 1).map(|r| r.ops_per_sec);
+    // Throughput of `phase` with P-buckets of `bytes` ÷ with the default 4 KiB.
+    let per_4k = |bytes: u64, phase: &str| {
+        times(ratio(
+            ins(&pbucket_workload(bytes, phase)),
+            ins(&pbucket_workload(4096, phase)),
+        ))
+    };
     let _ = writeln!(
         s,
         "Ratios in this run: insert 32 B ÷ 256 B D-bucket {} (seed {:.2}×); 1 KiB ÷ 4 KiB P-bucket insert {} \
-         (seed {:.2}×), pos-search {} (seed {:.2}×); log 1,024 ÷ 8,192 lines {} (seed {:.2}×).\n",
+         (seed {:.2}×), pos-search {} (seed {:.2}×); 16 KiB ÷ 4 KiB P-bucket insert {} (seed {:.2}×), \
+         pos-search {} (seed {:.2}×); log 1,024 ÷ 8,192 lines {} (seed {:.2}×).\n",
         times(ratio(
             ins(&dbucket_workload(32, "insert")),
             ins(&dbucket_workload(256, "insert"))
         )),
         SEED_DBUCKET[0].1[0] / SEED_DBUCKET[3].1[0],
-        times(ratio(
-            ins(&pbucket_workload(1024, "insert")),
-            ins(&pbucket_workload(4096, "insert"))
-        )),
+        per_4k(1024, "insert"),
         SEED_PBUCKET[0].1[0] / SEED_PBUCKET[2].1[0],
-        times(ratio(
-            ins(&pbucket_workload(1024, "pos-search")),
-            ins(&pbucket_workload(4096, "pos-search"))
-        )),
+        per_4k(1024, "pos-search"),
         SEED_PBUCKET[0].1[1] / SEED_PBUCKET[2].1[1],
+        per_4k(16384, "insert"),
+        SEED_PBUCKET[4].1[0] / SEED_PBUCKET[2].1[0],
+        per_4k(16384, "pos-search"),
+        SEED_PBUCKET[4].1[1] / SEED_PBUCKET[2].1[1],
         times(ratio(ins(&log_workload(1024)), ins(&log_workload(8192)))),
         SEED_LOG[0].1[0] / SEED_LOG[3].1[0],
     );

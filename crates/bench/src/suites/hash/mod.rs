@@ -34,8 +34,8 @@
 //!   log exactly 1,024 … 16,384 lines over the thread sweep (workloads `log-<lines>`), and inserts and
 //!   positive searches at one thread with D-buckets written back at 2 / 4 / 8 / 15 entries (the seed's
 //!   32 / 64 / 128 / 256 B; workloads `dbucket-<bytes>-insert`, `dbucket-<bytes>-pos-search`), and the same
-//!   two phases with P-buckets of 1 / 2 / 4 KiB (`pbucket-<KiB>k-*`). The seed's 512 B D-bucket and
-//!   8 / 16 KiB P-buckets are not measured (the tail chunk and the DRAM bucket's arrays bound them).
+//!   two phases with P-buckets of 1 / 2 / 4 / 8 / 16 KiB (`pbucket-<KiB>k-*`). The seed's 512 B D-bucket
+//!   is not measured (a D-bucket stages into the one tail chunk).
 //! * **Value sizes** (Exp 8, `values`): `elimda` and `dash` with 16 / 64 / 128 / 256 B values stored out of
 //!   line (`ValueIndex`: a value log in the same region), one thread, N/2 inserts then N/2 positive
 //!   searches per size (workloads `value-<bytes>-insert` / `value-<bytes>-pos-search`), and the same on the

@@ -14,8 +14,8 @@
 //!   measured: a D-bucket stages into one tail chunk by the region's format (see the report).
 //! * **P-bucket size** (Exp 12, workloads `pbucket-<KiB>k-insert` and `pbucket-<KiB>k-pos-search`): the
 //!   same two phases at one thread with P-buckets of [`PBUCKET_BYTES`] ([`HashConfig::pbucket_bytes`],
-//!   recorded in the region): 4, 8 and 16 home chunks of 15 slots. The seed's 8 and 16 KiB points are not
-//!   measured: the DRAM bucket's fixed arrays hold at most 16 home chunks.
+//!   recorded in the region): 4, 8, 16, 32 and 64 home chunks of 15 slots (the seed's five points; the
+//!   home slots past 240 of the 8 and 16 KiB P-buckets are mirrored in each DRAM bucket's extension).
 //!
 //! Each row carries the phase's D-bucket flushes (whole-XPLine chunk writes) in `page_writes` and those of
 //! them forced early by log space in `io_writes`.
@@ -31,8 +31,8 @@ pub const LOG_LINES: [u64; 5] = [1024, 2048, 4096, 8192, 16384];
 /// D-bucket sizes of Exp 12: staged slots, and the seed's D-bucket bytes they stand for.
 pub const DBUCKET_SLOTS: [(usize, u64); 4] = [(2, 32), (4, 64), (8, 128), (15, 256)];
 
-/// P-bucket sizes of Exp 12 this build holds, in bytes (the seed's 1, 2 and 4 KiB; 4 KiB is the default).
-pub const PBUCKET_BYTES: [u64; 3] = [1024, 2048, 4096];
+/// P-bucket sizes of Exp 12, in bytes (the seed's 1, 2, 4, 8 and 16 KiB; 4 KiB is the default).
+pub const PBUCKET_BYTES: [u64; 5] = [1024, 2048, 4096, 8192, 16384];
 
 /// Workload of the Exp 12 row of phase `phase` (`insert`, `pos-search`) with P-buckets of `bytes`.
 pub fn pbucket_workload(bytes: u64, phase: &str) -> String {

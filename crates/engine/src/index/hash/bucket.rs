@@ -1,7 +1,8 @@
 //! The DRAM side of one bucket and of the pool chunks: what lookups read without locks, and what writers
 //! keep under the bucket's mutex.
 //!
-//! A bucket's **chain** is its home chunks 0..16 (in its P-bucket) then pool chunks (positions 16..30);
+//! A bucket's **chain** is its home chunks `0..home` (in its P-bucket: 16 by default, 4 to 64) then pool
+//! chunks (positions `home..home + 14`);
 //! slot `p` of the chain is slot `p mod 15` of chunk `p / 15`. The chain's slots `0..fill` are in use, in
 //! age order. The last chunk of the chain is the **tail**: its slots `0..committed` are committed in PM,
 //! `committed..committed + staged` are the **D-bucket** (staged, durable only in the logs). DRAM mirrors
@@ -9,10 +10,13 @@
 //!
 //! Per slot: a 16-bit **fingerprint** (hash bits 48..64) and a **live** bit, set on the slot that holds the
 //! visible version of its key (its newest version, a put): at most one per key, so a lookup needs no
-//! ordering. Home slots keep these in the bucket; pool chunk slots in [`Pool`]. The bucket's **summary**
-//! maps each fingerprint class (`fp % 128`) to the 16-slot home groups that hold a fingerprint of that
-//! class (set with the fingerprint, cleared only with the whole chain: a superset), so a lookup compares
-//! only the groups its class names instead of all fifteen.
+//! ordering. The first 240 home slots (all of a P-bucket of up to 4 KiB) keep these inline in the bucket;
+//! the other home slots of a larger P-bucket (up to 720 more, 16 KiB) in the bucket's **extension**, an
+//! array sized for its generation at run time ([`Pool`] holds its layout); pool chunk slots in [`Pool`].
+//! The bucket's **summary** maps each fingerprint class (`fp % 128`) to the 16-slot home groups that hold
+//! a fingerprint of that class (set with the fingerprint, cleared only with the whole chain: a superset),
+//! so a lookup compares only the groups its class names instead of all fifteen; the extension has a
+//! summary of its own, with a 64-bit lane per class (up to 45 groups).
 //!
 //! ## Reads without locks (seqlock)
 //! Everything a lookup reads is an atomic: the 16-bit fingerprints four to a word (home slots compared 16 at
@@ -29,7 +33,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering, fence};
 use parking_lot::Mutex;
 
 use super::fpscan::scan_home;
-use super::layout::{CHUNK_SLOTS, ChunkHead, HOME_CHUNKS, HOME_SLOTS, MAX_CHAIN, MAX_OVERFLOW};
+use super::layout::{CHUNK_SLOTS, ChunkHead, HOME_SLOTS, MAX_CHAIN, MAX_HOME_CHUNKS, MAX_OVERFLOW};
 use super::spin::SpinMutex;
 
 const FP_WORDS: usize = HOME_SLOTS / 4;
@@ -43,6 +47,12 @@ const _: () = assert!(
     HOME_SLOTS.div_ceil(GROUP) <= 16,
     "a summary lane has 16 group bits"
 );
+const _: () = assert!(
+    (MAX_HOME_CHUNKS * CHUNK_SLOTS - HOME_SLOTS).div_ceil(GROUP) <= 64,
+    "an extension's summary lane has 64 group bits"
+);
+/// Words of the bit set of the chain slots past the inline ones: the most extension slots and pool slots.
+const OUTSIDE_WORDS: usize = (MAX_CHAIN * CHUNK_SLOTS - HOME_SLOTS).div_ceil(64);
 const LANES: u64 = 0x0001_0001_0001_0001;
 const LOW15: u64 = 0x7FFF_7FFF_7FFF_7FFF;
 
@@ -64,6 +74,25 @@ fn set_lane(word: &AtomicU64, lane: usize, fp: u16) {
     let w = word.load(Ordering::Relaxed);
     word.store(
         (w & !(0xFFFF << sh)) | u64::from(fp) << sh,
+        Ordering::Relaxed,
+    );
+}
+
+/// Sets bit `bit` of `word` (a plain store, only if it was clear: writers hold the bucket's lock).
+#[inline]
+fn set_bit(word: &AtomicU64, bit: usize) {
+    let old = word.load(Ordering::Relaxed);
+    if old >> bit & 1 == 0 {
+        word.store(old | 1 << bit, Ordering::Relaxed);
+    }
+}
+
+/// Sets (`on`) or clears bit `bit` of `word` (writers hold the bucket's lock).
+#[inline]
+fn flip_bit(word: &AtomicU64, bit: usize, on: bool) {
+    let w = word.load(Ordering::Relaxed);
+    word.store(
+        if on { w | 1 << bit } else { w & !(1 << bit) },
         Ordering::Relaxed,
     );
 }
@@ -111,27 +140,78 @@ impl Shape {
 
 /// DRAM mirror of the pool chunks of a generation: fingerprints and live bits per chunk, and the free list;
 /// also where the generation's chains leave their P-bucket (`home`: its home chunks, at most
-/// [`HOME_CHUNKS`]), which every per-slot accessor of [`Bucket`] needs beside the pool.
+/// [`MAX_HOME_CHUNKS`]) and the layout of its buckets' extensions, which every per-slot accessor of
+/// [`Bucket`] needs beside the pool.
 #[derive(Debug)]
 pub struct Pool {
     /// Home chunks of a bucket of this generation: chain positions `home..` are pool chunks.
     pub home: usize,
+    /// Home slots whose fingerprints and live bits a bucket holds inline: all of them up to
+    /// [`HOME_SLOTS`] (P-buckets up to 4 KiB), else `HOME_SLOTS` (the rest are in its extension).
+    pub inline_slots: usize,
+    /// Layout of a bucket's extension (all 0 when the home slots fit inline).
+    ext: ExtLayout,
     fps: Box<[AtomicU64]>,
     live: Box<[AtomicU32]>,
     /// Pool chunks no chain uses.
     pub free: Mutex<Vec<u32>>,
 }
 
+/// Where an extension keeps its parts, in words: the live bits (one per extension slot) from word 0, the
+/// fingerprints (four to a word, whole 16-slot groups) from `fps`, the summary (one 64-bit lane of group
+/// bits per fingerprint class) from `summary`; `words` in all.
+#[derive(Debug, Clone, Copy, Default)]
+struct ExtLayout {
+    slots: usize,
+    fps: usize,
+    summary: usize,
+    words: usize,
+}
+
+impl ExtLayout {
+    /// The extension of a bucket of `home` home chunks (empty up to [`HOME_SLOTS`] home slots).
+    fn new(home: usize) -> ExtLayout {
+        let slots = (home * CHUNK_SLOTS).saturating_sub(HOME_SLOTS);
+        if slots == 0 {
+            return ExtLayout::default();
+        }
+        // Each part starts on a cache line of the (64 B-aligned) extension.
+        let fps = slots.div_ceil(64).next_multiple_of(8);
+        let summary = (fps + slots.div_ceil(GROUP) * 4).next_multiple_of(8);
+        ExtLayout {
+            slots,
+            fps,
+            summary,
+            words: summary + SUMMARY_CLASSES,
+        }
+    }
+}
+
 impl Pool {
-    /// `chunks` pool chunks, all free, behind buckets of `home` home chunks (1..=16).
+    /// `chunks` pool chunks, all free, behind buckets of `home` home chunks (1..=[`MAX_HOME_CHUNKS`]).
     pub fn new(chunks: u64, home: usize) -> Pool {
-        assert!((1..=HOME_CHUNKS).contains(&home), "{home} home chunks");
+        assert!((1..=MAX_HOME_CHUNKS).contains(&home), "{home} home chunks");
         Pool {
             home,
+            inline_slots: (home * CHUNK_SLOTS).min(HOME_SLOTS),
+            ext: ExtLayout::new(home),
             fps: (0..chunks * 4).map(|_| AtomicU64::new(0)).collect(),
             live: (0..chunks).map(|_| AtomicU32::new(0)).collect(),
             free: Mutex::new((0..chunks as u32).rev().collect()),
         }
+    }
+    /// An empty bucket of this generation (with its extension, if its home slots do not fit inline).
+    pub fn new_bucket(&self) -> Bucket {
+        let mut b = Bucket::default();
+        if self.ext.words > 0 {
+            // 7 words more, so that the layout can start on a cache line (`Bucket::ext_words`).
+            b.ext = (0..self.ext.words + 7).map(|_| AtomicU64::new(0)).collect();
+        }
+        b
+    }
+    /// Bytes of DRAM a bucket's extension takes.
+    pub fn ext_bytes(&self) -> u64 {
+        (self.ext.words.next_multiple_of(8) * 8) as u64
     }
     pub fn chunks(&self) -> usize {
         self.live.len()
@@ -172,6 +252,9 @@ pub struct Bucket {
     version: AtomicU64,
     shape: AtomicU64,
     live: [AtomicU64; 4],
+    /// Fingerprints, live bits and summary of home slots `HOME_SLOTS..` (empty unless the generation's
+    /// P-buckets are larger than 4 KiB; laid out as its pool's `ExtLayout`; never replaced).
+    ext: Box<[AtomicU64]>,
     fps: Aligned64<[AtomicU64; FP_WORDS]>,
     /// Per summary class, the home groups holding a fingerprint of it (lane `class % 4` of word
     /// `class / 4`, bit = group). A superset: bits are set whenever a home slot gets a fingerprint and only
@@ -202,6 +285,7 @@ impl Default for Bucket {
             version: AtomicU64::new(0),
             shape: AtomicU64::new(Shape::new(1, 0, 0).0),
             live: Default::default(),
+            ext: Box::default(),
             fps: Aligned64(std::array::from_fn(|_| AtomicU64::new(0))),
             summary: std::array::from_fn(|_| AtomicU64::new(0)),
             tail_keys: Default::default(),
@@ -212,9 +296,10 @@ impl Default for Bucket {
     }
 }
 
-/// Where slot `p` of a chain keeps its fingerprint and live bit.
+/// Where slot `p` of a chain past the inline home slots keeps its fingerprint and live bit.
 enum Mirror<'a> {
-    Home(usize),
+    /// Slot `q` of the extension, laid out as given.
+    Ext(&'a [AtomicU64], ExtLayout, usize),
     Pool(&'a Pool, usize, usize),
 }
 
@@ -356,10 +441,19 @@ impl Bucket {
         self.tail_vals[i].store(value, Ordering::Relaxed);
     }
 
-    fn mirror<'a>(&self, pool: &'a Pool, p: usize) -> Mirror<'a> {
+    /// The extension's words, from its first cache-line boundary (so that each part starts on a line).
+    #[inline]
+    fn ext_words(&self) -> &[AtomicU64] {
+        let skip = (self.ext.as_ptr() as usize).wrapping_neg() % 64 / 8;
+        self.ext.get(skip..).unwrap_or(&[])
+    }
+
+    /// Where slot `p`, one past the inline home slots (`p >= pool.inline_slots`), keeps its fingerprint
+    /// and live bit.
+    fn outside<'a>(&'a self, pool: &'a Pool, p: usize) -> Mirror<'a> {
         let home = pool.home_slots();
         if p < home {
-            Mirror::Home(p)
+            Mirror::Ext(self.ext_words(), pool.ext, p - HOME_SLOTS)
         } else {
             let q = p - home;
             let pos = pool.home + q / CHUNK_SLOTS;
@@ -367,46 +461,80 @@ impl Bucket {
         }
     }
 
+    // Each per-slot accessor handles the inline home slots itself and leaves the others (an extension's,
+    // a pool chunk's: rare with P-buckets up to 4 KiB) to a function of their own, so that the usual
+    // path stays small enough to be inlined into the write path.
+
+    #[inline]
     pub fn fp(&self, pool: &Pool, p: usize) -> u16 {
-        match self.mirror(pool, p) {
-            Mirror::Home(p) => lane_of(&self.fps[p / 4], p % 4),
+        if p < pool.inline_slots {
+            lane_of(&self.fps[p / 4], p % 4)
+        } else {
+            self.fp_outside(pool, p)
+        }
+    }
+    #[inline(never)]
+    fn fp_outside(&self, pool: &Pool, p: usize) -> u16 {
+        match self.outside(pool, p) {
+            Mirror::Ext(w, x, q) => lane_of(&w[x.fps + q / 4], q % 4),
             Mirror::Pool(pool, c, i) => lane_of(&pool.fps[c * 4 + i / 4], i % 4),
         }
     }
+
+    #[inline]
     pub fn set_fp(&self, pool: &Pool, p: usize, fp: u16) {
-        match self.mirror(pool, p) {
-            Mirror::Home(p) => {
-                set_lane(&self.fps[p / 4], p % 4, fp);
-                let w = &self.summary[Self::summary_word(fp)];
-                let bit = 1u64 << (Self::summary_shift(fp) + p / GROUP);
-                let old = w.load(Ordering::Relaxed);
-                if old & bit == 0 {
-                    w.store(old | bit, Ordering::Relaxed);
-                }
+        if p < pool.inline_slots {
+            set_lane(&self.fps[p / 4], p % 4, fp);
+            let w = &self.summary[Self::summary_word(fp)];
+            set_bit(w, Self::summary_shift(fp) + p / GROUP);
+        } else {
+            self.set_fp_outside(pool, p, fp);
+        }
+    }
+    #[inline(never)]
+    fn set_fp_outside(&self, pool: &Pool, p: usize, fp: u16) {
+        match self.outside(pool, p) {
+            Mirror::Ext(w, x, q) => {
+                set_lane(&w[x.fps + q / 4], q % 4, fp);
+                set_bit(&w[x.summary + usize::from(fp) % SUMMARY_CLASSES], q / GROUP);
             }
             Mirror::Pool(pool, c, i) => set_lane(&pool.fps[c * 4 + i / 4], i % 4, fp),
         }
     }
+
+    #[inline]
     pub fn is_live(&self, pool: &Pool, p: usize) -> bool {
-        match self.mirror(pool, p) {
-            Mirror::Home(p) => self.live[p / 64].load(Ordering::Relaxed) >> (p % 64) & 1 == 1,
+        if p < pool.inline_slots {
+            self.live[p / 64].load(Ordering::Relaxed) >> (p % 64) & 1 == 1
+        } else {
+            self.is_live_outside(pool, p)
+        }
+    }
+    #[inline(never)]
+    fn is_live_outside(&self, pool: &Pool, p: usize) -> bool {
+        match self.outside(pool, p) {
+            Mirror::Ext(w, _, q) => w[q / 64].load(Ordering::Relaxed) >> (q % 64) & 1 == 1,
             Mirror::Pool(pool, c, i) => pool.live[c].load(Ordering::Relaxed) >> i & 1 == 1,
         }
     }
+
+    #[inline]
     pub fn set_live(&self, pool: &Pool, p: usize, on: bool) {
-        let flip = |w: u64, bit: u64| if on { w | bit } else { w & !bit };
-        match self.mirror(pool, p) {
-            Mirror::Home(p) => {
-                let w = &self.live[p / 64];
-                w.store(
-                    flip(w.load(Ordering::Relaxed), 1 << (p % 64)),
-                    Ordering::Relaxed,
-                );
-            }
+        if p < pool.inline_slots {
+            flip_bit(&self.live[p / 64], p % 64, on);
+        } else {
+            self.set_live_outside(pool, p, on);
+        }
+    }
+    #[inline(never)]
+    fn set_live_outside(&self, pool: &Pool, p: usize, on: bool) {
+        match self.outside(pool, p) {
+            Mirror::Ext(w, _, q) => flip_bit(&w[q / 64], q % 64, on),
             Mirror::Pool(pool, c, i) => {
                 let w = &pool.live[c];
-                let v = flip(u64::from(w.load(Ordering::Relaxed)), 1 << i) as u32;
-                w.store(v, Ordering::Relaxed);
+                let bit = 1u32 << i;
+                let v = w.load(Ordering::Relaxed);
+                w.store(if on { v | bit } else { v & !bit }, Ordering::Relaxed);
             }
         }
     }
@@ -424,14 +552,19 @@ impl Bucket {
         for w in self.live.iter().chain(self.fps.iter()).chain(&self.summary) {
             w.store(0, Ordering::Relaxed);
         }
+        for w in self.ext_words() {
+            w.store(0, Ordering::Relaxed);
+        }
     }
 
     /// Live slots of the chain.
     pub fn live_count(&self, pool: &Pool) -> u64 {
         let shape = self.shape();
+        let ext = &self.ext_words()[..pool.ext.slots.div_ceil(64)];
         let home: u64 = self
             .live
             .iter()
+            .chain(ext)
             .map(|w| w.load(Ordering::Relaxed).count_ones() as u64)
             .sum();
         let over: u64 = (pool.home..shape.chunks())
@@ -455,29 +588,21 @@ impl Bucket {
         mut visit: impl FnMut(usize) -> Option<R>,
     ) -> Option<R> {
         let fill = shape.fill();
-        let home = fill.min(pool.home_slots());
-        let groups = self.summary(fp);
+        let home = fill.min(pool.inline_slots);
+        let groups = u64::from(self.summary(fp));
         if let Some(r) = scan_home(&self.fps[..], &self.live, groups, home, fp, &mut visit) {
             return Some(r);
         }
-        for pos in pool.home..shape.chunks().min(pool.home + MAX_OVERFLOW) {
-            let c = self.overflow(pool, pos) as usize;
-            let (Some(words), Some(live)) = (pool.fps.get(c * 4..c * 4 + 4), pool.live.get(c))
-            else {
-                return None;
-            };
-            let live = live.load(Ordering::Relaxed);
-            let base = pool.home_slots() + (pos - pool.home) * CHUNK_SLOTS;
-            for (w, word) in words.iter().enumerate() {
-                let mut m = matches(word.load(Ordering::Relaxed), fp);
-                while m != 0 {
-                    let i = w * 4 + (m.trailing_zeros() / 16) as usize;
-                    m &= m - 1;
-                    if i < CHUNK_SLOTS
-                        && base + i < fill
-                        && live >> i & 1 == 1
-                        && let Some(r) = visit(base + i)
-                    {
+        if fill > pool.inline_slots {
+            // Past the inline slots (an extension's home slots, pool chunks): their candidates as bits, so
+            // that `visit` is called from two places only, as the compiler then inlines it in both.
+            let m = self.outside_matches(pool, shape, fp);
+            for (w, &bits) in m.iter().enumerate() {
+                let mut bits = bits;
+                while bits != 0 {
+                    let q = w * 64 + bits.trailing_zeros() as usize;
+                    bits &= bits - 1;
+                    if let Some(r) = visit(pool.inline_slots + q) {
                         return Some(r);
                     }
                 }
@@ -486,7 +611,70 @@ impl Bucket {
         None
     }
 
-    /// Bytes of DRAM per bucket.
+    /// The live slots holding `fp` among the chain's slots `inline_slots..fill` (an extension's home
+    /// slots, then the pool chunks' slots): bit `q` for slot `inline_slots + q`.
+    #[inline(never)]
+    fn outside_matches(&self, pool: &Pool, shape: Shape, fp: u16) -> [u64; OUTSIDE_WORDS] {
+        let mut out = [0u64; OUTSIDE_WORDS];
+        let mut mark = |p: usize| {
+            let q = p - pool.inline_slots;
+            out[q / 64] |= 1 << (q % 64);
+            None::<()>
+        };
+        let fill = shape.fill();
+        let home = fill.min(pool.home_slots());
+        if home > HOME_SLOTS {
+            let (x, words) = (pool.ext, self.ext_words());
+            let groups =
+                words[x.summary + usize::from(fp) % SUMMARY_CLASSES].load(Ordering::Relaxed);
+            scan_home(
+                &words[x.fps..x.summary],
+                &words[..x.fps],
+                groups,
+                home - HOME_SLOTS,
+                fp,
+                |q| mark(HOME_SLOTS + q),
+            );
+        }
+        for pos in pool.home..shape.chunks().min(pool.home + MAX_OVERFLOW) {
+            let c = self.overflow(pool, pos) as usize;
+            let (Some(words), Some(live)) = (pool.fps.get(c * 4..c * 4 + 4), pool.live.get(c))
+            else {
+                break;
+            };
+            let live = live.load(Ordering::Relaxed);
+            let base = pool.home_slots() + (pos - pool.home) * CHUNK_SLOTS;
+            for (w, word) in words.iter().enumerate() {
+                let mut m = matches(word.load(Ordering::Relaxed), fp);
+                while m != 0 {
+                    let i = w * 4 + (m.trailing_zeros() / 16) as usize;
+                    m &= m - 1;
+                    if i < CHUNK_SLOTS && base + i < fill && live >> i & 1 == 1 {
+                        mark(base + i);
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// True when the summary names the group of home slot `p` for fingerprint `fp` (the self-check).
+    pub fn summary_names(&self, pool: &Pool, p: usize, fp: u16) -> bool {
+        if p < pool.inline_slots {
+            return self.summary(fp) >> (p / GROUP) & 1 == 1;
+        }
+        match self.outside(pool, p) {
+            Mirror::Ext(w, x, q) => {
+                w[x.summary + usize::from(fp) % SUMMARY_CLASSES].load(Ordering::Relaxed)
+                    >> (q / GROUP)
+                    & 1
+                    == 1
+            }
+            Mirror::Pool(..) => true,
+        }
+    }
+
+    /// Bytes of DRAM per bucket (without its extension: [`Pool::ext_bytes`]).
     pub const fn dram_bytes() -> u64 {
         size_of::<Bucket>() as u64
     }
@@ -521,28 +709,47 @@ mod tests {
         }
     }
 
+    /// P-buckets of 4, 8 and 16 KiB: home slots inline, in the extension (8 and 16 KiB) and in a pool
+    /// chunk; every live slot of the fingerprint is found, in slot order, and the summaries name it.
     #[test]
     fn find_live_sees_only_live_matching_slots() {
-        let pool = Pool::new(4, HOME_CHUNKS);
-        let b = Bucket::default();
-        b.set_shape(Shape::new(HOME_CHUNKS + 1, 3, 0));
-        b.set_overflow(&pool, HOME_CHUNKS, 2);
-        let fill = b.shape().fill();
-        for p in 0..fill {
-            b.set_fp(&pool, p, (p % 5) as u16);
-            b.set_live(&pool, p, p % 3 != 0);
+        use crate::index::hash::layout::HOME_CHUNKS;
+        for home in [HOME_CHUNKS, 32, MAX_HOME_CHUNKS] {
+            let pool = Pool::new(4, home);
+            let b = pool.new_bucket();
+            b.set_shape(Shape::new(home + 1, 3, 0));
+            b.set_overflow(&pool, home, 2);
+            let fill = b.shape().fill();
+            for p in 0..fill {
+                b.set_fp(&pool, p, (p % 5) as u16);
+                b.set_live(&pool, p, p % 3 != 0);
+            }
+            let mut all = Vec::new();
+            for fp in 0..5u16 {
+                let mut seen = Vec::new();
+                b.find_live(&pool, b.shape(), fp, |p| {
+                    seen.push(p);
+                    None::<()>
+                });
+                let want: Vec<usize> = (0..fill)
+                    .filter(|p| p % 5 == usize::from(fp) && p % 3 != 0)
+                    .collect();
+                assert_eq!(seen, want, "home {home}, fp {fp}");
+                all.extend(seen);
+                assert!(
+                    (0..fill).all(|p| p % 5 != usize::from(fp) || b.summary_names(&pool, p, fp))
+                );
+            }
+            assert!(all.iter().any(|&p| p >= pool.home_slots()));
+            let in_ext = |p: &usize| (HOME_SLOTS..pool.home_slots()).contains(p);
+            assert_eq!(home > HOME_CHUNKS, all.iter().any(in_ext));
+            assert_eq!(
+                b.live_count(&pool),
+                (0..fill).filter(|p| p % 3 != 0).count() as u64
+            );
+            b.clear_slots(&pool);
+            assert_eq!(b.live_count(&pool), 0);
+            assert!(b.find_live(&pool, b.shape(), 2, Some).is_none());
         }
-        let mut seen = Vec::new();
-        b.find_live(&pool, b.shape(), 2, |p| {
-            seen.push(p);
-            None::<()>
-        });
-        let want: Vec<usize> = (0..fill).filter(|p| p % 5 == 2 && p % 3 != 0).collect();
-        assert_eq!(seen, want);
-        assert!(seen.iter().any(|&p| p >= HOME_SLOTS));
-        assert_eq!(
-            b.live_count(&pool),
-            (0..fill).filter(|p| p % 3 != 0).count() as u64
-        );
     }
 }

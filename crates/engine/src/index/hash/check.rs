@@ -3,7 +3,6 @@
 
 use std::collections::HashSet;
 
-use super::bucket::GROUP;
 use super::generation::Generation;
 use super::index::HashIndex;
 use super::layout::{CHUNK_SLOTS, corruption, fingerprint, hash};
@@ -124,7 +123,7 @@ impl<P: Pm> HashIndex<P> {
             // The summary names the group of every home slot in use (lookups scan only those groups).
             for p in 0..shape.fill().min(g.pool.home_slots()) {
                 let fp = bucket.fp(&g.pool, p);
-                if bucket.summary(fp) >> (p / GROUP) & 1 == 0 {
+                if !bucket.summary_names(&g.pool, p, fp) {
                     return fail(format!("summary misses slot {p} (fingerprint {fp:#x})"));
                 }
             }

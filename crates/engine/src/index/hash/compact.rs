@@ -86,16 +86,18 @@ impl<P: Pm> HashIndex<P> {
                 images.push((off, [0u8; XPLINE as usize]));
             }
         }
-        // Redo: header XPLine (commit word, bucket, targets), then the images; fenced, then committed.
+        // Redo: header XPLines (commit word, bucket, targets), then the images; fenced, then committed.
         let area = g.layout.scratch(scratch);
-        let mut header = [0u8; XPLINE as usize];
+        let header_bytes = g.layout.redo_header_bytes();
+        let mut header = vec![0u8; header_bytes as usize];
         header[8..16].copy_from_slice(&b.to_le_bytes());
         for (j, (off, _)) in images.iter().enumerate() {
             header[16 + j * 8..24 + j * 8].copy_from_slice(&off.to_le_bytes());
         }
         self.pm.write_nt(area, &header)?;
         for (j, (_, img)) in images.iter().enumerate() {
-            self.pm.write_nt(area + XPLINE * (1 + j as u64), img)?;
+            self.pm
+                .write_nt(area + header_bytes + XPLINE * j as u64, img)?;
         }
         self.pm.fence();
         let n = images.len() as u64;

@@ -15,8 +15,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use super::bucket::GROUP;
 
 /// Calls `visit(p)` for every live slot `p < home` whose fingerprint is `fp` in the groups of slots named
-/// by `groups` (bit `g`: slots `16 g .. 16 g + 16`), in slot order, until it returns `Some`. `fps` holds at
-/// least `home.div_ceil(16) * 4` words and `live` covers `home` bits.
+/// by `groups` (bit `g`: slots `16 g .. 16 g + 16`; `home` below 1,009 slots: at most 63 groups), in slot order, until it
+/// returns `Some`. `fps` holds at least `home.div_ceil(16) * 4` words and `live` covers `home` bits.
 ///
 /// The first two groups named are compared whatever their number (an absent one as group 0 with its bits
 /// dropped), so the code takes the same path for 0, 1 or 2 groups — the usual counts. A branch on a count
@@ -26,16 +26,17 @@ use super::bucket::GROUP;
 pub(super) fn scan_home<R>(
     fps: &[AtomicU64],
     live: &[AtomicU64],
-    groups: u16,
+    groups: u64,
     home: usize,
     fp: u16,
     mut visit: impl FnMut(usize) -> Option<R>,
 ) -> Option<R> {
-    let groups = u32::from(groups) & ((1u32 << home.div_ceil(GROUP)) - 1);
-    let first = groups.trailing_zeros() as usize % 32;
+    debug_assert!(home.div_ceil(GROUP) < 64);
+    let groups = groups & ((1u64 << home.div_ceil(GROUP)) - 1);
+    let first = groups.trailing_zeros() as usize % 64;
     let rest = groups & groups.wrapping_sub(1);
-    let second = rest.trailing_zeros() as usize % 32;
-    let some = |named: u32| if named != 0 { u32::MAX } else { 0 };
+    let second = rest.trailing_zeros() as usize % 64;
+    let some = |named: u64| if named != 0 { u32::MAX } else { 0 };
     let m1 = group_bits(fps, live, first, home, fp)? & some(groups);
     let m2 = group_bits(fps, live, second, home, fp)? & some(rest);
     let mut m = u64::from(m1) | u64::from(m2) << 32;
@@ -143,7 +144,8 @@ mod tests {
         for round in 0..200 {
             let fp_choices = [0u16, 0xFFFF, 0x8000, 0x7FFF, 0x1234];
             let fp = fp_choices[round % fp_choices.len()];
-            let lanes: Vec<u16> = (0..240)
+            // Up to 1,008 slots: the inline home slots (240) and an extension's (720) both fit.
+            let lanes: Vec<u16> = (0..1008)
                 .map(|_| {
                     let r = next();
                     if r % 3 == 0 { fp } else { r as u16 >> (r % 2) }
@@ -159,15 +161,15 @@ mod tests {
                     )
                 })
                 .collect();
-            let live: Vec<AtomicU64> = (0..4).map(|_| AtomicU64::new(next())).collect();
+            let live: Vec<AtomicU64> = (0..16).map(|_| AtomicU64::new(next())).collect();
             let is_live = |p: usize| live[p / 64].load(Ordering::Relaxed) >> (p % 64) & 1 == 1;
-            let home = (next() % 241) as usize;
+            let home = (next() % if round % 2 == 0 { 241 } else { 1009 }) as usize;
             let want: Vec<usize> = (0..home)
                 .filter(|&p| lanes[p] == fp && is_live(p))
                 .collect();
             let mut seen = Vec::new();
             // Every group named, then a random subset: only slots of named groups are visited.
-            let groups = next() as u16;
+            let groups = next();
             let named: Vec<usize> = want
                 .iter()
                 .copied()
@@ -179,7 +181,7 @@ mod tests {
                 None::<()>
             });
             assert_eq!(seen_named, named, "round {round}, groups {groups:#x}");
-            let none = scan_home(&fps, &live, u16::MAX, home, fp, |p| {
+            let none = scan_home(&fps, &live, u64::MAX, home, fp, |p| {
                 seen.push(p);
                 None::<()>
             });
@@ -188,7 +190,7 @@ mod tests {
             // It stops at the first `Some`.
             if let Some(&first) = want.first() {
                 assert_eq!(
-                    scan_home(&fps, &live, u16::MAX, home, fp, Some),
+                    scan_home(&fps, &live, u64::MAX, home, fp, Some),
                     Some(first)
                 );
             }

@@ -36,22 +36,23 @@ pub struct Generation {
 /// `n` empty buckets, in memory the kernel is asked to back with transparent huge pages before it is first
 /// touched (when `n` buckets span whole 2 MiB pages): every write and lookup lands on a random bucket, and
 /// with 4 KiB pages nearly each one adds a TLB miss (a page walk) to its cache miss. A hint only.
-fn new_buckets(n: usize) -> Box<[Bucket]> {
+fn new_buckets(n: usize, pool: &Pool) -> Box<[Bucket]> {
     let mut v: Vec<Bucket> = Vec::with_capacity(n);
     crate::algo::advise_huge_pages(v.as_ptr() as usize, n * size_of::<Bucket>());
-    v.extend((0..n).map(|_| Bucket::default()));
+    v.extend((0..n).map(|_| pool.new_bucket()));
     v.into_boxed_slice()
 }
 
 impl Generation {
     /// The DRAM state of an empty generation laid out as `layout`.
     pub fn new(layout: Gen, nonce: u64) -> Generation {
+        let pool = Pool::new(layout.pool_chunks, layout.home_chunks());
         Generation {
-            buckets: new_buckets(layout.buckets() as usize),
+            buckets: new_buckets(layout.buckets() as usize, &pool),
             logs: (0..layout.logs)
                 .map(|i| Padded(SpinMutex::new(Log::new(&layout, nonce, i))))
                 .collect(),
-            pool: Pool::new(layout.pool_chunks, layout.home_chunks()),
+            pool,
             layout,
             next: AtomicPtr::new(std::ptr::null_mut()),
             moved: AtomicU64::new(0),
@@ -139,7 +140,7 @@ impl Generation {
 
     /// Bytes of DRAM the generation holds (buckets, pool mirror, log rings).
     pub fn dram_bytes(&self) -> u64 {
-        self.buckets.len() as u64 * Bucket::dram_bytes()
+        self.buckets.len() as u64 * (Bucket::dram_bytes() + self.pool.ext_bytes())
             + self.pool.dram_bytes()
             + self.layout.logs * self.layout.log_records * 4
     }

@@ -34,7 +34,7 @@ pub struct HashConfig {
     /// collecting-log experiment). With many buckets per log record, log space then forces D-buckets out
     /// before they fill.
     pub fixed_log: bool,
-    /// Bytes of a P-bucket (a power of two from 1 KiB to 4 KiB, the default; 4 to 16 chunks). Recorded in
+    /// Bytes of a P-bucket (a power of two from 1 KiB to 16 KiB; 4 KiB, the default; 4 to 64 chunks). Recorded in
     /// the superblock: `open` adopts the region's size whatever this build's default (the P-bucket sweep of
     /// Exp 12).
     pub pbucket_bytes: u64,

@@ -10,24 +10,29 @@ use crate::storage::pm::{CACHE_LINE, Pm, XPLINE};
 
 /// Bytes of a P-bucket by default: 16 chunks of one XPLine each. A region records its own size
 /// ([`Geometry::bucket_bytes`], `HashConfig::pbucket_bytes`): a power of two from [`MIN_BUCKET_BYTES`] to
-/// this (the P-bucket sweep of Exp 12).
+/// [`MAX_BUCKET_BYTES`] (the P-bucket sweep of Exp 12).
 pub const BUCKET_BYTES: u64 = 4096;
 /// Smallest P-bucket: 4 chunks.
 pub const MIN_BUCKET_BYTES: u64 = 1024;
-/// Most chunks (XPLines) of a P-bucket (its home chunks; a chain may continue in pool chunks): what the
-/// DRAM bucket's fixed arrays hold. A generation's own count is [`Gen::home_chunks`].
+/// Largest P-bucket: 64 chunks (960 home slots).
+pub const MAX_BUCKET_BYTES: u64 = 16384;
+/// Home chunks of a default P-bucket, and the home chunks whose fingerprints and live bits the DRAM
+/// bucket holds inline (a larger P-bucket keeps those of its other home chunks in the bucket's
+/// extension, sized for its generation: `bucket::Ext`). A generation's own count is [`Gen::home_chunks`].
 pub const HOME_CHUNKS: usize = 16;
+/// Most home chunks of a P-bucket (of [`MAX_BUCKET_BYTES`]).
+pub const MAX_HOME_CHUNKS: usize = (MAX_BUCKET_BYTES / XPLINE) as usize;
 /// Bytes of a chunk's header: the commit word and the identity word.
 pub const CHUNK_HEADER: u64 = 16;
 /// Slots (16 B: 8 B key + 8 B value) of a chunk: 15 after its 16 B header. Also the D-bucket's capacity.
 pub const CHUNK_SLOTS: usize = 15;
-/// Most slots of the home chunks of a bucket (of the largest P-bucket).
+/// Home slots whose fingerprints and live bits the DRAM bucket holds inline (all of a default P-bucket's).
 pub const HOME_SLOTS: usize = HOME_CHUNKS * CHUNK_SLOTS;
-/// Longest chain of a bucket, in chunks: 16 home chunks and up to 14 pool chunks (a generation of smaller
-/// P-buckets: its home chunks and up to 14 pool chunks, [`Gen::max_chain`]).
-pub const MAX_CHAIN: usize = 30;
 /// Pool chunks a bucket may link.
-pub const MAX_OVERFLOW: usize = MAX_CHAIN - HOME_CHUNKS;
+pub const MAX_OVERFLOW: usize = 14;
+/// Longest chain of a bucket, in chunks: its home chunks and up to [`MAX_OVERFLOW`] pool chunks
+/// ([`Gen::max_chain`]; 30 for the default P-bucket, 78 for the largest).
+pub const MAX_CHAIN: usize = MAX_HOME_CHUNKS + MAX_OVERFLOW;
 /// Bytes of a slot.
 pub const SLOT_BYTES: u64 = 16;
 /// Bytes of the superblock (one page, so that generations start 4 KiB-aligned).
@@ -48,8 +53,6 @@ pub const FIXED_LOG_FLAG: u64 = 1 << 63;
 /// size bounds how full a D-bucket gets before log space forces it out (16: most flushes are of full or
 /// nearly full D-buckets; 256 B of log per 4 KiB P-bucket per 8 records).
 pub const LOG_RECORDS_PER_BUCKET: u64 = 16;
-/// Bytes of a compaction redo area (one per log): a header XPLine and up to `MAX_CHAIN` chunk images.
-pub const SCRATCH_BYTES: u64 = 8192;
 /// Largest sequence number of a bucket (45 bits of a chunk's commit word).
 pub const MAX_SEQ: u64 = (1 << 45) - 1;
 
@@ -101,7 +104,7 @@ fn mix(parts: &[u64], seed: u64) -> u64 {
 /// The immutable geometry recorded in the superblock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Geometry {
-    /// Bytes of a P-bucket (a power of two in `MIN_BUCKET_BYTES..=BUCKET_BYTES`).
+    /// Bytes of a P-bucket (a power of two in `MIN_BUCKET_BYTES..=MAX_BUCKET_BYTES`).
     pub bucket_bytes: u64,
     /// Collecting logs of every generation (one per concurrent writer).
     pub logs: u64,
@@ -145,7 +148,7 @@ impl Geometry {
         if word(SB_VERSION) != VERSION || check_bucket_bytes(bucket_bytes).is_err() {
             return Err(Error::Incompatible(format!(
                 "hash index version {} with {bucket_bytes} B buckets, expected {VERSION} and a power of two \
-                 in {MIN_BUCKET_BYTES}..={BUCKET_BYTES}",
+                 in {MIN_BUCKET_BYTES}..={MAX_BUCKET_BYTES}",
                 word(SB_VERSION),
             )));
         }
@@ -188,19 +191,20 @@ impl Geometry {
 }
 
 /// `InvalidArgument` unless `bytes` is a P-bucket size this build supports: a power of two in
-/// `MIN_BUCKET_BYTES..=BUCKET_BYTES` (4, 8 or 16 chunks).
+/// `MIN_BUCKET_BYTES..=MAX_BUCKET_BYTES` (4 to 64 chunks).
 pub fn check_bucket_bytes(bytes: u64) -> Result<()> {
-    if bytes.is_power_of_two() && (MIN_BUCKET_BYTES..=BUCKET_BYTES).contains(&bytes) {
+    if bytes.is_power_of_two() && (MIN_BUCKET_BYTES..=MAX_BUCKET_BYTES).contains(&bytes) {
         Ok(())
     } else {
         Err(Error::invalid(format!(
-            "P-bucket of {bytes} bytes (a power of two in {MIN_BUCKET_BYTES}..={BUCKET_BYTES})"
+            "P-bucket of {bytes} bytes (a power of two in {MIN_BUCKET_BYTES}..={MAX_BUCKET_BYTES})"
         )))
     }
 }
 
 /// One table generation in PM, at a 4 KiB-aligned offset:
-/// `header (256 B) · tail words (64 B per log) · pad to 4 KiB · redo areas (8 KiB per log) · logs (each
+/// `header (256 B) · tail words (64 B per log) · pad to 4 KiB · redo areas (one per log, [`Gen::scratch_bytes`]:
+/// 8 KiB for P-buckets up to 4 KiB, 12 KiB for 8 KiB, 24 KiB for 16 KiB) · logs (each
 /// rounded to 4 KiB) · pool chunks (256 B each, rounded to 4 KiB) · P-buckets (`bucket_bytes` each)`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Gen {
@@ -272,9 +276,21 @@ impl Gen {
     pub fn tail_word(&self, i: u64) -> u64 {
         self.off + XPLINE + i * CACHE_LINE
     }
+    /// Bytes of a redo area's header: its commit word, the bucket, and the target offset of each image
+    /// (up to [`Gen::max_chain`]), in whole XPLines (one for P-buckets up to 4 KiB).
+    pub fn redo_header_bytes(&self) -> u64 {
+        round_up(16 + 8 * self.max_chain() as u64, XPLINE)
+    }
+    /// Bytes of a redo area: its header and up to [`Gen::max_chain`] chunk images, in whole 4 KiB pages.
+    pub fn scratch_bytes(&self) -> u64 {
+        round_up(
+            self.redo_header_bytes() + self.max_chain() as u64 * XPLINE,
+            4096,
+        )
+    }
     /// Redo area of log `i` (used by compactions done while holding that log).
     pub fn scratch(&self, i: u64) -> u64 {
-        self.off + self.header_span() + i * SCRATCH_BYTES
+        self.off + self.header_span() + i * self.scratch_bytes()
     }
     fn log_span(&self) -> u64 {
         round_up(self.log_records * RECORD_BYTES, 4096)

@@ -1,7 +1,7 @@
 //! # ElimDA-style persistent hash index (issue 17)
 //!
 //! A hybrid DRAM/PM hash index of `u64 → u64` over any [`Pm`](crate::storage::pm::Pm) region, after the
-//! design reconstructed in `reference/hashing.md` §2: durable **P-buckets** of 4 KiB in PM (1 or 2 KiB with
+//! design reconstructed in `reference/hashing.md` §2: durable **P-buckets** of 4 KiB in PM (1, 2, 8 or 16 KiB with
 //! `HashConfig::pbucket_bytes`, recorded in the superblock and adopted on open), written only in
 //! whole 256 B XPLines; a **D-bucket** per P-bucket in DRAM that stages up to 15 writes (written back at
 //! `HashConfig::dbucket_slots`, 15 by default, a setting of the open handle); per-thread
@@ -28,8 +28,8 @@
 //!   that size, `HashConfig::fixed_log`; clear: logs grow with the table), nonce, region length, xxh3
 //!   checksum; then the **root word** (offset of the current generation, switched by one 8 B store).
 //! * A **generation**: header · one tail word per log · one redo area per log · the logs · pool chunks
-//!   (overflow chunks shared by the buckets) · P-buckets. A bucket's **chain** is its 16 home chunks
-//!   (P-bucket ÷ 256 B), then up to 14 pool chunks. A chunk is one XPLine: commit word (slot count, tombstone bits, the bucket's
+//!   (overflow chunks shared by the buckets) · P-buckets. A bucket's **chain** is its home chunks
+//!   (P-bucket ÷ 256 B: 16 by default, 4 to 64), then up to 14 pool chunks. A chunk is one XPLine: commit word (slot count, tombstone bits, the bucket's
 //!   sequence number at the commit), identity word (salted with the nonce and generation), 15 slots of
 //!   16 B. Log records are 32 B: key, value, `seq << 2 | op`, checksum salted with log and position.
 //!
@@ -74,6 +74,10 @@
 //!   is read from DRAM. About 260 (miss) to 320 (hit) instructions, with no branch on the number of groups
 //!   up to two (`fpscan`), so a misprediction rarely discards the next lookup's started misses. The time
 //!   is the two dependent misses: the bucket's DRAM lines, then the PM slot's line.
+//!   P-buckets of 8 and 16 KiB: a key not found in the 240 inline home slots is looked for in the bucket's
+//!   extension, out of line (its summary word and live bits, then the groups the summary names: about
+//!   0.12 per group in use, up to 45): a further two dependent DRAM misses, not prefetched, so that the
+//!   4 KiB path keeps its instructions.
 //! * **Miss**: no PM access unless a fingerprint matches falsely.
 //! * **Write**: one 32 B log append persisted, plus 1/15 of a whole-XPLine chunk write and its commit
 //!   word; no PM read unless the key's fingerprint matches a live committed slot (an update).

@@ -167,7 +167,8 @@ fn finish_redos<P: Pm>(pm: &P, geo: &Geometry, tbl: &Generation) -> Result<()> {
     let g = &tbl.layout;
     for i in 0..g.logs {
         let area = g.scratch(i);
-        let mut header = [0u8; XPLINE as usize];
+        let header_bytes = g.redo_header_bytes();
+        let mut header = vec![0u8; header_bytes as usize];
         pm.read(area, &mut header)?;
         let word = super::format::le(&header);
         let n = word & 0xFF;
@@ -190,7 +191,7 @@ fn finish_redos<P: Pm>(pm: &P, geo: &Geometry, tbl: &Generation) -> Result<()> {
                     format!("redo target {t} is no chunk of bucket {b}"),
                 ));
             }
-            pm.read(area + XPLINE * (1 + j as u64), &mut img)?;
+            pm.read(area + header_bytes + XPLINE * j as u64, &mut img)?;
             pm.write_nt(t, &img)?;
         }
         pm.fence();

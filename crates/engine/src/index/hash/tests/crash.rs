@@ -130,6 +130,67 @@ fn crash_at_every_persist_point_with_1_kib_pbuckets() {
     }
 }
 
+/// P-buckets of 8 and 16 KiB (32 and 64 home chunks; the P-bucket sweep of Exp 12): the home slots past
+/// the 240 the DRAM bucket holds inline live in its extension, chains grow past the 30 chunks of a 4 KiB
+/// bucket's, and compactions of such chains go through the larger redo area (a header of 2 or 3 XPLines).
+/// Every persist point is crashed at under ADR (8 KiB also under eADR).
+#[test]
+fn crash_at_every_persist_point_with_large_pbuckets() {
+    fn spec(pbucket_bytes: u64) -> CrashSpec<HashIndex<ShadowPm>> {
+        CrashSpec {
+            region: 4 << 20,
+            keys: 1400,
+            create: if pbucket_bytes == 8192 {
+                |pm| {
+                    HashIndex::create(
+                        pm,
+                        HashConfig {
+                            pbucket_bytes: 8192,
+                            ..tiny_config()
+                        },
+                    )
+                }
+            } else {
+                |pm| {
+                    HashIndex::create(
+                        pm,
+                        HashConfig {
+                            pbucket_bytes: 16384,
+                            ..tiny_config()
+                        },
+                    )
+                }
+            },
+            ..SPEC
+        }
+    }
+    for (bytes, mode, ops, grows) in [
+        (16384, PersistMode::Adr, 3400, 1),
+        (8192, PersistMode::Adr, 2400, 1),
+        (8192, PersistMode::Eadr, 2000, 1),
+    ] {
+        let (images, fences) = testkit::crash_every_persist_point(
+            &spec(bytes),
+            mode,
+            ops,
+            |_| {},
+            |index| {
+                let s = index.stats();
+                assert!(s.grows >= grows && s.compactions > 0, "{bytes}: {s:?}");
+                let home = bytes as usize / 256;
+                assert_eq!(index.capacity(), index.buckets() * home as u64 * 15);
+                // Some chain reaches the home chunks past the 16 held inline; at 16 KiB, past a 4 KiB
+                // P-bucket's longest chain (30 chunks).
+                let g = index.current();
+                let longest = g.buckets.iter().map(|b| b.shape().chunks()).max();
+                let past = if bytes == 16384 { 30 } else { 16 };
+                assert!(longest > Some(past), "{bytes}: longest chain {longest:?}");
+            },
+        );
+        assert!(images + 3 >= fences, "{images} images for {fences} fences");
+    }
+}
+
 /// The experiments' settings: logs of exactly 8 lines (16 records) that never grow with the table, and
 /// D-buckets written back at 5 staged slots (partly filled tail chunks rewritten again and again); the
 /// 16-record ring fills so fast that log space forces D-buckets out too. Every persist point is crashed at

@@ -178,7 +178,7 @@ fn a_committed_redo_is_finished_on_open() {
     let area = g.scratch(0);
     pm.write_u64(area + 8, b).unwrap();
     pm.write_u64(area + 16, g.home_chunk(b, 0)).unwrap();
-    pm.write(area + XPLINE, &img).unwrap();
+    pm.write(area + g.redo_header_bytes(), &img).unwrap();
     pm.write(g.home_chunk(b, 0), &[0x5A; XPLINE as usize])
         .unwrap();
     pm.write_u64(area, g.redo_word(geo.nonce, 0, 1)).unwrap();
