@@ -121,8 +121,9 @@ impl BloomFilter {
         Ok(BloomFilter { bits, m, k })
     }
 
-    /// The [`BlockMask`] of the key of hash `hash` for this filter's k.
-    #[inline]
+    /// The [`BlockMask`] of the key of hash `hash` for this filter's k (the tests' mask path; callers build
+    /// masks with [`BlockMask::of`]).
+    #[cfg(test)]
     pub fn mask_of(&self, hash: KeyHash) -> BlockMask {
         BlockMask::of(hash, self.k)
     }
@@ -214,8 +215,9 @@ impl BloomFilter {
     }
 
     /// [`set`](Self::set) with the key's [`BlockMask`] computed by the caller (as in
-    /// [`contains_masked`](Self::contains_masked)).
-    #[inline]
+    /// [`contains_masked`](Self::contains_masked)): the tests' reference for `set` and `test_and_set`, which
+    /// set bits in the block itself (see [`mask_bits`]).
+    #[cfg(test)]
     pub fn set_masked(&mut self, p: Probe, m: &BlockMask) {
         let mask = self.mask_words(p, m);
         let first = (p.base / 64) as usize;

@@ -45,23 +45,14 @@ pub(crate) fn encode(seqno: u64, ops: &[WriteOp], out: &mut Vec<u8>) {
     let mut w = Writer::new(out);
     w.u8(KIND_BATCH).u64(seqno).u32(ops.len() as u32);
     for op in ops {
-        let (tag, key) = match op {
-            WriteOp::Put { key, .. } => (PUT, key),
-            WriteOp::Merge { key, .. } => (MERGE, key),
-            WriteOp::PutWeighted { key, .. } => (PUT_WEIGHTED, key),
-            WriteOp::Delete { key } => (DELETE, key),
-        };
-        w.u8(tag).u32(key.len() as u32).bytes(key);
         match op {
-            WriteOp::Put { value, .. }
-            | WriteOp::Merge { operand: value, .. }
-            | WriteOp::PutWeighted { value, .. } => {
-                w.u32(value.len() as u32).bytes(value);
+            WriteOp::Put { key, value } => encode_op(&mut w, PUT, key, Some(value)),
+            WriteOp::Merge { key, operand } => encode_op(&mut w, MERGE, key, Some(operand)),
+            WriteOp::PutWeighted { key, value, weight } => {
+                encode_op(&mut w, PUT_WEIGHTED, key, Some(value));
+                w.f64(*weight);
             }
-            WriteOp::Delete { .. } => {}
-        }
-        if let WriteOp::PutWeighted { weight, .. } = op {
-            w.f64(*weight);
+            WriteOp::Delete { key } => encode_op(&mut w, DELETE, key, None),
         }
     }
 }
@@ -71,9 +62,17 @@ pub(crate) fn encode(seqno: u64, ops: &[WriteOp], out: &mut Vec<u8>) {
 pub(crate) fn encode_single(seqno: u64, key: &[u8], value: Option<&[u8]>, out: &mut Vec<u8>) {
     let mut w = Writer::new(out);
     w.u8(KIND_BATCH).u64(seqno).u32(1);
-    w.u8(if value.is_some() { PUT } else { DELETE })
-        .u32(key.len() as u32)
-        .bytes(key);
+    encode_op(
+        &mut w,
+        if value.is_some() { PUT } else { DELETE },
+        key,
+        value,
+    );
+}
+
+/// One operation of a batch record: its tag, its key and, unless it is a delete, its value (or operand).
+fn encode_op(w: &mut Writer<'_>, tag: u8, key: &[u8], value: Option<&[u8]>) {
+    w.u8(tag).u32(key.len() as u32).bytes(key);
     if let Some(value) = value {
         w.u32(value.len() as u32).bytes(value);
     }

@@ -36,6 +36,28 @@ pub struct BufferEntry {
     pub kind: OpKind,
 }
 
+impl BufferEntry {
+    /// A put of `value` under `key` with `weight`.
+    pub fn put(key: u64, value: u64, weight: f64) -> BufferEntry {
+        BufferEntry {
+            key,
+            value,
+            weight,
+            kind: OpKind::Put,
+        }
+    }
+
+    /// A delete of `key`.
+    pub fn delete(key: u64) -> BufferEntry {
+        BufferEntry {
+            key,
+            value: 0,
+            weight: 0.0,
+            kind: OpKind::Delete,
+        }
+    }
+}
+
 const PUT: u8 = 1;
 const DELETE: u8 = 2;
 

@@ -307,22 +307,12 @@ impl<S: Shard> Dynamized<S> {
 
     /// Inserts or overwrites `key`.
     pub fn put(&self, key: u64, value: u64, weight: f64) -> Result<()> {
-        self.write_batch(&[BufferEntry {
-            key,
-            value,
-            weight,
-            kind: OpKind::Put,
-        }])
+        self.write_batch(&[BufferEntry::put(key, value, weight)])
     }
 
     /// Deletes `key` (no effect if absent).
     pub fn delete(&self, key: u64) -> Result<()> {
-        self.write_batch(&[BufferEntry {
-            key,
-            value: 0,
-            weight: 0.0,
-            kind: OpKind::Delete,
-        }])
+        self.write_batch(&[BufferEntry::delete(key)])
     }
 
     /// Applies puts and deletes as one batch: readers see all of it or none of it.

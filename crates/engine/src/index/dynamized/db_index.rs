@@ -31,7 +31,7 @@
 //! open handle, which survives the unlink (POSIX; `MemVfs` keeps the bytes of a removed file for its open
 //! handles too).
 
-use super::buffer::{BufferEntry, OpKind};
+use super::buffer::BufferEntry;
 use super::column_run::ColumnRun;
 use super::core::{Dynamized, Filters, InMemory, ShardFactory};
 use super::options::{DynOptions, RuntimeOptions};
@@ -295,24 +295,11 @@ impl<S: Shard> DynamizedIndex<S> {
             smallvec::SmallVec::with_capacity(ops.len());
         for op in ops {
             entries.push(match op {
-                WriteOp::Put { key, value } => BufferEntry {
-                    key: decode_u64(key, "key")?,
-                    value: decode_u64(value, "value")?,
-                    weight: 1.0,
-                    kind: OpKind::Put,
-                },
-                WriteOp::PutWeighted { key, value, weight } => BufferEntry {
-                    key: decode_u64(key, "key")?,
-                    value: decode_u64(value, "value")?,
-                    weight: *weight,
-                    kind: OpKind::Put,
-                },
-                WriteOp::Delete { key } => BufferEntry {
-                    key: decode_u64(key, "key")?,
-                    value: 0,
-                    weight: 0.0,
-                    kind: OpKind::Delete,
-                },
+                WriteOp::Put { key, value } => buffer_entry(key, Some((value, 1.0)))?,
+                WriteOp::PutWeighted { key, value, weight } => {
+                    buffer_entry(key, Some((value, *weight)))?
+                }
+                WriteOp::Delete { key } => buffer_entry(key, None)?,
                 // `validate_batch` (the default) refuses merges before they are logged.
                 WriteOp::Merge { .. } => {
                     return Err(Error::invalid("a dynamized index has no merge operator"));
@@ -321,6 +308,15 @@ impl<S: Shard> DynamizedIndex<S> {
         }
         self.core.write_batch(&entries)
     }
+}
+
+/// The buffer entry of a put (`Some((value, weight))`) or delete of `key`, from the shell's encoded bytes.
+fn buffer_entry(key: &[u8], put: Option<(&[u8], f64)>) -> Result<BufferEntry> {
+    let key = decode_u64(key, "key")?;
+    Ok(match put {
+        Some((value, weight)) => BufferEntry::put(key, decode_u64(value, "value")?, weight),
+        None => BufferEntry::delete(key),
+    })
 }
 
 impl<S: Shard> OrderedIndex for DynamizedIndex<S> {
@@ -345,21 +341,8 @@ impl<S: Shard> OrderedIndex for DynamizedIndex<S> {
     }
 
     fn apply_borrowed(&self, key: &[u8], value: Option<&[u8]>) -> Result<()> {
-        let key = decode_u64(key, "key")?;
-        self.core.write_batch(&[match value {
-            Some(value) => BufferEntry {
-                key,
-                value: decode_u64(value, "value")?,
-                weight: 1.0,
-                kind: OpKind::Put,
-            },
-            None => BufferEntry {
-                key,
-                value: 0,
-                weight: 0.0,
-                kind: OpKind::Delete,
-            },
-        }])
+        self.core
+            .write_batch(&[buffer_entry(key, value.map(|v| (v, 1.0)))?])
     }
 
     fn scan_visit(

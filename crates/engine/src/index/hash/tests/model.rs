@@ -8,16 +8,34 @@ use crate::index::hash::testkit::{self, ModelOp, cases, model_op};
 use crate::index::hash::{HashConfig, HashIndex};
 use crate::storage::pm::{MmapRegion, PersistMode, Pm};
 
+/// A fresh index of `config` in an anonymous ADR region of `region_bytes`, run against the model with
+/// reopens (the load stays at most 7/8).
+fn model_run_in(
+    region_bytes: u64,
+    config: HashConfig,
+    ops: Vec<ModelOp>,
+) -> Result<(), TestCaseError> {
+    let pm = MmapRegion::anonymous(region_bytes, PersistMode::Adr).unwrap();
+    let index = HashIndex::create(pm, config).unwrap();
+    testkit::model_run(index, ops, HashIndex::recover_with_threads, Some(0.875))
+}
+
+/// Up to `max_ops` operations on `keys` keys, with reopens on 1–4 recovery threads among them.
+fn ops_with_reopens(keys: u64, max_ops: usize) -> impl Strategy<Value = Vec<ModelOp>> {
+    prop::collection::vec(
+        model_op(keys, (1usize..5).prop_map(ModelOp::Reopen)),
+        1..max_ops,
+    )
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(cases()))]
 
     #[test]
     fn matches_hashmap_across_reopens(
-        ops in prop::collection::vec(model_op(320, (1usize..5).prop_map(ModelOp::Reopen)), 1..1200)
+        ops in ops_with_reopens(320, 1200)
     ) {
-        let pm = MmapRegion::anonymous(1 << 20, PersistMode::Adr).unwrap();
-        let index = HashIndex::create(pm, tiny_config()).unwrap();
-        testkit::model_run(index, ops, HashIndex::recover_with_threads, Some(0.875))?;
+        model_run_in(1 << 20, tiny_config(), ops)?;
     }
 
     /// The experiments' non-default settings: a log of exactly 8 lines that never grows with the table,
@@ -25,12 +43,9 @@ proptest! {
     #[test]
     fn matches_hashmap_with_a_fixed_log_and_small_dbuckets(
         dbucket_slots in 1usize..15,
-        ops in prop::collection::vec(model_op(320, (1usize..5).prop_map(ModelOp::Reopen)), 1..1200)
+        ops in ops_with_reopens(320, 1200)
     ) {
-        let pm = MmapRegion::anonymous(1 << 20, PersistMode::Adr).unwrap();
-        let config = HashConfig { log_lines: 8, fixed_log: true, dbucket_slots, ..tiny_config() };
-        let index = HashIndex::create(pm, config).unwrap();
-        testkit::model_run(index, ops, HashIndex::recover_with_threads, Some(0.875))?;
+        model_run_in(1 << 20, HashConfig { log_lines: 8, fixed_log: true, dbucket_slots, ..tiny_config() }, ops)?;
     }
 
     /// P-buckets of 1 and 2 KiB (4 and 8 home chunks; the P-bucket sweep of Exp 12): a reopen adopts the
@@ -38,12 +53,9 @@ proptest! {
     #[test]
     fn matches_hashmap_with_small_pbuckets(
         pbucket_bytes in prop::sample::select(vec![1024u64, 2048]),
-        ops in prop::collection::vec(model_op(320, (1usize..5).prop_map(ModelOp::Reopen)), 1..1200)
+        ops in ops_with_reopens(320, 1200)
     ) {
-        let pm = MmapRegion::anonymous(1 << 20, PersistMode::Adr).unwrap();
-        let config = HashConfig { pbucket_bytes, ..tiny_config() };
-        let index = HashIndex::create(pm, config).unwrap();
-        testkit::model_run(index, ops, HashIndex::recover_with_threads, Some(0.875))?;
+        model_run_in(1 << 20, HashConfig { pbucket_bytes, ..tiny_config() }, ops)?;
     }
 
     /// P-buckets of 8 and 16 KiB (32 and 64 home chunks: 240 and 720 home slots in the DRAM bucket's
@@ -52,12 +64,9 @@ proptest! {
     #[test]
     fn matches_hashmap_with_large_pbuckets(
         pbucket_bytes in prop::sample::select(vec![8192u64, 16384]),
-        ops in prop::collection::vec(model_op(2400, (1usize..5).prop_map(ModelOp::Reopen)), 1..4000)
+        ops in ops_with_reopens(2400, 4000)
     ) {
-        let pm = MmapRegion::anonymous(4 << 20, PersistMode::Adr).unwrap();
-        let config = HashConfig { pbucket_bytes, ..tiny_config() };
-        let index = HashIndex::create(pm, config).unwrap();
-        testkit::model_run(index, ops, HashIndex::recover_with_threads, Some(0.875))?;
+        model_run_in(4 << 20, HashConfig { pbucket_bytes, ..tiny_config() }, ops)?;
     }
 }
 
